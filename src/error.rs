@@ -1,0 +1,37 @@
+//! Errors from what the world can break: compilers, devices, files.
+
+use std::fmt;
+
+/// Everything a caller may want to recover from.
+#[derive(Debug)]
+pub enum Error {
+    /// The device's compiler rejected generated source (includes its message).
+    Compile(String),
+    /// A device could not be opened or failed to run a program.
+    Device(String),
+    /// A file or process operation failed.
+    Io(std::io::Error),
+    /// A user-facing precondition that a `try_` API reports instead of panicking.
+    Invalid(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Compile(m) => write!(f, "compile error: {m}"),
+            Error::Device(m) => write!(f, "device error: {m}"),
+            Error::Io(e) => write!(f, "io error: {e}"),
+            Error::Invalid(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

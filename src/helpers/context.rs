@@ -1,0 +1,78 @@
+//! Settings read from the environment, overridable in a scope with `Context`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+thread_local! {
+    static OVERRIDES: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
+}
+
+/// An integer setting: a scoped `Context` override if one is active, else the env var, else
+/// `default`. Unparsable env values count as the default.
+pub fn getenv(key: &str, default: i64) -> i64 {
+    if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
+        return v;
+    }
+    std::env::var(key).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// A string setting from the environment.
+pub fn getenv_str(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// The DEBUG level.
+pub fn debug() -> i64 {
+    getenv("DEBUG", 0)
+}
+
+/// Scoped settings: `let _ctx = Context::new(&[("DEBUG", 2)]);` sets them on this thread until
+/// the guard drops, then restores what was there before.
+#[must_use = "the settings only hold while the Context is alive"]
+pub struct Context {
+    saved: Vec<(String, Option<i64>)>,
+}
+
+impl Context {
+    pub fn new(settings: &[(&str, i64)]) -> Context {
+        let saved = OVERRIDES.with(|o| {
+            let mut o = o.borrow_mut();
+            settings.iter().map(|(k, v)| (k.to_string(), o.insert(k.to_string(), *v))).collect()
+        });
+        Context { saved }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        OVERRIDES.with(|o| {
+            let mut o = o.borrow_mut();
+            for (k, prev) in self.saved.drain(..).rev() {
+                match prev {
+                    Some(v) => o.insert(k, v),
+                    None => o.remove(&k),
+                };
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_overrides_and_restores() {
+        let before = getenv("LAZYGRAD_TEST_KNOB", 7);
+        {
+            let _a = Context::new(&[("LAZYGRAD_TEST_KNOB", 3)]);
+            assert_eq!(getenv("LAZYGRAD_TEST_KNOB", 7), 3);
+            {
+                let _b = Context::new(&[("LAZYGRAD_TEST_KNOB", 5)]);
+                assert_eq!(getenv("LAZYGRAD_TEST_KNOB", 7), 5);
+            }
+            assert_eq!(getenv("LAZYGRAD_TEST_KNOB", 7), 3);
+        }
+        assert_eq!(getenv("LAZYGRAD_TEST_KNOB", 7), before);
+    }
+}

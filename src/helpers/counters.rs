@@ -1,0 +1,38 @@
+//! Process-wide counters of work done: kernels run, FLOPs, bytes moved, time on devices.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static KERNELS: AtomicU64 = AtomicU64::new(0);
+static OPS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+static TIME_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Read and reset the global counters (tinygrad's `GlobalCounters`).
+pub struct GlobalCounters;
+
+impl GlobalCounters {
+    pub fn kernel_count() -> u64 {
+        KERNELS.load(Ordering::Relaxed)
+    }
+    pub fn global_ops() -> u64 {
+        OPS.load(Ordering::Relaxed)
+    }
+    pub fn global_mem() -> u64 {
+        BYTES.load(Ordering::Relaxed)
+    }
+    pub fn time_sum_s() -> f64 {
+        TIME_NS.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+    pub fn reset() {
+        for c in [&KERNELS, &OPS, &BYTES, &TIME_NS] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+    /// Account one kernel run.
+    pub fn record(ops: u64, bytes: u64, seconds: f64) {
+        KERNELS.fetch_add(1, Ordering::Relaxed);
+        OPS.fetch_add(ops, Ordering::Relaxed);
+        BYTES.fetch_add(bytes, Ordering::Relaxed);
+        TIME_NS.fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
+    }
+}

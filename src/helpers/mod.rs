@@ -1,0 +1,8 @@
+//! Settings, counters and the on-disk cache.
+
+pub mod cache;
+pub mod context;
+pub mod counters;
+
+pub use context::{debug, getenv, getenv_str, Context};
+pub use counters::GlobalCounters;

@@ -1,0 +1,22 @@
+//! lazygrad: tinygrad's design in Rust.
+//!
+//! A lazy [`Tensor`] builds a graph of hash-consed [`UOp`]s. `realize()` schedules the graph into
+//! kernels, generates source for the device, compiles it at run time and runs it. See
+//! `DESIGN.md` for the map of the layers.
+
+pub mod codegen;
+pub mod dtype;
+pub mod engine;
+pub mod error;
+pub mod helpers;
+pub mod renderer;
+pub mod runtime;
+pub mod schedule;
+pub mod tensor;
+pub mod uop;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use helpers::{Context, GlobalCounters};
+
+pub use uop::{Ops, UOp};

@@ -1,0 +1,7 @@
+//! Devices: buffers, allocation, compilers and program launch.
+
+pub mod cpu;
+pub mod device;
+pub mod interp;
+
+pub use device::{canonical_device, default_device, get_device, Buffer, Device, Program};

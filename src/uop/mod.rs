@@ -1,0 +1,17 @@
+//! The IR: one hash-consed `UOp` graph for tensors, kernels and programs, and the rewrite engine.
+
+pub mod bounds;
+pub mod exec;
+pub mod ops;
+pub mod pattern;
+pub mod print;
+pub mod rewrite;
+pub mod shape;
+pub mod symbolic;
+#[allow(clippy::module_inception)]
+pub mod uop;
+
+pub use ops::Ops;
+pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, UPat};
+pub use rewrite::{graph_rewrite, graph_rewrite_map};
+pub use uop::{Arg, AxisKind, BufferRef, ConstValue, UOp};

@@ -1,0 +1,139 @@
+//! The op set of the one IR, and the groups passes dispatch on.
+
+/// Every operation a `UOp` can be. Tensor-level, kernel-level and decomposed ops share one enum
+/// so that every stage is the same kind of graph.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub enum Ops {
+    // graph structure
+    Sink,
+    Noop,
+    // tensor level: data
+    Buffer,
+    Const,
+    Contiguous,
+    Detach,
+    Copy,
+    Assign,
+    // movement
+    Reshape,
+    Permute,
+    Expand,
+    Pad,
+    Shrink,
+    Flip,
+    // reduce (tensor level carries axes, kernel level carries its ranges as sources)
+    ReduceAxis,
+    Reduce,
+    // kernel level
+    Param,
+    Range,
+    Index,
+    Load,
+    Store,
+    End,
+    DefineReg,
+    After,
+    // unary ALU
+    Exp2,
+    Log2,
+    Sin,
+    Sqrt,
+    Recip,
+    Trunc,
+    Neg,
+    // binary ALU
+    Add,
+    Mul,
+    Max,
+    CmpLt,
+    CmpNe,
+    CmpEq,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    IDiv,
+    Mod,
+    Pow,
+    Sub,
+    FDiv,
+    // ternary ALU
+    Where,
+    MulAcc,
+    // type changes
+    Cast,
+    Bitcast,
+}
+
+impl Ops {
+    pub const UNARY: &'static [Ops] = &[Ops::Exp2, Ops::Log2, Ops::Sin, Ops::Sqrt, Ops::Recip, Ops::Trunc, Ops::Neg];
+    pub const BINARY: &'static [Ops] = &[
+        Ops::Add,
+        Ops::Mul,
+        Ops::Max,
+        Ops::CmpLt,
+        Ops::CmpNe,
+        Ops::CmpEq,
+        Ops::And,
+        Ops::Or,
+        Ops::Xor,
+        Ops::Shl,
+        Ops::Shr,
+        Ops::IDiv,
+        Ops::Mod,
+        Ops::Pow,
+        Ops::Sub,
+        Ops::FDiv,
+    ];
+    pub const TERNARY: &'static [Ops] = &[Ops::Where, Ops::MulAcc];
+    pub const MOVEMENT: &'static [Ops] = &[Ops::Reshape, Ops::Permute, Ops::Expand, Ops::Pad, Ops::Shrink, Ops::Flip];
+    /// Binary ops whose operands can be swapped.
+    pub const COMMUTATIVE: &'static [Ops] =
+        &[Ops::Add, Ops::Mul, Ops::Max, Ops::CmpNe, Ops::CmpEq, Ops::And, Ops::Or, Ops::Xor];
+    /// Comparisons: their result is bool whatever the operand dtype.
+    pub const COMPARISON: &'static [Ops] = &[Ops::CmpLt, Ops::CmpNe, Ops::CmpEq];
+
+    pub fn is_alu(self) -> bool {
+        self.is_unary() || self.is_binary() || self.is_ternary()
+    }
+    pub fn is_unary(self) -> bool {
+        Ops::UNARY.contains(&self)
+    }
+    pub fn is_binary(self) -> bool {
+        Ops::BINARY.contains(&self)
+    }
+    pub fn is_ternary(self) -> bool {
+        Ops::TERNARY.contains(&self)
+    }
+    pub fn is_movement(self) -> bool {
+        Ops::MOVEMENT.contains(&self)
+    }
+    pub fn is_commutative(self) -> bool {
+        Ops::COMMUTATIVE.contains(&self)
+    }
+    pub fn is_comparison(self) -> bool {
+        Ops::COMPARISON.contains(&self)
+    }
+    /// Upper-case name as tinygrad prints it.
+    pub fn name(self) -> String {
+        match self {
+            Ops::ReduceAxis => "REDUCE_AXIS".into(),
+            Ops::DefineReg => "DEFINE_REG".into(),
+            _ => format!("{self:?}").to_ascii_uppercase(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ops;
+
+    #[test]
+    fn names_read_like_tinygrad() {
+        assert_eq!(Ops::ReduceAxis.name(), "REDUCE_AXIS");
+        assert_eq!(Ops::CmpLt.name(), "CMPLT");
+        assert_eq!(Ops::IDiv.name(), "IDIV");
+        assert_eq!(Ops::Exp2.name(), "EXP2");
+    }
+}

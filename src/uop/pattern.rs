@@ -1,0 +1,298 @@
+//! `UPat` patterns and the `PatternMatcher` rule table every pass is written as.
+
+use std::any::Any;
+use std::ops;
+use std::sync::Arc;
+
+use super::ops::Ops;
+use super::uop::{Arg, UOp};
+use crate::dtype::DType;
+
+/// What a pattern says about a node's sources.
+#[derive(Clone)]
+enum SrcPat {
+    Any,
+    /// Exactly these, in order.
+    Exact(Vec<UPat>),
+    /// These in any order (commutative ops).
+    Perms(Vec<UPat>),
+    /// Every source matches this one pattern.
+    Repeat(Box<UPat>),
+}
+
+/// A pattern over UOps: ops, dtype, argument, sources and a capture name, each optional.
+#[derive(Clone)]
+pub struct UPat {
+    ops: Option<Vec<Ops>>,
+    dtype: Option<fn(DType) -> bool>,
+    arg: Option<Arg>,
+    const_value: Option<f64>,
+    name: Option<&'static str>,
+    src: SrcPat,
+}
+
+/// Named captures of one match; `m["x"]` is the node captured as `x`.
+#[derive(Clone, Default, Debug)]
+pub struct Captures(Vec<(&'static str, UOp)>);
+
+impl Captures {
+    pub fn get(&self, name: &str) -> Option<&UOp> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+    }
+    fn bind(&mut self, name: &'static str, u: &UOp) -> bool {
+        match self.get(name) {
+            Some(prev) => prev == u,
+            None => {
+                self.0.push((name, u.clone()));
+                true
+            }
+        }
+    }
+}
+
+impl ops::Index<&str> for Captures {
+    type Output = UOp;
+    fn index(&self, name: &str) -> &UOp {
+        self.get(name).unwrap_or_else(|| panic!("pattern captured no `{name}`"))
+    }
+}
+
+impl UPat {
+    /// Matches any node.
+    pub fn any() -> UPat {
+        UPat { ops: None, dtype: None, arg: None, const_value: None, name: None, src: SrcPat::Any }
+    }
+    /// Matches any node and captures it as `name`.
+    pub fn var(name: &'static str) -> UPat {
+        UPat::any().named(name)
+    }
+    /// Matches a node with one of `ops` and any sources.
+    pub fn ops(ops: &[Ops]) -> UPat {
+        UPat { ops: Some(ops.to_vec()), ..UPat::any() }
+    }
+    /// Matches `op` with exactly these sources in order.
+    pub fn op<const N: usize>(op: Ops, src: [UPat; N]) -> UPat {
+        UPat { ops: Some(vec![op]), src: SrcPat::Exact(src.to_vec()), ..UPat::any() }
+    }
+    /// Matches commutative `op` with these sources in either order.
+    pub fn comm(op: Ops, a: UPat, b: UPat) -> UPat {
+        UPat { ops: Some(vec![op]), src: SrcPat::Perms(vec![a, b]), ..UPat::any() }
+    }
+    /// Matches a CONST, captured as `name`.
+    pub fn cvar(name: &'static str) -> UPat {
+        UPat::ops(&[Ops::Const]).named(name)
+    }
+    /// Matches a CONST equal to `v` (compared numerically, any dtype).
+    pub fn konst(v: f64) -> UPat {
+        UPat { const_value: Some(v), ..UPat::ops(&[Ops::Const]) }
+    }
+    pub fn named(mut self, name: &'static str) -> UPat {
+        self.name = Some(name);
+        self
+    }
+    /// Restrict to dtypes accepted by `pred` (e.g. `DType::is_int`).
+    pub fn dtype(mut self, pred: fn(DType) -> bool) -> UPat {
+        self.dtype = Some(pred);
+        self
+    }
+    pub fn arg(mut self, arg: Arg) -> UPat {
+        self.arg = Some(arg);
+        self
+    }
+    /// Every source matches `p` (any number of them).
+    pub fn all_src(mut self, p: UPat) -> UPat {
+        self.src = SrcPat::Repeat(Box::new(p));
+        self
+    }
+    pub fn idiv(self, rhs: UPat) -> UPat {
+        UPat::op(Ops::IDiv, [self, rhs])
+    }
+    pub fn lt(self, rhs: UPat) -> UPat {
+        UPat::op(Ops::CmpLt, [self, rhs])
+    }
+    pub fn ne(self, rhs: UPat) -> UPat {
+        UPat::comm(Ops::CmpNe, self, rhs)
+    }
+    pub fn max(self, rhs: UPat) -> UPat {
+        UPat::comm(Ops::Max, self, rhs)
+    }
+    pub fn and(self, rhs: UPat) -> UPat {
+        UPat::comm(Ops::And, self, rhs)
+    }
+    pub fn or(self, rhs: UPat) -> UPat {
+        UPat::comm(Ops::Or, self, rhs)
+    }
+    pub fn where_(self, a: UPat, b: UPat) -> UPat {
+        UPat::op(Ops::Where, [self, a, b])
+    }
+    pub fn cast(self) -> UPat {
+        UPat::op(Ops::Cast, [self])
+    }
+    pub fn neg(self) -> UPat {
+        UPat::op(Ops::Neg, [self])
+    }
+
+    /// Every way `u` matches this pattern, as capture sets extending `caps`.
+    pub fn matches(&self, u: &UOp, caps: Captures) -> Vec<Captures> {
+        let mut out = vec![];
+        self.match_into(u, caps, &mut out);
+        out
+    }
+
+    fn match_into(&self, u: &UOp, mut caps: Captures, out: &mut Vec<Captures>) {
+        if self.ops.as_ref().is_some_and(|o| !o.contains(&u.op()))
+            || self.dtype.is_some_and(|f| !f(u.dtype()))
+            || self.arg.as_ref().is_some_and(|a| a != u.arg())
+            || self.const_value.is_some_and(|v| u.const_value().is_none_or(|c| c.as_f64() != v))
+            || self.name.is_some_and(|n| !caps.bind(n, u))
+        {
+            return;
+        }
+        match &self.src {
+            SrcPat::Any => out.push(caps),
+            SrcPat::Repeat(p) => {
+                let mut sets = vec![caps];
+                for s in u.src() {
+                    sets = sets.into_iter().flat_map(|c| p.matches(s, c)).collect();
+                }
+                out.extend(sets);
+            }
+            SrcPat::Exact(pats) => match_seq(pats, u.src(), caps, out),
+            SrcPat::Perms(pats) => {
+                if pats.len() != u.src().len() {
+                    return;
+                }
+                match_seq(pats, u.src(), caps.clone(), out);
+                if pats.len() == 2 {
+                    let swapped = [pats[1].clone(), pats[0].clone()];
+                    match_seq(&swapped, u.src(), caps, out);
+                }
+            }
+        }
+    }
+}
+
+fn match_seq(pats: &[UPat], src: &[UOp], caps: Captures, out: &mut Vec<Captures>) {
+    if pats.len() != src.len() {
+        return;
+    }
+    let mut sets = vec![caps];
+    for (p, s) in pats.iter().zip(src) {
+        sets = sets.into_iter().flat_map(|c| p.matches(s, c)).collect();
+        if sets.is_empty() {
+            return;
+        }
+    }
+    out.extend(sets);
+}
+
+macro_rules! upat_binop {
+    ($trait:ident, $method:ident, $op:expr, $comm:expr) => {
+        impl ops::$trait for UPat {
+            type Output = UPat;
+            fn $method(self, rhs: UPat) -> UPat {
+                if $comm {
+                    UPat::comm($op, self, rhs)
+                } else {
+                    UPat::op($op, [self, rhs])
+                }
+            }
+        }
+    };
+}
+upat_binop!(Add, add, Ops::Add, true);
+upat_binop!(Mul, mul, Ops::Mul, true);
+upat_binop!(Rem, rem, Ops::Mod, false);
+
+/// A rewrite function: the captures and the pass context in, a replacement (or nothing) out.
+pub type RuleFn = Arc<dyn Fn(&Captures, &mut dyn Any) -> Option<UOp> + Send + Sync>;
+
+/// An ordered rule table. Rules are indexed by the root op they can match; the first rule that
+/// returns a new node wins.
+#[derive(Clone, Default)]
+pub struct PatternMatcher {
+    rules: Vec<(UPat, RuleFn)>,
+    by_op: Vec<Vec<usize>>,
+}
+
+const OP_SLOTS: usize = 64;
+
+impl PatternMatcher {
+    pub fn new(rules: Vec<(UPat, RuleFn)>) -> PatternMatcher {
+        let mut by_op = vec![vec![]; OP_SLOTS];
+        for (i, (pat, _)) in rules.iter().enumerate() {
+            match &pat.ops {
+                Some(ops) => ops.iter().for_each(|o| by_op[*o as usize].push(i)),
+                None => by_op.iter_mut().for_each(|v| v.push(i)),
+            }
+        }
+        PatternMatcher { rules, by_op }
+    }
+    /// This table followed by `other`'s rules.
+    pub fn extend(&self, other: &PatternMatcher) -> PatternMatcher {
+        PatternMatcher::new(self.rules.iter().chain(&other.rules).cloned().collect())
+    }
+    /// The first rewrite of `u` a rule offers, if any.
+    pub fn rewrite(&self, u: &UOp, ctx: &mut dyn Any) -> Option<UOp> {
+        for &i in &self.by_op[u.op() as usize] {
+            let (pat, f) = &self.rules[i];
+            for caps in pat.matches(u, Captures::default()) {
+                if let Some(r) = f(&caps, ctx) {
+                    if &r != u {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// A context-free rule.
+pub fn rule(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> (UPat, RuleFn) {
+    (pat, Arc::new(move |m, _| f(m)))
+}
+
+/// A rule that reads or updates the pass context `C`; it never fires under another context.
+pub fn rule_ctx<C: 'static>(
+    pat: UPat,
+    f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static,
+) -> (UPat, RuleFn) {
+    (pat, Arc::new(move |m, ctx| ctx.downcast_mut::<C>().and_then(|c| f(m, c))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commutative_patterns_match_both_orders() {
+        let x = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(4)], Arg::Range(0, super::super::AxisKind::Loop));
+        let c = UOp::index_const(0);
+        let pat = UPat::var("x") + UPat::konst(0.0);
+        let pm = PatternMatcher::new(vec![rule(pat, |m| Some(m["x"].clone()))]);
+        assert_eq!(pm.rewrite(&x.alu(Ops::Add, &[&c]), &mut ()), Some(x.clone()));
+        assert_eq!(pm.rewrite(&c.alu(Ops::Add, &[&x]), &mut ()), Some(x.clone()));
+        assert_eq!(pm.rewrite(&x.alu(Ops::Mul, &[&c]), &mut ()), None);
+    }
+
+    #[test]
+    fn a_name_bound_twice_must_be_the_same_node() {
+        let a = UOp::index_const(1);
+        let b = UOp::index_const(2);
+        let pat = UPat::var("x") + UPat::var("x");
+        assert_eq!(pat.matches(&a.alu(Ops::Add, &[&a]), Captures::default()).len(), 2);
+        assert!(pat.matches(&a.alu(Ops::Add, &[&b]), Captures::default()).is_empty());
+    }
+
+    #[test]
+    fn context_rules_see_their_context() {
+        let pm = PatternMatcher::new(vec![rule_ctx(UPat::cvar("c"), |m, n: &mut i64| {
+            *n += 1;
+            Some(UOp::index_const(m["c"].const_int_value()? + *n))
+        })]);
+        let mut n: i64 = 10;
+        assert_eq!(pm.rewrite(&UOp::index_const(5), &mut n), Some(UOp::index_const(16)));
+        assert_eq!(pm.rewrite(&UOp::index_const(5), &mut ()), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! `graph_rewrite`: apply a rule table to a whole graph until nothing more matches.
+
+use std::any::Any;
+use std::collections::HashMap;
+
+use super::pattern::PatternMatcher;
+use super::uop::UOp;
+
+/// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
+///
+/// Sources are rewritten before their users; a node whose rewrite produces a new node has that
+/// node rewritten again (sources first) until no rule fires. With `bottom_up`, each node is
+/// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
+/// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
+pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
+    let mut map = HashMap::new();
+    rewrite_into(root, pm, ctx, bottom_up, &mut map);
+    let _ = name;
+    map[root].clone()
+}
+
+/// Like `graph_rewrite`, and also return what every node reachable from `root` became.
+pub fn graph_rewrite_map(
+    root: &UOp,
+    pm: &PatternMatcher,
+    ctx: &mut dyn Any,
+    name: &str,
+    bottom_up: bool,
+) -> HashMap<UOp, UOp> {
+    let mut map = HashMap::new();
+    rewrite_into(root, pm, ctx, bottom_up, &mut map);
+    let _ = name;
+    map
+}
+
+enum Step {
+    /// Visit: try the rules (bottom-up only), else schedule the sources.
+    Enter(UOp),
+    /// All sources are done: rebuild with the new sources and offer to the rules.
+    Rebuild(UOp),
+    /// `n` was rewritten to `to`; once `to` is done, `n` maps to what `to` became.
+    Link(UOp, UOp),
+}
+
+fn rewrite_into(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, bottom_up: bool, map: &mut HashMap<UOp, UOp>) {
+    let mut stack = vec![Step::Enter(root.clone())];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Enter(n) => {
+                if map.contains_key(&n) {
+                    continue;
+                }
+                if bottom_up {
+                    if let Some(r) = pm.rewrite(&n, ctx) {
+                        stack.push(Step::Link(n, r.clone()));
+                        stack.push(Step::Enter(r));
+                        continue;
+                    }
+                }
+                stack.push(Step::Rebuild(n.clone()));
+                for s in n.src().iter().rev() {
+                    if !map.contains_key(s) {
+                        stack.push(Step::Enter(s.clone()));
+                    }
+                }
+            }
+            Step::Rebuild(n) => {
+                if map.contains_key(&n) {
+                    continue;
+                }
+                let new = n.replace_src(n.src().iter().map(|s| map[s].clone()).collect());
+                match pm.rewrite(&new, ctx) {
+                    Some(r) => {
+                        stack.push(Step::Link(n, r.clone()));
+                        stack.push(Step::Enter(r));
+                    }
+                    None => {
+                        // sources final and no rule fires: `new` is final too
+                        map.insert(new.clone(), new.clone());
+                        map.insert(n, new);
+                    }
+                }
+            }
+            Step::Link(n, to) => {
+                let done = map[&to].clone();
+                map.insert(n, done);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::pattern::{rule, UPat};
+    use crate::uop::Ops;
+
+    #[test]
+    fn rewrites_reach_a_fixed_point() {
+        // x*1 -> x and x+0 -> x applied to ((3*1)+0)*1 must give 3 in one call.
+        let pm = PatternMatcher::new(vec![
+            rule(UPat::var("x") * UPat::konst(1.0), |m| Some(m["x"].clone())),
+            rule(UPat::var("x") + UPat::konst(0.0), |m| Some(m["x"].clone())),
+        ]);
+        let (one, zero, three) = (UOp::index_const(1), UOp::index_const(0), UOp::index_const(3));
+        let e = three.alu(Ops::Mul, &[&one]).alu(Ops::Add, &[&zero]).alu(Ops::Mul, &[&one]);
+        assert_eq!(graph_rewrite(&e, &pm, &mut (), "test", false), three);
+    }
+}

@@ -1,0 +1,463 @@
+//! `UOp`: the one IR node. Interned globally, so equal content means the same `Arc`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use super::ops::Ops;
+use crate::dtype::DType;
+use crate::runtime::Buffer;
+
+/// A constant scalar. Integers of every width are held as `i64` (a `u64` keeps its bit
+/// pattern); equality and hashing of floats are by bits, so `NaN` consts intern too.
+#[derive(Clone, Copy, Debug)]
+pub enum ConstValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+impl ConstValue {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            ConstValue::Bool(b) => b as u8 as f64,
+            ConstValue::Int(i) => i as f64,
+            ConstValue::Float(f) => f,
+        }
+    }
+    pub fn as_i64(self) -> i64 {
+        match self {
+            ConstValue::Bool(b) => b as i64,
+            ConstValue::Int(i) => i,
+            ConstValue::Float(f) => f as i64,
+        }
+    }
+    pub fn as_bool(self) -> bool {
+        match self {
+            ConstValue::Bool(b) => b,
+            ConstValue::Int(i) => i != 0,
+            ConstValue::Float(f) => f != 0.0,
+        }
+    }
+    fn key(self) -> (u8, u64) {
+        match self {
+            ConstValue::Bool(b) => (0, b as u64),
+            ConstValue::Int(i) => (1, i as u64),
+            ConstValue::Float(f) => (2, f.to_bits()),
+        }
+    }
+}
+
+impl PartialEq for ConstValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for ConstValue {}
+impl Hash for ConstValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+impl fmt::Display for ConstValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConstValue::Bool(b) => write!(f, "{b}"),
+            ConstValue::Int(i) => write!(f, "{i}"),
+            ConstValue::Float(x) => write!(f, "{x:?}"),
+        }
+    }
+}
+
+/// What kind of loop a RANGE is.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub enum AxisKind {
+    /// An output axis.
+    Loop,
+    /// An axis summed (or maxed) away.
+    Reduce,
+}
+
+/// The non-graph payload of a UOp.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Arg {
+    None,
+    Const(ConstValue),
+    /// PARAM slot, DEFINE_REG id.
+    Int(i64),
+    /// RESHAPE and EXPAND target shape.
+    Shape(Vec<usize>),
+    /// PERMUTE order, FLIP axes.
+    Axes(Vec<usize>),
+    /// PAD (before, after) and SHRINK (start, end) per axis.
+    Pairs(Vec<(usize, usize)>),
+    /// REDUCE_AXIS: the reduce op and the axes it reduces.
+    ReduceAxis(Ops, Vec<usize>),
+    /// Kernel-level REDUCE: the reduce op.
+    Reduce(Ops),
+    /// RANGE: id unique in its kernel, and kind.
+    Range(usize, AxisKind),
+    /// BUFFER: the device buffer the node stands for.
+    Buffer(BufferRef),
+    /// COPY destination device, SINK kernel name.
+    Str(String),
+}
+
+/// A shared device buffer compared and hashed by identity.
+#[derive(Clone)]
+pub struct BufferRef(pub Arc<Buffer>);
+
+impl PartialEq for BufferRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for BufferRef {}
+impl Hash for BufferRef {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.id().hash(state)
+    }
+}
+impl fmt::Debug for BufferRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Buffer#{}({}, {:?})", self.0.id(), self.0.size(), self.0.dtype())
+    }
+}
+
+/// FNV-1a: a hasher whose output is stable across runs, for content keys and disk caches.
+#[derive(Default)]
+pub struct StableHasher(u64);
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        if self.0 == 0 {
+            self.0 = 0xcbf2_9ce4_8422_2325;
+        }
+        for b in bytes {
+            self.0 ^= *b as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// Stable 64-bit hash of any hashable value.
+pub fn stable_hash<T: Hash + ?Sized>(value: &T) -> u64 {
+    let mut h = StableHasher::default();
+    value.hash(&mut h);
+    h.finish()
+}
+
+/// The interned node behind a `UOp`.
+pub struct Node {
+    pub op: Ops,
+    pub dtype: DType,
+    pub src: Vec<UOp>,
+    pub arg: Arg,
+    key: u64,
+    shape: OnceLock<Option<Vec<usize>>>,
+    bounds: OnceLock<(i128, i128)>,
+}
+
+/// A micro-op: an immutable, interned graph node. Clone is an `Arc` clone; `==` and hashing are
+/// by pointer.
+#[derive(Clone)]
+pub struct UOp(Arc<Node>);
+
+const SHARDS: usize = 64;
+type Bucket = HashMap<u64, Vec<Weak<Node>>>;
+
+fn table() -> &'static [Mutex<Bucket>; SHARDS] {
+    static TABLE: OnceLock<[Mutex<Bucket>; SHARDS]> = OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::new(HashMap::new())))
+}
+
+fn shard(key: u64) -> &'static Mutex<Bucket> {
+    &table()[(key as usize ^ (key >> 32) as usize) % SHARDS]
+}
+
+impl UOp {
+    /// The one constructor: returns the existing node if `(op, dtype, src, arg)` was built before.
+    pub fn new(op: Ops, dtype: DType, src: Vec<UOp>, arg: Arg) -> UOp {
+        let mut h = StableHasher::default();
+        (op, dtype.scalar, dtype.count, dtype.ptr.map(|p| p as u8), &arg).hash(&mut h);
+        for s in &src {
+            s.0.key.hash(&mut h);
+        }
+        let key = h.finish();
+        // Nodes upgraded but not matching are dropped after the lock is released: dropping the
+        // last handle of a node takes the same lock.
+        let mut mismatches = vec![];
+        let mut map = shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = map.entry(key).or_default();
+        for weak in bucket.iter() {
+            if let Some(node) = weak.upgrade() {
+                if node.op == op
+                    && node.dtype == dtype
+                    && node.arg == arg
+                    && node.src.len() == src.len()
+                    && node.src.iter().zip(&src).all(|(a, b)| a == b)
+                {
+                    drop(map);
+                    return UOp(node);
+                }
+                mismatches.push(node);
+            }
+        }
+        let node = Arc::new(Node { op, dtype, src, arg, key, shape: OnceLock::new(), bounds: OnceLock::new() });
+        bucket.push(Arc::downgrade(&node));
+        UOp(node)
+    }
+
+    pub fn op(&self) -> Ops {
+        self.0.op
+    }
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+    pub fn src(&self) -> &[UOp] {
+        &self.0.src
+    }
+    pub fn arg(&self) -> &Arg {
+        &self.0.arg
+    }
+    /// Content hash: the same for the same graph in any run (buffers hash by id).
+    pub fn key(&self) -> u64 {
+        self.0.key
+    }
+    /// This node with other sources (interned like any other).
+    pub fn replace_src(&self, src: Vec<UOp>) -> UOp {
+        if src.len() == self.0.src.len() && src.iter().zip(&self.0.src).all(|(a, b)| a == b) {
+            return self.clone();
+        }
+        UOp::new(self.op(), self.dtype(), src, self.arg().clone())
+    }
+
+    /// The constant `value` of `dtype`, normalized to the dtype's representation.
+    pub fn constant(dtype: DType, value: ConstValue) -> UOp {
+        UOp::new(Ops::Const, dtype, vec![], Arg::Const(super::exec::cast_const(value, dtype.base())))
+    }
+    pub fn const_int(dtype: DType, value: i64) -> UOp {
+        UOp::constant(dtype, ConstValue::Int(value))
+    }
+    pub fn const_float(dtype: DType, value: f64) -> UOp {
+        UOp::constant(dtype, ConstValue::Float(value))
+    }
+    pub fn index_const(value: i64) -> UOp {
+        UOp::const_int(DType::INDEX, value)
+    }
+    /// The const value if this is a CONST.
+    pub fn const_value(&self) -> Option<ConstValue> {
+        match (&self.0.op, &self.0.arg) {
+            (Ops::Const, Arg::Const(c)) => Some(*c),
+            _ => None,
+        }
+    }
+    /// The integer value if this is an integer CONST.
+    pub fn const_int_value(&self) -> Option<i64> {
+        self.const_value().filter(|_| !self.dtype().is_float()).map(|c| c.as_i64())
+    }
+
+    /// An ALU op on `self` and `rest`; comparisons give bool, others keep `self`'s dtype.
+    pub fn alu(&self, op: Ops, rest: &[&UOp]) -> UOp {
+        let dtype = if op.is_comparison() {
+            DType::BOOL.vec(self.dtype().count)
+        } else if op == Ops::Where {
+            rest[0].dtype()
+        } else {
+            self.dtype()
+        };
+        let mut src = vec![self.clone()];
+        src.extend(rest.iter().map(|u| (*u).clone()));
+        UOp::new(op, dtype, src, Arg::None)
+    }
+    /// A const of this node's dtype.
+    pub fn const_like(&self, value: ConstValue) -> UOp {
+        UOp::constant(self.dtype(), value)
+    }
+    pub fn cast(&self, dtype: DType) -> UOp {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        UOp::new(Ops::Cast, dtype, vec![self.clone()], Arg::None)
+    }
+    /// `cond ? self : other`.
+    pub fn where_(cond: &UOp, a: &UOp, b: &UOp) -> UOp {
+        cond.alu(Ops::Where, &[a, b])
+    }
+
+    /// Every node reachable from `self`, sources before users.
+    pub fn toposort(&self) -> Vec<UOp> {
+        let mut seen = std::collections::HashSet::new();
+        let mut order = vec![];
+        let mut stack = vec![(self.clone(), false)];
+        while let Some((u, expanded)) = stack.pop() {
+            if expanded {
+                order.push(u);
+                continue;
+            }
+            if !seen.insert(u.clone()) {
+                continue;
+            }
+            stack.push((u.clone(), true));
+            for s in u.src().iter().rev() {
+                if !seen.contains(s) {
+                    stack.push((s.clone(), false));
+                }
+            }
+        }
+        order
+    }
+
+    /// Tensor-level shape, derived from the sources and cached. `None` for kernel-level nodes.
+    pub fn shape(&self) -> Option<&[usize]> {
+        self.0.shape.get_or_init(|| super::shape::derive_shape(self)).as_deref()
+    }
+    /// The shape, panicking with the op's name for a node that has none.
+    pub fn sh(&self) -> &[usize] {
+        self.shape().unwrap_or_else(|| panic!("{} has no shape", self.op().name()))
+    }
+
+    /// Lower and upper bound of an integer or bool value (cached).
+    pub fn bounds(&self) -> (i128, i128) {
+        *self.0.bounds.get_or_init(|| super::bounds::derive_bounds(self))
+    }
+    pub fn vmin(&self) -> i128 {
+        self.bounds().0
+    }
+    pub fn vmax(&self) -> i128 {
+        self.bounds().1
+    }
+
+    /// The buffer behind a BUFFER node.
+    pub fn buffer(&self) -> Option<&Arc<Buffer>> {
+        match &self.0.arg {
+            Arg::Buffer(b) => Some(&b.0),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for UOp {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for UOp {}
+impl Hash for UOp {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.0) as usize).hash(state)
+    }
+}
+
+thread_local! {
+    /// Sources of nodes being dropped; drained iteratively so deep graphs can't overflow the stack.
+    static DROP_QUEUE: RefCell<Option<Vec<UOp>>> = const { RefCell::new(None) };
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        {
+            let mut map = shard(self.key).lock().unwrap_or_else(|e| e.into_inner());
+            let me = self as *const Node;
+            if let Some(bucket) = map.get_mut(&self.key) {
+                bucket.retain(|w| w.as_ptr() != me);
+                if bucket.is_empty() {
+                    map.remove(&self.key);
+                }
+            }
+        }
+        let src = std::mem::take(&mut self.src);
+        if src.is_empty() {
+            return;
+        }
+        let draining = DROP_QUEUE.with(|q| {
+            let mut q = q.borrow_mut();
+            match q.as_mut() {
+                Some(queue) => {
+                    queue.extend(src.iter().cloned());
+                    true
+                }
+                None => {
+                    *q = Some(vec![]);
+                    false
+                }
+            }
+        });
+        drop(src);
+        if draining {
+            return;
+        }
+        loop {
+            let next = DROP_QUEUE.with(|q| q.borrow_mut().as_mut().and_then(|v| v.pop()));
+            match next {
+                Some(u) => drop(u),
+                None => break,
+            }
+        }
+        DROP_QUEUE.with(|q| *q.borrow_mut() = None);
+    }
+}
+
+impl fmt::Debug for UOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", super::print::render_tree(self))
+    }
+}
+
+/// Number of live interned nodes (for tests of the interning table).
+pub fn live_nodes() -> usize {
+    table().iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(Vec::len).sum::<usize>()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_returns_the_same_arc() {
+        let a = UOp::index_const(3);
+        let b = UOp::index_const(3);
+        assert_eq!(a, b);
+        let x = a.alu(Ops::Add, &[&b]);
+        let y = b.alu(Ops::Add, &[&a]);
+        assert_eq!(x, y);
+        assert_ne!(x, a.alu(Ops::Mul, &[&b]));
+        assert_eq!(x.key(), y.key());
+    }
+
+    #[test]
+    fn nodes_are_freed_with_their_last_handle() {
+        let v = UOp::const_int(DType::INT64, 987_654_321_123);
+        let k = v.key();
+        drop(v);
+        let m = shard(k).lock().unwrap();
+        assert!(m.get(&k).is_none_or(|b| b.iter().all(|w| w.upgrade().is_none())));
+    }
+
+    #[test]
+    fn deep_chains_drop_without_overflow() {
+        let mut x = UOp::const_int(DType::INT32, 1);
+        for _ in 0..200_000 {
+            x = x.alu(Ops::Neg, &[]);
+        }
+        drop(x);
+    }
+
+    #[test]
+    fn interning_is_thread_safe() {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| (0..2000).map(|i| UOp::index_const(i % 50)).collect::<Vec<_>>())
+            })
+            .collect();
+        let results: Vec<Vec<UOp>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for r in &results[1..] {
+            assert!(r.iter().zip(&results[0]).all(|(a, b)| a == b));
+        }
+    }
+}
