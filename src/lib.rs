@@ -18,5 +18,6 @@ pub mod uop;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use helpers::{Context, GlobalCounters};
+pub use tensor::Tensor;
 
 pub use uop::{Ops, UOp};

@@ -1,6 +1,16 @@
-//! Kernel AST -> linear program: named passes, each a `graph_rewrite`.
+//! Kernel AST -> linear program: an ordered list of named passes, each a `graph_rewrite`.
 
-use crate::uop::UOp;
+pub mod decompose;
+pub mod linearize;
+pub mod lower;
+pub mod opt;
+
+use std::collections::HashSet;
+
+use crate::helpers::debug;
+use crate::renderer::Renderer;
+use crate::uop::symbolic::symbolic;
+use crate::uop::{graph_rewrite, Arg, AxisKind, Ops, UOp};
 
 /// A kernel ready for a device: its linearized UOps and, for compiled devices, its source.
 #[derive(Clone, Debug)]
@@ -8,7 +18,70 @@ pub struct ProgramSpec {
     pub name: String,
     pub uops: Vec<UOp>,
     pub src: String,
-    /// Estimated arithmetic ops and bytes moved per run (for DEBUG=2 GFLOP/s and GB/s).
+    /// Arithmetic ops one run performs (for DEBUG=2 GFLOP/s).
     pub ops: u64,
-    pub mem: u64,
+}
+
+/// tinygrad-style kernel name: `E_` (elementwise) or `r_` (has a reduce) and the loop sizes.
+pub fn kernel_name(ast: &UOp) -> String {
+    let mut ranges: Vec<(usize, AxisKind, i64)> = ast
+        .toposort()
+        .iter()
+        .filter_map(|u| match u.arg() {
+            Arg::Range(id, kind) if u.op() == Ops::Range => Some((*id, *kind, u.src()[0].const_int_value()?)),
+            _ => None,
+        })
+        .collect();
+    ranges.sort();
+    let prefix = if ranges.iter().any(|r| r.1 == AxisKind::Reduce) { "r" } else { "E" };
+    let dims: Vec<String> = ranges.iter().map(|r| r.2.to_string()).collect();
+    if dims.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}_{}", dims.join("_"))
+    }
+}
+
+/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
+pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
+    let name = kernel_name(ast);
+    let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
+    let ast = opt::apply_opts(&ast);
+    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
+    let ast = match renderer {
+        Some(r) => {
+            let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
+            let mut sup = decompose::Supported(alu.into_iter().filter(|o| r.supports(*o)).collect::<HashSet<_>>());
+            graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false)
+        }
+        None => ast,
+    };
+    let uops = linearize::linearize(&ast);
+    if debug() >= 6 {
+        for (i, u) in uops.iter().enumerate() {
+            eprintln!("{i:4} {:<12} {:?} {}", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg()));
+        }
+    }
+    let src = renderer.map(|r| r.render(&name, &uops)).unwrap_or_default();
+    ProgramSpec { ops: count_ops(&uops), name, uops, src }
+}
+
+/// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.
+fn count_ops(uops: &[UOp]) -> u64 {
+    let mut trips: Vec<u64> = vec![1];
+    let mut total = 0u64;
+    for u in uops {
+        match u.op() {
+            Ops::Range => {
+                let n = u.src()[0].const_int_value().unwrap_or(1).max(0) as u64;
+                trips.push(trips.last().unwrap() * n);
+            }
+            Ops::End => {
+                trips.pop();
+            }
+            op if op.is_alu() && u.dtype() != crate::dtype::DType::INDEX => total += trips.last().unwrap(),
+            _ => {}
+        }
+    }
+    total
 }

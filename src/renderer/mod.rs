@@ -1,5 +1,8 @@
 //! Linear program -> source text.
 
+pub mod c;
+pub mod cstyle;
+
 use crate::uop::{Ops, UOp};
 
 /// A source renderer for one family of devices.

@@ -1,9 +1,135 @@
-//! (being written)
-use crate::error::Result;
-pub struct CpuDevice;
-impl CpuDevice { pub fn open() -> Result<CpuDevice> { Ok(CpuDevice) } }
-impl super::Device for CpuDevice {
-    fn name(&self) -> &str { "CPU" }
-    fn renderer(&self) -> Option<&dyn crate::renderer::Renderer> { None }
-    fn compile(&self, _spec: &crate::codegen::ProgramSpec) -> Result<std::sync::Arc<dyn super::Program>> { todo!() }
+//! The CPU device: render C, compile it with the system C compiler into a shared object (cached
+//! on disk by source hash), load it and call it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::device::{Buffer, Device, Program};
+use crate::codegen::ProgramSpec;
+use crate::error::{Error, Result};
+use crate::helpers::{cache::cache_dir, getenv_str};
+use crate::renderer::{c::CRenderer, Renderer};
+use crate::uop::uop::stable_hash;
+
+const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
+
+/// A C compiler found on this machine.
+pub struct CCompiler {
+    cc: String,
+}
+
+impl CCompiler {
+    /// `$CC` if set, else the first of clang, gcc, cc that runs.
+    pub fn detect() -> Result<CCompiler> {
+        let candidates: Vec<String> = match getenv_str("CC") {
+            Some(cc) => vec![cc],
+            None => vec!["clang".into(), "gcc".into(), "cc".into()],
+        };
+        for cc in &candidates {
+            if Command::new(cc).arg("--version").output().is_ok_and(|o| o.status.success()) {
+                return Ok(CCompiler { cc: cc.clone() });
+            }
+        }
+        Err(Error::Device(format!(
+            "no C compiler found (tried {}); install gcc or clang, or set CC",
+            candidates.join(", ")
+        )))
+    }
+
+    /// The shared object for `src`, compiled now or taken from the disk cache.
+    pub fn compile(&self, src: &str) -> Result<PathBuf> {
+        let dir = cache_dir().join("cpu");
+        std::fs::create_dir_all(&dir)?;
+        let key = stable_hash(&(&self.cc, FLAGS, src));
+        let so = dir.join(format!("{key:016x}.so"));
+        if so.exists() {
+            return Ok(so);
+        }
+        // Unique temporaries, then an atomic rename: concurrent compiles of one kernel are safe.
+        let tmp =
+            format!("{key:016x}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+        let c_path = dir.join(format!("{tmp}.c"));
+        let so_tmp = dir.join(format!("{tmp}.so"));
+        std::fs::write(&c_path, src)?;
+        let out = Command::new(&self.cc).args(FLAGS).arg("-o").arg(&so_tmp).arg(&c_path).output()?;
+        let _ = std::fs::remove_file(&c_path);
+        if !out.status.success() {
+            return Err(Error::Compile(format!(
+                "{} failed:\n{}\n--- source ---\n{src}",
+                self.cc,
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        std::fs::rename(&so_tmp, &so)?;
+        Ok(so)
+    }
+}
+
+/// A loaded kernel.
+pub struct CpuProgram {
+    entry: unsafe extern "C" fn(*const *mut u8),
+    // Keeps the shared object mapped for as long as `entry` may be called.
+    _lib: libloading::Library,
+    nbufs: usize,
+}
+
+impl CpuProgram {
+    fn load(path: &Path, name: &str, nbufs: usize) -> Result<CpuProgram> {
+        let load_err = |e: libloading::Error| Error::Device(format!("loading {}: {e}", path.display()));
+        // SAFETY: the library is one we just compiled from generated C; it has no initializers
+        // with side effects.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(load_err)?;
+        // SAFETY: the renderer emits `void <name>_entry(void**)`, matching this signature.
+        let entry = unsafe {
+            *lib.get::<unsafe extern "C" fn(*const *mut u8)>(format!("{name}_entry\0").as_bytes()).map_err(load_err)?
+        };
+        Ok(CpuProgram { entry, _lib: lib, nbufs })
+    }
+}
+
+impl Program for CpuProgram {
+    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+        if bufs.len() != self.nbufs {
+            return Err(Error::Device(format!("kernel takes {} buffers, got {}", self.nbufs, bufs.len())));
+        }
+        let ptrs = bufs.iter().map(|b| b.as_mut_ptr()).collect::<Result<Vec<_>>>()?;
+        let start = Instant::now();
+        // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the whole
+        // call, sized by the scheduler for the indices the kernel computes (the INTERP device
+        // bounds-checks the same programs in tests).
+        unsafe { (self.entry)(ptrs.as_ptr()) };
+        Ok(start.elapsed())
+    }
+}
+
+/// The CPU device.
+pub struct CpuDevice {
+    compiler: CCompiler,
+    renderer: CRenderer,
+}
+
+impl CpuDevice {
+    pub fn open() -> Result<CpuDevice> {
+        Ok(CpuDevice { compiler: CCompiler::detect()?, renderer: CRenderer })
+    }
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> &str {
+        "CPU"
+    }
+    fn renderer(&self) -> Option<&dyn Renderer> {
+        Some(&self.renderer)
+    }
+    fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
+        let start = Instant::now();
+        let so = self.compiler.compile(&spec.src)?;
+        if crate::helpers::debug() >= 3 {
+            eprintln!("compiled {} in {:.2} ms", spec.name, start.elapsed().as_secs_f64() * 1e3);
+        }
+        let nbufs = spec.uops.iter().filter(|u| u.op() == crate::uop::Ops::Param).count();
+        Ok(Arc::new(CpuProgram::load(&so, &spec.name, nbufs)?))
+    }
 }

@@ -1,1 +1,6 @@
-//! (being written)
+//! Tensor graph -> list of kernels.
+
+pub mod kernel;
+pub mod rangeify;
+
+pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};

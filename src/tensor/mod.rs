@@ -1,1 +1,164 @@
-//! (being written)
+//! The lazy `Tensor`: a handle to a UOp graph that computes only when data is asked for.
+
+mod creation;
+mod elementwise;
+mod movement;
+mod processing;
+mod random;
+mod reduce;
+
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+
+pub use creation::TensorData;
+pub use elementwise::Scalar;
+
+use crate::dtype::{DType, Element};
+use crate::engine::run_schedule;
+use crate::error::{Error, Result};
+use crate::runtime::default_device;
+use crate::schedule::{create_schedule, view_buffer};
+use crate::uop::{graph_rewrite, rule_ctx, Ops, PatternMatcher, UOp, UPat};
+
+struct TensorInner {
+    uop: RwLock<UOp>,
+    device: String,
+}
+
+/// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
+#[derive(Clone)]
+pub struct Tensor(Arc<TensorInner>);
+
+fn live_tensors() -> &'static Mutex<Vec<Weak<TensorInner>>> {
+    static LIVE: OnceLock<Mutex<Vec<Weak<TensorInner>>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+impl Tensor {
+    /// A tensor over the graph `uop` on `device`.
+    pub fn from_uop(uop: UOp, device: &str) -> Tensor {
+        assert!(uop.shape().is_some(), "Tensor::from_uop: {} has no shape", uop.op().name());
+        let inner = Arc::new(TensorInner { uop: RwLock::new(uop), device: device.to_string() });
+        let mut live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
+        if live.len() > 64 && live.len().is_power_of_two() {
+            live.retain(|w| w.strong_count() > 0);
+        }
+        live.push(Arc::downgrade(&inner));
+        Tensor(inner)
+    }
+    /// The graph this tensor currently stands for.
+    pub fn uop(&self) -> UOp {
+        self.0.uop.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// A new tensor on the same device.
+    pub(crate) fn lift(&self, uop: UOp) -> Tensor {
+        Tensor::from_uop(uop, &self.0.device)
+    }
+    pub fn shape(&self) -> Vec<usize> {
+        self.uop().sh().to_vec()
+    }
+    pub fn ndim(&self) -> usize {
+        self.uop().sh().len()
+    }
+    pub fn numel(&self) -> usize {
+        self.uop().sh().iter().product()
+    }
+    pub fn dtype(&self) -> DType {
+        self.uop().dtype()
+    }
+    pub fn device(&self) -> &str {
+        &self.0.device
+    }
+
+    /// Compute this tensor now (and every tensor built on what it computes).
+    pub fn realize(&self) -> Tensor {
+        self.try_realize().unwrap_or_else(|e| panic!("realize failed: {e}"))
+    }
+    /// `realize`, reporting compiler and device failures as an error.
+    pub fn try_realize(&self) -> Result<Tensor> {
+        Tensor::realize_all(std::slice::from_ref(self))?;
+        Ok(self.clone())
+    }
+    /// Compute several tensors in one schedule.
+    pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
+        let device_of = |u: &UOp| -> String {
+            if let (Ops::Copy, crate::uop::Arg::Str(d)) = (u.op(), u.arg()) {
+                return d.clone();
+            }
+            let buffers = u.toposort();
+            let found = buffers.iter().find_map(|n| n.buffer().map(|b| b.device().to_string()));
+            found
+                .or_else(|| devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone()))
+                .unwrap_or_else(default_device)
+        };
+        let (items, becomes) = create_schedule(&outputs, &device_of);
+        if becomes.is_empty() {
+            return Ok(());
+        }
+        let result = run_schedule(items);
+        Tensor::apply_becomes(becomes);
+        result
+    }
+
+    /// Replace realized subgraphs by their buffers in every live tensor.
+    fn apply_becomes(becomes: std::collections::HashMap<UOp, UOp>) {
+        let pm =
+            PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut std::collections::HashMap<UOp, UOp>| {
+                map.get(&m["x"]).cloned()
+            })]);
+        let mut map = becomes;
+        let live: Vec<Arc<TensorInner>> = {
+            let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
+            l.retain(|w| w.strong_count() > 0);
+            l.iter().filter_map(Weak::upgrade).collect()
+        };
+        for t in live {
+            let old = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let new = match map.get(&old) {
+                Some(n) => n.clone(),
+                None if old.src().is_empty() => continue,
+                None => graph_rewrite(&old, &pm, &mut map, "becomes", true),
+            };
+            *t.uop.write().unwrap_or_else(|e| e.into_inner()) = new;
+        }
+    }
+
+    /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).
+    pub fn to_vec<T: Element>(&self) -> Vec<T> {
+        self.try_to_vec().unwrap_or_else(|e| panic!("to_vec: {e}"))
+    }
+    /// `to_vec`, reporting a dtype mismatch or a failed realize as an error.
+    pub fn try_to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::Invalid(format!(
+                "to_vec: tensor is {:?}, asked for {:?} (cast first)",
+                self.dtype(),
+                T::DTYPE
+            )));
+        }
+        let bytes = self.raw_bytes()?;
+        Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::read_le).collect())
+    }
+    /// The contiguous data as little-endian bytes.
+    pub fn raw_bytes(&self) -> Result<Vec<u8>> {
+        let mut u = self.uop();
+        if view_buffer(&u).is_none() {
+            let c = self.contiguous();
+            c.try_realize()?;
+            u = c.uop();
+        }
+        view_buffer(&u).expect("realized tensor is a buffer").copyout()
+    }
+    /// The single element of a one-element tensor.
+    pub fn item<T: Element>(&self) -> T {
+        assert_eq!(self.numel(), 1, "item: tensor of shape {:?} has {} elements", self.shape(), self.numel());
+        self.to_vec::<T>()[0]
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<Tensor {:?} {:?} on {}>", self.shape(), self.dtype(), self.device())
+    }
+}

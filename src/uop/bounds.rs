@@ -23,7 +23,11 @@ pub fn derive_bounds(u: &UOp) -> (i128, i128) {
     match u.op() {
         Ops::Const => match u.arg() {
             Arg::Const(c) => {
-                let v = if u.dtype().is_unsigned() && u.dtype().bits() == 64 { c.as_i64() as u64 as i128 } else { c.as_i64() as i128 };
+                let v = if u.dtype().is_unsigned() && u.dtype().bits() == 64 {
+                    c.as_i64() as u64 as i128
+                } else {
+                    c.as_i64() as i128
+                };
                 (v, v)
             }
             _ => full,
@@ -47,8 +51,12 @@ pub fn derive_bounds(u: &UOp) -> (i128, i128) {
             }
         }
         Ops::CmpLt => decide(s(0).1 < s(1).0, s(0).0 >= s(1).1),
-        Ops::CmpNe => decide(s(0).1 < s(1).0 || s(0).0 > s(1).1, s(0).0 == s(0).1 && s(1).0 == s(1).1 && s(0).0 == s(1).0),
-        Ops::CmpEq => decide(s(0).0 == s(0).1 && s(1).0 == s(1).1 && s(0).0 == s(1).0, s(0).1 < s(1).0 || s(0).0 > s(1).1),
+        Ops::CmpNe => {
+            decide(s(0).1 < s(1).0 || s(0).0 > s(1).1, s(0).0 == s(0).1 && s(1).0 == s(1).1 && s(0).0 == s(1).0)
+        }
+        Ops::CmpEq => {
+            decide(s(0).0 == s(0).1 && s(1).0 == s(1).1 && s(0).0 == s(1).0, s(0).1 < s(1).0 || s(0).0 > s(1).1)
+        }
         Ops::And if u.dtype().is_bool() => (s(0).0.min(s(1).0), s(0).1.min(s(1).1)),
         Ops::Or if u.dtype().is_bool() => (s(0).0.max(s(1).0), s(0).1.max(s(1).1)),
         Ops::And if s(0).0 >= 0 && s(1).0 >= 0 => (0, s(0).1.min(s(1).1)),

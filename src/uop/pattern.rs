@@ -128,6 +128,8 @@ impl UPat {
     pub fn cast(self) -> UPat {
         UPat::op(Ops::Cast, [self])
     }
+    /// `NEG(self)`; also available as `-pat`.
+    #[allow(clippy::should_implement_trait)]
     pub fn neg(self) -> UPat {
         UPat::op(Ops::Neg, [self])
     }
@@ -204,6 +206,13 @@ upat_binop!(Add, add, Ops::Add, true);
 upat_binop!(Mul, mul, Ops::Mul, true);
 upat_binop!(Rem, rem, Ops::Mod, false);
 
+impl ops::Neg for UPat {
+    type Output = UPat;
+    fn neg(self) -> UPat {
+        UPat::neg(self)
+    }
+}
+
 /// A rewrite function: the captures and the pass context in, a replacement (or nothing) out.
 pub type RuleFn = Arc<dyn Fn(&Captures, &mut dyn Any) -> Option<UOp> + Send + Sync>;
 
@@ -267,7 +276,8 @@ mod tests {
 
     #[test]
     fn commutative_patterns_match_both_orders() {
-        let x = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(4)], Arg::Range(0, super::super::AxisKind::Loop));
+        let x =
+            UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(4)], Arg::Range(0, super::super::AxisKind::Loop));
         let c = UOp::index_const(0);
         let pat = UPat::var("x") + UPat::konst(0.0);
         let pm = PatternMatcher::new(vec![rule(pat, |m| Some(m["x"].clone()))]);

@@ -451,9 +451,7 @@ mod tests {
     #[test]
     fn interning_is_thread_safe() {
         let handles: Vec<_> = (0..4)
-            .map(|_| {
-                std::thread::spawn(|| (0..2000).map(|i| UOp::index_const(i % 50)).collect::<Vec<_>>())
-            })
+            .map(|_| std::thread::spawn(|| (0..2000).map(|i| UOp::index_const(i % 50)).collect::<Vec<_>>()))
             .collect();
         let results: Vec<Vec<UOp>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         for r in &results[1..] {

@@ -1,0 +1,86 @@
+//! Reduce lowering: a kernel-level REDUCE becomes an accumulator register.
+//!
+//! `REDUCE(val, r...)` turns into `acc = DEFINE_REG(identity, outer ranges...)`, an update
+//! `ASSIGN(acc, acc <op> val)` that lives inside the reduce loops, and `AFTER(acc, update)`, the
+//! accumulator read once the loops have ended. The outer ranges on DEFINE_REG place it (and so
+//! its reset) inside every loop the result depends on.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::dtype::DType;
+use crate::uop::{rule_ctx, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+
+/// Counts accumulators and remembers the open ranges of nodes already seen.
+#[derive(Default)]
+pub struct LowerCtx {
+    accs: i64,
+    ranges: HashMap<UOp, BTreeSet<RangeKey>>,
+}
+
+/// A RANGE ordered by its id, so range sets iterate in creation order.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RangeKey(pub usize, pub UOpOrd);
+
+/// A UOp wrapper ordered by content key (only used inside `RangeKey`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct UOpOrd(pub UOp);
+impl PartialOrd for UOpOrd {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for UOpOrd {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key().cmp(&other.0.key())
+    }
+}
+
+/// The RANGEs `u`'s value depends on, minus those closed by reduces (an AFTER depends only on
+/// the ranges its accumulator was defined under).
+pub fn open_ranges(u: &UOp, memo: &mut HashMap<UOp, BTreeSet<RangeKey>>) -> BTreeSet<RangeKey> {
+    for n in u.toposort() {
+        if memo.contains_key(&n) {
+            continue;
+        }
+        let set: BTreeSet<RangeKey> = match (n.op(), n.arg()) {
+            (Ops::Range, Arg::Range(id, _)) => [RangeKey(*id, UOpOrd(n.clone()))].into(),
+            (Ops::After, _) => memo[&n.src()[0]].clone(),
+            (Ops::Reduce, _) => {
+                let closed: Vec<&UOp> = n.src()[1..].iter().collect();
+                memo[&n.src()[0]].iter().filter(|r| !closed.contains(&&r.1 .0)).cloned().collect()
+            }
+            _ => n.src().iter().flat_map(|s| memo[s].iter().cloned()).collect(),
+        };
+        memo.insert(n, set);
+    }
+    memo[u].clone()
+}
+
+/// The neutral element of a reduce op.
+pub fn identity(op: Ops, dtype: DType) -> ConstValue {
+    match op {
+        Ops::Add => ConstValue::Int(0),
+        Ops::Mul => ConstValue::Int(1),
+        Ops::Max if dtype.is_float() => ConstValue::Float(f64::NEG_INFINITY),
+        Ops::Max => ConstValue::Int(dtype.int_range().0.max(i64::MIN as i128) as i64),
+        _ => panic!("REDUCE: {} is not a reduce op", op.name()),
+    }
+}
+
+/// The reduce-to-accumulator rule table.
+pub fn pm_lower_reduce() -> PatternMatcher {
+    PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
+        let red = &m["red"];
+        let Arg::Reduce(op) = red.arg() else { return None };
+        let val = &red.src()[0];
+        let outer: Vec<UOp> = open_ranges(red, &mut ctx.ranges).into_iter().map(|r| r.1 .0).collect();
+        let mut acc_src = vec![UOp::constant(red.dtype(), identity(*op, red.dtype()))];
+        acc_src.extend(outer);
+        let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));
+        ctx.accs += 1;
+        let mut update_src = vec![acc.clone(), acc.alu(*op, &[val])];
+        update_src.extend(red.src()[1..].iter().cloned());
+        let update = UOp::new(Ops::Assign, red.dtype(), update_src, Arg::None);
+        Some(UOp::new(Ops::After, red.dtype(), vec![acc, update], Arg::None))
+    })])
+}

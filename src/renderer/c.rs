@@ -1,0 +1,65 @@
+//! The C dialect for the CPU device: plain C99 plus GCC/Clang extensions, with an entry point
+//! taking all buffers as one pointer array so every kernel has the same ABI.
+
+use super::cstyle::{self, Dialect};
+use super::Renderer;
+use crate::dtype::{DType, Scalar};
+use crate::uop::{Ops, UOp};
+
+/// Renders kernels as C for the CPU device.
+pub struct CRenderer;
+
+impl Dialect for CRenderer {
+    fn type_name(&self, dtype: DType) -> String {
+        match dtype.scalar {
+            Scalar::Void => "void",
+            Scalar::Bool => "_Bool",
+            Scalar::Int8 => "signed char",
+            Scalar::Int16 => "short",
+            Scalar::Int32 => "int",
+            Scalar::Int64 | Scalar::Index => "long long",
+            Scalar::UInt8 => "unsigned char",
+            Scalar::UInt16 | Scalar::BFloat16 => "unsigned short",
+            Scalar::UInt32 => "unsigned int",
+            Scalar::UInt64 => "unsigned long long",
+            Scalar::Float16 => "_Float16",
+            Scalar::Float32 => "float",
+            Scalar::Float64 => "double",
+        }
+        .to_string()
+    }
+    fn prelude(&self) -> String {
+        "#include <math.h>\n".to_string()
+    }
+    fn signature(&self, name: &str, params: &[(String, String, bool)]) -> String {
+        let args: Vec<String> = params
+            .iter()
+            .map(|(t, n, written)| format!("{}{t}* restrict {n}", if *written { "" } else { "const " }))
+            .collect();
+        format!("static void {name}({})", args.join(", "))
+    }
+    fn epilogue(&self, name: &str, params: &[(String, String, bool)]) -> String {
+        let args: Vec<String> = params.iter().enumerate().map(|(i, (t, _, _))| format!("({t}*)bufs[{i}]")).collect();
+        format!("void {name}_entry(void** bufs) {{ {name}({}); }}\n", args.join(", "))
+    }
+    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
+        let joined = args.join(", ");
+        match dtype.scalar {
+            Scalar::Float64 => format!("{f}({joined})"),
+            Scalar::Float32 => format!("{f}f({joined})"),
+            _ => {
+                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
+                format!("(({}){f}f({}))", self.type_name(dtype), widened.join(", "))
+            }
+        }
+    }
+}
+
+impl Renderer for CRenderer {
+    fn supports(&self, op: Ops) -> bool {
+        op != Ops::MulAcc
+    }
+    fn render(&self, name: &str, uops: &[UOp]) -> String {
+        cstyle::render(self, name, uops)
+    }
+}

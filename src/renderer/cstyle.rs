@@ -1,0 +1,187 @@
+//! Rendering shared by the C family (C for the CPU; OpenCL, CUDA and Metal later): one walk over
+//! the linear program, with a `Dialect` supplying what differs between languages.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+use crate::dtype::{DType, Scalar};
+use crate::uop::{Arg, ConstValue, Ops, UOp};
+
+/// What one C-family language spells its own way.
+pub trait Dialect {
+    /// The type name of a scalar dtype.
+    fn type_name(&self, dtype: DType) -> String;
+    /// Code before the kernel (includes, helper macros).
+    fn prelude(&self) -> String;
+    /// The kernel's signature; `params` are `(type, name, written)` in slot order.
+    fn signature(&self, name: &str, params: &[(String, String, bool)]) -> String;
+    /// Code after the kernel (e.g. an entry point with a uniform ABI).
+    fn epilogue(&self, name: &str, params: &[(String, String, bool)]) -> String;
+    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`) for
+    /// `dtype`.
+    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
+}
+
+/// A C literal of `v` as `dtype`.
+pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
+    match (v, dtype.scalar) {
+        (ConstValue::Bool(b), _) => (b as u8).to_string(),
+        (ConstValue::Float(f), s) => {
+            let body = if f.is_nan() {
+                "NAN".to_string()
+            } else if f.is_infinite() {
+                format!("{}INFINITY", if f < 0.0 { "-" } else { "" })
+            } else if s == Scalar::Float64 {
+                format!("{f:?}")
+            } else {
+                format!("{f:?}f")
+            };
+            if matches!(s, Scalar::Float32 | Scalar::Float64) {
+                body
+            } else {
+                format!("(({}){body})", d.type_name(dtype))
+            }
+        }
+        (ConstValue::Int(i), Scalar::UInt64) => format!("{}ull", i as u64),
+        (ConstValue::Int(i), Scalar::UInt32) => format!("{}u", i as u32),
+        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) if i == i64::MIN => "(-9223372036854775807ll-1)".into(),
+        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}ll"),
+        (ConstValue::Int(i), Scalar::Int32) if i == i32::MIN as i64 => "(-2147483647-1)".into(),
+        (ConstValue::Int(i), Scalar::Int32) => i.to_string(),
+        (ConstValue::Int(i), _) => format!("(({}){i})", d.type_name(dtype)),
+    }
+}
+
+/// The expression of an ALU op over already-rendered operands.
+fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
+    let infix = |sym: &str| format!("({} {sym} {})", a[0], a[1]);
+    let float = dtype.is_float();
+    match op {
+        Ops::Add => infix("+"),
+        Ops::Sub => infix("-"),
+        Ops::Mul => infix("*"),
+        Ops::FDiv => infix("/"),
+        Ops::IDiv if float => d.math("trunc", dtype, &[infix("/")]),
+        Ops::IDiv => infix("/"),
+        Ops::Mod if float => d.math("fmod", dtype, a),
+        Ops::Mod => infix("%"),
+        Ops::CmpLt => infix("<"),
+        Ops::CmpNe => infix("!="),
+        Ops::CmpEq => infix("=="),
+        Ops::And if dtype.is_bool() => infix("&&"),
+        Ops::Or if dtype.is_bool() => infix("||"),
+        Ops::And => infix("&"),
+        Ops::Or => infix("|"),
+        Ops::Xor => infix("^"),
+        Ops::Shl => infix("<<"),
+        Ops::Shr => infix(">>"),
+        // NaN propagates from either side, as in the interpreter.
+        Ops::Max if float => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
+        Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
+        Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Ops::MulAcc => format!("(({} * {}) + {})", a[0], a[1], a[2]),
+        Ops::Neg if dtype.is_bool() => format!("(!{})", a[0]),
+        Ops::Neg => format!("(-{})", a[0]),
+        Ops::Recip => {
+            format!("(({}){} / {})", d.type_name(dtype), render_const(d, ConstValue::Float(1.0), DType::FLOAT64), a[0])
+        }
+        Ops::Exp2 => d.math("exp2", dtype, a),
+        Ops::Log2 => d.math("log2", dtype, a),
+        Ops::Sin => d.math("sin", dtype, a),
+        Ops::Sqrt => d.math("sqrt", dtype, a),
+        Ops::Trunc if float => d.math("trunc", dtype, a),
+        Ops::Trunc => a[0].clone(),
+        Ops::Pow => d.math("pow", dtype, a),
+        _ => panic!("C renderer: cannot render {}", op.name()),
+    }
+}
+
+/// Render the linear program `uops` as kernel `name`.
+pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
+    let mut names: HashMap<&UOp, String> = HashMap::new();
+    let written: HashSet<&UOp> = uops.iter().filter(|u| u.op() == Ops::Store).map(|u| &u.src()[0].src()[0]).collect();
+    let mut params: Vec<(i64, String, String, bool)> = vec![];
+    let mut body = String::new();
+    let mut depth = 1;
+    let mut counter: HashMap<&str, usize> = HashMap::new();
+    let mut fresh = |prefix: &'static str| {
+        let n = counter.entry(prefix).or_insert(0);
+        *n += 1;
+        format!("{prefix}{}", *n - 1)
+    };
+    for u in uops {
+        let src: Vec<String> = u.src().iter().map(|s| names.get(s).cloned().unwrap_or_default()).collect();
+        let ty = if u.dtype().is_ptr() || u.dtype() == DType::VOID { String::new() } else { d.type_name(u.dtype()) };
+        let pad = "  ".repeat(depth);
+        let mut line = |s: String| {
+            let _ = writeln!(body, "{pad}{s}");
+        };
+        let value = match (u.op(), u.arg()) {
+            (Ops::Const, Arg::Const(c)) => Some(render_const(d, *c, u.dtype())),
+            (Ops::Param, Arg::Int(slot)) => {
+                let n = format!("data{slot}");
+                params.push((*slot, d.type_name(u.dtype().base()), n.clone(), written.contains(u)));
+                Some(n)
+            }
+            (Ops::Range, Arg::Range(id, _)) => {
+                let n = format!("ridx{id}");
+                line(format!("for (long long {n} = 0; {n} < {}; {n}++) {{", src[0]));
+                depth += 1;
+                Some(n)
+            }
+            (Ops::End, _) => {
+                depth -= 1;
+                let _ = writeln!(body, "{}}}", "  ".repeat(depth));
+                None
+            }
+            (Ops::Index, _) => Some(format!("{}[{}]", src[0], src[1])),
+            (Ops::Load, _) => {
+                let n = fresh("val");
+                let gate = u.src()[0].src().get(2).map(|g| names[g].clone());
+                let zero = render_const(d, ConstValue::Int(0), u.dtype());
+                match gate {
+                    Some(g) => line(format!("{ty} {n} = {g} ? {} : {zero};", src[0])),
+                    None => line(format!("{ty} {n} = {};", src[0])),
+                }
+                Some(n)
+            }
+            (Ops::Store, _) => {
+                match u.src()[0].src().get(2).map(|g| names[g].clone()) {
+                    Some(g) => line(format!("if ({g}) {} = {};", src[0], src[1])),
+                    None => line(format!("{} = {};", src[0], src[1])),
+                }
+                None
+            }
+            (Ops::DefineReg, _) => {
+                let n = fresh("acc");
+                line(format!("{ty} {n} = {};", src[0]));
+                Some(n)
+            }
+            (Ops::Assign, _) => {
+                line(format!("{} = {};", src[0], src[1]));
+                Some(src[0].clone())
+            }
+            (Ops::After, _) => Some(src[0].clone()),
+            (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
+            (Ops::Cast, _) => Some(format!("(({ty})({}))", src[0])),
+            (Ops::Bitcast, _) => {
+                let from = d.type_name(u.src()[0].dtype());
+                Some(format!("({{ union {{ {from} a; {ty} b; }} u_ = {{ .a = {} }}; u_.b; }})", src[0]))
+            }
+            (Ops::Sink, _) => None,
+            (op, _) if op.is_alu() => {
+                let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };
+                let n = fresh("alu");
+                line(format!("{ty} {n} = {};", render_alu(d, op, operand, &src)));
+                Some(n)
+            }
+            (op, _) => panic!("C renderer: unexpected {} in a linear program", op.name()),
+        };
+        if let Some(v) = value {
+            names.insert(u, v);
+        }
+    }
+    params.sort_by_key(|p| p.0);
+    let params: Vec<(String, String, bool)> = params.into_iter().map(|(_, t, n, w)| (t, n, w)).collect();
+    format!("{}{} {{\n{body}}}\n{}", d.prelude(), d.signature(name, &params), d.epilogue(name, &params))
+}

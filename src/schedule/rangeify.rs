@@ -1,0 +1,266 @@
+//! Rangeify: which tensor nodes become buffers, and how one kernel's value is expressed as index
+//! arithmetic over RANGE loops.
+//!
+//! Building a kernel walks the tensor graph consumer-first, carrying the index (one UOp per axis)
+//! at which the consumer needs a value. Movement ops only transform that index: SHRINK adds an
+//! offset, PERMUTE reorders, FLIP is `n-1-i`, EXPAND drops it, PAD adds a validity condition and
+//! RESHAPE flattens and unflattens with `*`, `//` and `%`, which the symbolic rules fold back.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::runtime::Buffer;
+use crate::uop::symbolic::simplify;
+use crate::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
+
+/// Nodes that must be stored to memory: the requested outputs, CONTIGUOUS and COPY, and every
+/// reduce whose result is broadcast (fusing it would recompute it per broadcast element).
+pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    let order = sink.toposort();
+    let mut realize: HashSet<UOp> = HashSet::new();
+    for u in outputs.iter().filter(|u| !is_buffer_view(u)) {
+        realize.insert(u.clone());
+    }
+    for u in &order {
+        match u.op() {
+            Ops::Contiguous => {
+                realize.insert(u.clone());
+            }
+            Ops::Copy => {
+                realize.insert(u.clone());
+                if !is_buffer_view(&u.src()[0]) {
+                    realize.insert(u.src()[0].clone());
+                }
+            }
+            Ops::Expand => mark_reduces_below(&u.src()[0], &mut realize),
+            _ => {}
+        }
+    }
+    order.into_iter().filter(|u| realize.contains(u)).collect()
+}
+
+/// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
+pub fn is_buffer_view(u: &UOp) -> bool {
+    match u.op() {
+        Ops::Buffer => true,
+        Ops::Reshape => u.src()[0].op() == Ops::Buffer,
+        _ => false,
+    }
+}
+
+fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
+    let mut stack = vec![u.clone()];
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) || realize.contains(&n) || n.op() == Ops::Buffer {
+            continue;
+        }
+        if n.op() == Ops::ReduceAxis {
+            realize.insert(n);
+            continue;
+        }
+        stack.extend(n.src().iter().cloned());
+    }
+}
+
+/// Row-major strides of `shape`.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut st = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1];
+    }
+    st
+}
+
+/// `Σ idx_i * stride_i` for a row-major `shape`, simplified.
+pub fn flat_index(idx: &[UOp], shape: &[usize]) -> UOp {
+    let mut flat = UOp::index_const(0);
+    for (i, st) in idx.iter().zip(strides(shape)) {
+        flat = flat.alu(Ops::Add, &[&i.alu(Ops::Mul, &[&UOp::index_const(st as i64)])]);
+    }
+    simplify(&flat)
+}
+
+/// Builds one kernel's AST: the buffers it reads become PARAMs, everything else index math.
+pub struct KernelBuilder<'a> {
+    /// What each realized tensor node was stored into.
+    realized: &'a HashMap<UOp, Arc<Buffer>>,
+    /// The kernel's buffers in PARAM order (the output is slot 0).
+    pub bufs: Vec<Arc<Buffer>>,
+    params: HashMap<u64, UOp>,
+    memo: HashMap<(UOp, Vec<UOp>, Option<UOp>), UOp>,
+    next_range: usize,
+}
+
+impl<'a> KernelBuilder<'a> {
+    pub fn new(realized: &'a HashMap<UOp, Arc<Buffer>>) -> KernelBuilder<'a> {
+        KernelBuilder { realized, bufs: vec![], params: HashMap::new(), memo: HashMap::new(), next_range: 0 }
+    }
+
+    /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`.
+    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>) -> (UOp, Vec<Arc<Buffer>>) {
+        let out_param = self.param(out);
+        let shape = root.sh().to_vec();
+        let idx: Vec<UOp> = shape.iter().map(|&d| self.range(d, AxisKind::Loop)).collect();
+        let src = if root.op() == Ops::Contiguous { &root.src()[0] } else { root };
+        let value = self.value(src, &idx, None, true);
+        let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, flat_index(&idx, &shape)], Arg::None);
+        let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
+        (UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None), self.bufs)
+    }
+
+    fn param(&mut self, buf: &Arc<Buffer>) -> UOp {
+        if let Some(p) = self.params.get(&buf.id()) {
+            return p.clone();
+        }
+        let p = UOp::new(
+            Ops::Param,
+            buf.dtype().ptr(crate::dtype::AddrSpace::Global),
+            vec![],
+            Arg::Int(self.bufs.len() as i64),
+        );
+        self.bufs.push(buf.clone());
+        self.params.insert(buf.id(), p.clone());
+        p
+    }
+
+    /// A loop over `size` (or the constant 0 for a size-1 axis).
+    fn range(&mut self, size: usize, kind: AxisKind) -> UOp {
+        if size == 1 {
+            return UOp::index_const(0);
+        }
+        self.next_range += 1;
+        UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(self.next_range - 1, kind))
+    }
+
+    fn load(&mut self, buf: &Arc<Buffer>, idx: &[UOp], shape: &[usize], gate: Option<UOp>, dtype: DType) -> UOp {
+        let p = self.param(buf);
+        let mut src = vec![p.clone(), flat_index(idx, shape)];
+        src.extend(gate);
+        UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
+    }
+
+    /// The value of tensor node `u` at index `idx`, where `gate` says whether the index is valid.
+    fn value(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
+        let key = (u.clone(), idx.to_vec(), gate.clone());
+        if let Some(v) = self.memo.get(&key) {
+            return v.clone();
+        }
+        let v = self.compute(u, idx, gate, is_root);
+        self.memo.insert(key, v.clone());
+        v
+    }
+
+    fn compute(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
+        if !is_root {
+            if let Some(buf) = self.realized.get(u).cloned() {
+                return self.load(&buf, idx, u.sh(), gate, u.dtype());
+            }
+        }
+        let src_shape = || u.src()[0].sh().to_vec();
+        let ic = |v: usize| UOp::index_const(v as i64);
+        match (u.op(), u.arg()) {
+            (Ops::Buffer, Arg::Buffer(b)) => {
+                let b = b.0.clone();
+                self.load(&b, idx, &[b.size()], gate, u.dtype())
+            }
+            (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
+            (Ops::Reshape, _) => {
+                let flat = flat_index(idx, u.sh());
+                let old = src_shape();
+                let new_idx: Vec<UOp> = old
+                    .iter()
+                    .zip(strides(&old))
+                    .map(|(&d, st)| simplify(&flat.alu(Ops::IDiv, &[&ic(st)]).alu(Ops::Mod, &[&ic(d)])))
+                    .collect();
+                self.value(&u.src()[0], &new_idx, gate, false)
+            }
+            (Ops::Permute, Arg::Axes(order)) => {
+                let mut new_idx = vec![UOp::index_const(0); order.len()];
+                for (i, &o) in order.iter().enumerate() {
+                    new_idx[o] = idx[i].clone();
+                }
+                self.value(&u.src()[0], &new_idx, gate, false)
+            }
+            (Ops::Expand, _) => {
+                let old = src_shape();
+                let new_idx: Vec<UOp> =
+                    idx.iter().zip(&old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect();
+                self.value(&u.src()[0], &new_idx, gate, false)
+            }
+            (Ops::Shrink, Arg::Pairs(bounds)) => {
+                let new_idx: Vec<UOp> =
+                    idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect();
+                self.value(&u.src()[0], &new_idx, gate, false)
+            }
+            (Ops::Flip, Arg::Axes(axes)) => {
+                let old = src_shape();
+                let new_idx: Vec<UOp> = (0..idx.len())
+                    .map(|i| match axes.contains(&i) {
+                        true => simplify(&ic(old[i] - 1).alu(Ops::Add, &[&idx[i].alu(Ops::Neg, &[])])),
+                        false => idx[i].clone(),
+                    })
+                    .collect();
+                self.value(&u.src()[0], &new_idx, gate, false)
+            }
+            (Ops::Pad, Arg::Pairs(pads)) => {
+                let old = src_shape();
+                let mut valid: Option<UOp> = None;
+                let mut new_idx = vec![];
+                for ((i, &(before, _)), &d) in idx.iter().zip(pads).zip(&old) {
+                    new_idx.push(simplify(&i.alu(Ops::Add, &[&UOp::index_const(-(before as i64))])));
+                    let lo = UOp::index_const(before as i64 - 1).alu(Ops::CmpLt, &[i]);
+                    let hi = i.alu(Ops::CmpLt, &[&ic(before + d)]);
+                    for c in [lo, hi] {
+                        let c = simplify(&c);
+                        if c.const_value().is_some_and(|v| v.as_bool()) {
+                            continue;
+                        }
+                        valid = Some(match valid {
+                            Some(v) => simplify(&v.alu(Ops::And, &[&c])),
+                            None => c,
+                        });
+                    }
+                }
+                let Some(valid) = valid else { return self.value(&u.src()[0], &new_idx, gate, false) };
+                let inner_gate = match &gate {
+                    Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
+                    None => valid.clone(),
+                };
+                let inner = self.value(&u.src()[0], &new_idx, Some(inner_gate), false);
+                UOp::where_(&valid, &inner, &UOp::constant(u.dtype(), ConstValue::Int(0)))
+            }
+            (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
+                let old = src_shape();
+                let mut ranges = vec![];
+                let new_idx: Vec<UOp> = (0..old.len())
+                    .map(|i| {
+                        if !axes.contains(&i) {
+                            return idx[i].clone();
+                        }
+                        let r = self.range(old[i], AxisKind::Reduce);
+                        if r.op() == Ops::Range {
+                            ranges.push(r.clone());
+                        }
+                        r
+                    })
+                    .collect();
+                let v = self.value(&u.src()[0], &new_idx, gate, false);
+                if ranges.is_empty() {
+                    return v;
+                }
+                let mut src = vec![v];
+                src.extend(ranges);
+                UOp::new(Ops::Reduce, u.dtype(), src, Arg::Reduce(*op))
+            }
+            (Ops::Contiguous | Ops::Detach, _) => self.value(&u.src()[0], idx, gate, false),
+            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => {
+                let src: Vec<UOp> = u.src().iter().map(|s| self.value(s, idx, gate.clone(), false)).collect();
+                u.replace_src(src)
+            }
+            (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Tensors from Rust data and the standard constructors.
+
+use std::sync::Arc;
+
+use super::elementwise::Scalar;
+use super::Tensor;
+use crate::dtype::{DType, Element};
+use crate::runtime::interp::write_elem;
+use crate::runtime::{default_device, Buffer};
+use crate::schedule::buffer_view;
+use crate::uop::exec::cast_const;
+use crate::uop::{Arg, ConstValue, Ops, UOp};
+
+/// Rust values a tensor can be built from: scalars, `Vec`s, slices and nested arrays.
+pub trait TensorData {
+    type Elem: Element;
+    /// Append the elements in row-major order and return the shape.
+    fn flatten_into(&self, out: &mut Vec<Self::Elem>) -> Vec<usize>;
+}
+
+impl<T: Element> TensorData for T {
+    type Elem = T;
+    fn flatten_into(&self, out: &mut Vec<T>) -> Vec<usize> {
+        out.push(*self);
+        vec![]
+    }
+}
+
+impl<A: TensorData, const N: usize> TensorData for [A; N] {
+    type Elem = A::Elem;
+    fn flatten_into(&self, out: &mut Vec<A::Elem>) -> Vec<usize> {
+        let mut inner = vec![];
+        for (i, a) in self.iter().enumerate() {
+            let s = a.flatten_into(out);
+            assert!(i == 0 || s == inner, "Tensor::new: ragged nested array");
+            inner = s;
+        }
+        let mut shape = vec![N];
+        shape.extend(inner);
+        shape
+    }
+}
+
+impl<A: TensorData> TensorData for Vec<A> {
+    type Elem = A::Elem;
+    fn flatten_into(&self, out: &mut Vec<A::Elem>) -> Vec<usize> {
+        self.as_slice().flatten_into(out)
+    }
+}
+
+impl<A: TensorData> TensorData for &[A] {
+    type Elem = A::Elem;
+    fn flatten_into(&self, out: &mut Vec<A::Elem>) -> Vec<usize> {
+        let mut inner = vec![];
+        for (i, a) in self.iter().enumerate() {
+            let s = a.flatten_into(out);
+            assert!(i == 0 || s == inner, "Tensor::new: ragged nested data");
+            inner = s;
+        }
+        let mut shape = vec![self.len()];
+        shape.extend(inner);
+        shape
+    }
+}
+
+impl Tensor {
+    /// A tensor holding `data` (scalar, array, nested arrays, `Vec`) on the default device.
+    pub fn new<D: TensorData>(data: D) -> Tensor {
+        let mut flat = vec![];
+        let shape = data.flatten_into(&mut flat);
+        Tensor::from_vec(flat, &shape)
+    }
+    /// A tensor of `shape` from row-major `data`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
+        Tensor::from_slice(&data, shape)
+    }
+    /// A tensor of `shape` from row-major `data` (copied to the device now).
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        assert_eq!(n, data.len(), "Tensor::from_slice: {} elements do not fill shape {shape:?}", data.len());
+        let mut bytes = Vec::with_capacity(n * T::DTYPE.itemsize());
+        data.iter().for_each(|v| v.write_le(&mut bytes));
+        Tensor::from_bytes(&bytes, shape, T::DTYPE, &default_device())
+    }
+    /// A tensor of `shape` and `dtype` on `device` from little-endian bytes.
+    pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &str) -> Tensor {
+        let n: usize = shape.iter().product();
+        let buf = Arc::new(Buffer::new(device, n, dtype));
+        buf.copyin(bytes).unwrap_or_else(|e| panic!("Tensor::from_bytes: {e}"));
+        Tensor::from_uop(buffer_view(&buf, shape), device)
+    }
+    /// An uninitialized (zero-filled on allocation) tensor.
+    pub fn empty(shape: &[usize], dtype: DType) -> Tensor {
+        let device = default_device();
+        let buf = Arc::new(Buffer::new(&device, shape.iter().product(), dtype));
+        Tensor::from_uop(buffer_view(&buf, shape), &device)
+    }
+    /// `value` broadcast to `shape`; its dtype is the scalar's (f32/f64/int/bool).
+    pub fn full(shape: &[usize], value: impl Into<Scalar>) -> Tensor {
+        let v: Scalar = value.into();
+        Tensor::full_dtype(shape, v, v.default_dtype())
+    }
+    /// `value` broadcast to `shape` as `dtype`.
+    pub fn full_dtype(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        let c = UOp::constant(dtype, value.into().value());
+        let ones = vec![1; shape.len()];
+        let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(ones));
+        let u = UOp::new(Ops::Expand, dtype, vec![u], Arg::Shape(shape.to_vec()));
+        Tensor::from_uop(u, &default_device())
+    }
+    pub fn zeros(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 0.0f32)
+    }
+    pub fn ones(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 1.0f32)
+    }
+    pub fn zeros_like(&self) -> Tensor {
+        Tensor::full_dtype(&self.shape(), 0, self.dtype())
+    }
+    pub fn ones_like(&self) -> Tensor {
+        Tensor::full_dtype(&self.shape(), 1, self.dtype())
+    }
+    pub fn full_like(&self, value: impl Into<Scalar>) -> Tensor {
+        Tensor::full_dtype(&self.shape(), value, self.dtype())
+    }
+    /// `0, 1, ..., n-1` as int32.
+    pub fn arange(n: usize) -> Tensor {
+        Tensor::arange_step(0.0, n as f64, 1.0, DType::INT32)
+    }
+    /// `start, start+step, ...` below `stop` (above, for a negative step), as `dtype`.
+    pub fn arange_step(start: f64, stop: f64, step: f64, dtype: DType) -> Tensor {
+        assert!(step != 0.0, "arange: step must be non-zero");
+        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        let mut bytes = Vec::with_capacity(n * dtype.itemsize());
+        for i in 0..n {
+            let v = cast_const(ConstValue::Float(start + i as f64 * step), dtype);
+            bytes.extend(write_elem(v, dtype));
+        }
+        Tensor::from_bytes(&bytes, &[n], dtype, &default_device())
+    }
+    /// The `n`×`n` identity matrix (float32).
+    pub fn eye(n: usize) -> Tensor {
+        let i = Tensor::arange(n).reshape(&[n, 1]);
+        let j = Tensor::arange(n).reshape(&[1, n]);
+        i.eq(&j).cast(DType::FLOAT32)
+    }
+}
