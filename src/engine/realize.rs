@@ -25,8 +25,20 @@ fn program_cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
+/// Seconds spent in each phase of one `run_schedule`.
+#[derive(Default)]
+struct Phases {
+    codegen: f64,
+    compile: f64,
+    run: f64,
+}
+
 /// The program for `ast` on `device`, compiled once per process (and cached on disk by source).
 pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
+    get_runner_timed(device, ast, &mut Phases::default())
+}
+
+fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let key = (device.to_string(), ast.clone());
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(k.clone());
@@ -35,11 +47,15 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
     if debug() >= 5 {
         eprintln!("{ast:?}");
     }
+    let start = Instant::now();
     let spec: ProgramSpec = get_program(ast, dev.renderer());
+    phases.codegen += start.elapsed().as_secs_f64();
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
     }
+    let start = Instant::now();
     let program = dev.compile(&spec)?;
+    phases.compile += start.elapsed().as_secs_f64();
     let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops });
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
     Ok(kernel)
@@ -48,12 +64,14 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
 /// Execute `items` in order. Each item is dropped after it runs, so intermediate buffers are
 /// freed at their last use.
 pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
+    let mut phases = Phases::default();
     for item in items {
         match item {
             ScheduleItem::Kernel { ast, bufs } => {
                 let device = bufs[0].device().to_string();
-                let kernel = get_runner(&device, &ast)?;
+                let kernel = get_runner_timed(&device, &ast, &mut phases)?;
                 let elapsed = kernel.program.run(&bufs)?.as_secs_f64();
+                phases.run += elapsed;
                 let bytes: u64 = bufs.iter().map(|b| b.nbytes() as u64).sum();
                 GlobalCounters::record(kernel.ops, bytes, elapsed);
                 if debug() >= 2 {
@@ -84,6 +102,14 @@ pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
                 }
             }
         }
+    }
+    if debug() >= 1 {
+        eprintln!(
+            "realize: codegen {:.2} ms, compile {:.2} ms, run {:.2} ms",
+            phases.codegen * 1e3,
+            phases.compile * 1e3,
+            phases.run * 1e3
+        );
     }
     Ok(())
 }

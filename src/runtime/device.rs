@@ -163,9 +163,33 @@ pub fn get_device(name: &str) -> Result<Arc<dyn Device>> {
     Ok(dev)
 }
 
-/// The device tensors go to by default: `$DEV` if set, else CPU when a C compiler exists, else
-/// INTERP (with a one-line warning).
+thread_local! {
+    static SCOPED_DEFAULT: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(vec![]) };
+}
+
+/// Makes `device` the default for new tensors on this thread until dropped.
+#[must_use = "the default only holds while the guard is alive"]
+pub struct DefaultDevice(());
+
+impl DefaultDevice {
+    pub fn scoped(device: &str) -> DefaultDevice {
+        SCOPED_DEFAULT.with(|s| s.borrow_mut().push(canonical_device(device)));
+        DefaultDevice(())
+    }
+}
+
+impl Drop for DefaultDevice {
+    fn drop(&mut self) {
+        SCOPED_DEFAULT.with(|s| s.borrow_mut().pop());
+    }
+}
+
+/// The device tensors go to by default: a `DefaultDevice::scoped` override, else `$DEV`, else
+/// CPU when a C compiler exists, else INTERP (with a one-line warning).
 pub fn default_device() -> String {
+    if let Some(d) = SCOPED_DEFAULT.with(|s| s.borrow().last().cloned()) {
+        return d;
+    }
     static DEFAULT: OnceLock<String> = OnceLock::new();
     DEFAULT
         .get_or_init(|| {

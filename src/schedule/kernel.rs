@@ -44,6 +44,20 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
         .iter()
         .filter_map(|o| realized.get(o).map(|b| (o.clone(), buffer_view(b, o.sh()))))
         .collect::<HashMap<_, _>>();
+    if debug() >= 3 {
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                ScheduleItem::Kernel { ast, bufs } => {
+                    let args: Vec<String> =
+                        bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
+                    eprintln!("  {i:3} kernel {:<24} {}", crate::codegen::kernel_name(ast), args.join(" "));
+                }
+                ScheduleItem::Copy { dst, src } => {
+                    eprintln!("  {i:3} copy   {} -> {} ({} bytes)", src.device(), dst.device(), dst.nbytes())
+                }
+            }
+        }
+    }
     if debug() >= 1 {
         let kernels = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
         eprintln!(

@@ -127,6 +127,7 @@ impl Tensor {
     }
     /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op`.
     fn binary(&self, op: Ops, rhs: &Tensor, dtype: DType) -> Tensor {
+        assert_eq!(self.device(), rhs.device(), "{}: operands on different devices", op.name());
         let shape = broadcast_shape(&self.shape(), &rhs.shape()).unwrap_or_else(|| {
             panic!("{}: shapes {:?} and {:?} do not broadcast", op.name(), self.shape(), rhs.shape())
         });

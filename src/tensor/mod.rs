@@ -16,7 +16,7 @@ use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{Error, Result};
 use crate::runtime::default_device;
-use crate::schedule::{create_schedule, view_buffer};
+use crate::schedule::{create_schedule, view_buffer, ScheduleItem};
 use crate::uop::{graph_rewrite, rule_ctx, Ops, PatternMatcher, UOp, UPat};
 
 struct TensorInner {
@@ -78,8 +78,12 @@ impl Tensor {
         Tensor::realize_all(std::slice::from_ref(self))?;
         Ok(self.clone())
     }
-    /// Compute several tensors in one schedule.
-    pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+    /// The kernels and copies that would compute these tensors (nothing runs; for inspection).
+    pub fn schedule(tensors: &[Tensor]) -> Vec<ScheduleItem> {
+        Tensor::create_schedule(tensors).0
+    }
+
+    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, std::collections::HashMap<UOp, UOp>) {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
         let device_of = |u: &UOp| -> String {
@@ -92,7 +96,12 @@ impl Tensor {
                 .or_else(|| devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone()))
                 .unwrap_or_else(default_device)
         };
-        let (items, becomes) = create_schedule(&outputs, &device_of);
+        create_schedule(&outputs, &device_of)
+    }
+
+    /// Compute several tensors in one schedule.
+    pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        let (items, becomes) = Tensor::create_schedule(tensors);
         if becomes.is_empty() {
             return Ok(());
         }
@@ -122,6 +131,17 @@ impl Tensor {
             };
             *t.uop.write().unwrap_or_else(|e| e.into_inner()) = new;
         }
+    }
+
+    /// This tensor on `device` (a lazy copy; the same tensor if already there).
+    pub fn to(&self, device: &str) -> Tensor {
+        let device = crate::runtime::canonical_device(device);
+        if device == self.device() {
+            return self.clone();
+        }
+        let u = self.uop();
+        let copy = UOp::new(Ops::Copy, u.dtype(), vec![u], crate::uop::Arg::Str(device.clone()));
+        Tensor::from_uop(copy, &device)
     }
 
     /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).

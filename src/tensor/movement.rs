@@ -27,7 +27,14 @@ dim!(i32, i64, isize, usize, u32);
 
 impl Tensor {
     fn movement(&self, op: Ops, arg: Arg) -> Tensor {
-        let u = self.uop();
+        let mut u = self.uop();
+        // a reshape of a reshape is one reshape (and none if it restores the original shape)
+        if let (Ops::Reshape, Ops::Reshape, Arg::Shape(new)) = (op, u.op(), &arg) {
+            u = u.src()[0].clone();
+            if u.sh() == new.as_slice() {
+                return self.lift(u);
+            }
+        }
         self.lift(UOp::new(op, u.dtype(), vec![u], arg))
     }
 

@@ -507,6 +507,19 @@ mod tests {
     }
 
     #[test]
+    fn unaligned_reshape_round_trips() {
+        // (2,3,4) -> (4,6) -> (2,3,4): the split at 6 does not fall on a dim boundary
+        let (i, j, k) = (rng(0, 2), rng(1, 3), rng(2, 4));
+        let flat = add(&add(&mul(&i, &c(12)), &mul(&j, &c(4))), &k);
+        let jk = add(&mul(&j, &c(4)), &k);
+        check(&div(&flat, &c(6)), &add(&mul(&i, &c(2)), &div(&jk, &c(6))));
+        check(&rem(&flat, &c(6)), &rem(&jk, &c(6)));
+        check(&add(&mul(&div(&flat, &c(6)), &c(6)), &rem(&flat, &c(6))), &flat);
+        let back = add(&mul(&div(&flat, &c(6)), &c(6)), &rem(&flat, &c(6)));
+        check(&rem(&div(&back, &c(4)), &c(3)), &j);
+    }
+
+    #[test]
     fn partial_division_splits() {
         let (i, j) = (rng(0, 10), rng(1, 4));
         check(&div(&add(&mul(&i, &c(4)), &j), &c(2)), &add(&mul(&i, &c(2)), &div(&j, &c(2))));

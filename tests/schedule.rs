@@ -1,0 +1,68 @@
+//! Kernel counts: what fuses into one kernel and what must be stored in between (the counts
+//! tinygrad measures for the same graphs).
+
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::Tensor;
+
+const N: usize = 16;
+
+fn kernels(t: &Tensor) -> usize {
+    Tensor::schedule(std::slice::from_ref(t)).iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count()
+}
+
+fn inputs() -> (Tensor, Tensor, Tensor) {
+    Tensor::manual_seed(1);
+    (Tensor::rand(&[N, N]), Tensor::rand(&[N, N]), Tensor::rand(&[N, N]))
+}
+
+#[test]
+fn elementwise_chain_is_one_kernel() {
+    let (a, b, c) = inputs();
+    assert_eq!(kernels(&(&a * &b + &c).relu()), 1);
+}
+
+#[test]
+fn broadcast_multiply_sum_matmul_is_one_kernel() {
+    let (a, b, _) = inputs();
+    assert_eq!(kernels(&(a.reshape(&[N, 1, N]) * b.T().reshape(&[1, N, N])).sum(2, false)), 1);
+}
+
+#[test]
+fn matmul_relu_sum_is_one_kernel() {
+    let (a, b, _) = inputs();
+    assert_eq!(kernels(&a.matmul(&b).relu().sum(1, false)), 1);
+}
+
+#[test]
+fn broadcast_reduce_is_stored_first() {
+    let (a, _, _) = inputs();
+    assert_eq!(kernels(&(&a + a.sum(1, true))), 2);
+}
+
+#[test]
+fn softmax_is_at_most_three_kernels() {
+    let (a, _, _) = inputs();
+    let e = (&a - a.max(1, true)).exp();
+    let sm = &e / e.sum(1, true);
+    assert!(kernels(&sm) <= 3, "softmax took {} kernels", kernels(&sm));
+    let rows = sm.sum(1, false).to_vec::<f32>();
+    assert!(rows.iter().all(|r| (r - 1.0).abs() < 1e-5), "softmax rows do not sum to 1: {rows:?}");
+}
+
+#[test]
+fn realized_inputs_need_no_kernel() {
+    let (a, _, _) = inputs();
+    assert_eq!(kernels(&a), 0);
+    assert_eq!(kernels(&a.reshape(&[N * N])), 0);
+    assert_eq!(kernels(&a.T()), 1);
+}
+
+#[test]
+fn copies_move_data_between_devices() {
+    let a = Tensor::new([[1.0f32, 2.0], [3.0, 4.0]]);
+    let b = (a.to("INTERP") * 2.0).to("CPU") + 1.0;
+    let items = Tensor::schedule(std::slice::from_ref(&b));
+    assert_eq!(items.iter().filter(|i| matches!(i, ScheduleItem::Copy { .. })).count(), 2);
+    assert_eq!(b.device(), "CPU");
+    assert_eq!(b.to_vec::<f32>(), vec![3.0, 5.0, 7.0, 9.0]);
+}
