@@ -51,7 +51,8 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let ast = match renderer {
         Some(r) => {
             let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-            let mut sup = decompose::Supported(alu.into_iter().filter(|o| r.supports(*o)).collect::<HashSet<_>>());
+            let ops = alu.into_iter().filter(|o| r.supports(*o)).collect::<HashSet<_>>();
+            let mut sup = decompose::Supported { ops, bf16_math: r.bf16_math() };
             graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false)
         }
         None => ast,

@@ -29,7 +29,16 @@ impl Dialect for CRenderer {
         .to_string()
     }
     fn prelude(&self) -> String {
-        "#include <math.h>\n".to_string()
+        // bfloat16 is stored as its 16 bits; conversions round to nearest even, NaN stays NaN.
+        concat!(
+            "#include <math.h>\n",
+            "static inline float lg_bf16_to_f32(unsigned short b) { union { unsigned int u; float f; } v; ",
+            "v.u = (unsigned int)b << 16; return v.f; }\n",
+            "static inline unsigned short lg_f32_to_bf16(float f) { union { float f; unsigned int u; } v; v.f = f; ",
+            "if ((v.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((v.u >> 16) | 0x40u); ",
+            "v.u += 0x7fffu + ((v.u >> 16) & 1u); return (unsigned short)(v.u >> 16); }\n"
+        )
+        .to_string()
     }
     fn signature(&self, name: &str, params: &[(String, String, bool)]) -> String {
         let args: Vec<String> = params
@@ -58,6 +67,9 @@ impl Dialect for CRenderer {
 impl Renderer for CRenderer {
     fn supports(&self, op: Ops) -> bool {
         op != Ops::MulAcc
+    }
+    fn bf16_math(&self) -> bool {
+        false
     }
     fn render(&self, name: &str, uops: &[UOp]) -> String {
         cstyle::render(self, name, uops)

@@ -26,6 +26,9 @@ pub trait Dialect {
 pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
     match (v, dtype.scalar) {
         (ConstValue::Bool(b), _) => (b as u8).to_string(),
+        (ConstValue::Float(f), Scalar::BFloat16) => {
+            format!("((unsigned short){:#06x})", half::bf16::from_f64(f).to_bits())
+        }
         (ConstValue::Float(f), s) => {
             let body = if f.is_nan() {
                 "NAN".to_string()
@@ -163,6 +166,8 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             }
             (Ops::After, _) => Some(src[0].clone()),
             (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
+            (Ops::Cast, _) if u.dtype() == DType::BFLOAT16 => Some(format!("lg_f32_to_bf16({})", src[0])),
+            (Ops::Cast, _) if u.src()[0].dtype() == DType::BFLOAT16 => Some(format!("lg_bf16_to_f32({})", src[0])),
             (Ops::Cast, _) => Some(format!("(({ty})({}))", src[0])),
             (Ops::Bitcast, _) => {
                 let from = d.type_name(u.src()[0].dtype());

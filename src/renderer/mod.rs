@@ -9,6 +9,8 @@ use crate::uop::{Ops, UOp};
 pub trait Renderer: Send + Sync {
     /// Ops this target renders directly; others are decomposed before rendering.
     fn supports(&self, op: Ops) -> bool;
+    /// Whether the target computes in bfloat16 (else codegen emulates it in float32).
+    fn bf16_math(&self) -> bool;
     /// The source of kernel `name` from its linearized UOps.
     fn render(&self, name: &str, uops: &[UOp]) -> String;
 }

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Buffer, Device, Program};
+use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, Program};
 use crate::codegen::ProgramSpec;
 use crate::error::{Error, Result};
 use crate::helpers::{cache::cache_dir, getenv_str};
@@ -37,9 +37,11 @@ impl CCompiler {
             candidates.join(", ")
         )))
     }
+}
 
+impl Compiler for CCompiler {
     /// The shared object for `src`, compiled now or taken from the disk cache.
-    pub fn compile(&self, src: &str) -> Result<PathBuf> {
+    fn compile(&self, src: &str) -> Result<PathBuf> {
         let dir = cache_dir().join("cpu");
         std::fs::create_dir_all(&dir)?;
         let key = stable_hash(&(&self.cc, FLAGS, src));
@@ -119,6 +121,9 @@ impl CpuDevice {
 impl Device for CpuDevice {
     fn name(&self) -> &str {
         "CPU"
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &HostAllocator
     }
     fn renderer(&self) -> Option<&dyn Renderer> {
         Some(&self.renderer)

@@ -25,7 +25,7 @@ unsafe impl Sync for HostMemory {}
 impl HostMemory {
     const ALIGN: usize = 64;
 
-    fn new(bytes: usize) -> Result<HostMemory> {
+    pub fn new(bytes: usize) -> Result<HostMemory> {
         let layout = Layout::from_size_align(bytes.max(1), Self::ALIGN)
             .map_err(|e| Error::Device(format!("cannot allocate {bytes} bytes: {e}")))?;
         // SAFETY: the layout has non-zero size.
@@ -44,13 +44,45 @@ impl Drop for HostMemory {
     }
 }
 
+impl RawBuffer for HostMemory {
+    fn host_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+/// One allocation in a device's memory.
+pub trait RawBuffer: Send + Sync {
+    /// The allocation's address in this process (host-memory devices).
+    fn host_ptr(&self) -> *mut u8;
+}
+
+/// Hands out device memory.
+pub trait Allocator: Send + Sync {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>>;
+}
+
+/// Allocates aligned, zeroed host memory (CPU and INTERP).
+pub struct HostAllocator;
+
+impl Allocator for HostAllocator {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        Ok(Box::new(HostMemory::new(bytes)?))
+    }
+}
+
+/// Turns rendered source into a loadable artifact, cached on disk by source.
+pub trait Compiler: Send + Sync {
+    /// The path of the compiled artifact for `src`.
+    fn compile(&self, src: &str) -> Result<std::path::PathBuf>;
+}
+
 /// A typed array on a device, allocated on first use.
 pub struct Buffer {
     id: u64,
     device: String,
     size: usize,
     dtype: DType,
-    memory: OnceLock<HostMemory>,
+    memory: OnceLock<Box<dyn RawBuffer>>,
 }
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
@@ -85,16 +117,16 @@ impl Buffer {
     pub fn is_allocated(&self) -> bool {
         self.memory.get().is_some()
     }
-    fn memory(&self) -> Result<&HostMemory> {
+    fn memory(&self) -> Result<&dyn RawBuffer> {
         if let Some(m) = self.memory.get() {
-            return Ok(m);
+            return Ok(m.as_ref());
         }
-        let m = HostMemory::new(self.nbytes())?;
-        Ok(self.memory.get_or_init(|| m))
+        let m = get_device(&self.device)?.allocator().alloc(self.nbytes())?;
+        Ok(self.memory.get_or_init(|| m).as_ref())
     }
     /// Base pointer of the (allocated) storage, for launching kernels.
     pub fn as_mut_ptr(&self) -> Result<*mut u8> {
-        Ok(self.memory()?.ptr)
+        Ok(self.memory()?.host_ptr())
     }
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {
@@ -124,12 +156,13 @@ pub trait Program: Send + Sync {
     fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration>;
 }
 
-/// A backend: how to render, compile and run kernels.
+/// A backend: how to allocate, render, compile and run kernels.
 pub trait Device: Send + Sync {
     fn name(&self) -> &str;
+    fn allocator(&self) -> &dyn Allocator;
     /// The source renderer (None for devices that run UOps directly).
     fn renderer(&self) -> Option<&dyn Renderer>;
-    /// Turn a linearized kernel into something runnable.
+    /// Turn a linearized kernel (rendered, for compiled devices) into something runnable.
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>>;
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Buffer, Device, Program};
+use super::device::{Allocator, Buffer, Device, HostAllocator, Program};
 use crate::codegen::ProgramSpec;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
@@ -19,6 +19,9 @@ pub struct InterpDevice;
 impl Device for InterpDevice {
     fn name(&self) -> &str {
         "INTERP"
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &HostAllocator
     }
     fn renderer(&self) -> Option<&dyn Renderer> {
         None

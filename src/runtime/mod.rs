@@ -4,4 +4,7 @@ pub mod cpu;
 pub mod device;
 pub mod interp;
 
-pub use device::{canonical_device, default_device, get_device, Buffer, DefaultDevice, Device, Program};
+pub use device::{
+    canonical_device, default_device, get_device, Allocator, Buffer, Compiler, DefaultDevice, Device, Program,
+    RawBuffer,
+};
