@@ -1,0 +1,41 @@
+//! Advanced use: build a kernel's UOp graph by hand, then codegen, compile and run it.
+
+use std::sync::Arc;
+
+use lazygrad::dtype::AddrSpace;
+use lazygrad::engine::get_runner;
+use lazygrad::runtime::Buffer;
+use lazygrad::uop::{Arg, AxisKind, Ops, UOp};
+use lazygrad::DType;
+
+/// `out[i] = in[i] * 2 + i` for `i` in `0..8`.
+fn kernel() -> UOp {
+    let f32p = DType::FLOAT32.ptr(AddrSpace::Global);
+    let (out, inp) = (UOp::new(Ops::Param, f32p, vec![], Arg::Int(0)), UOp::new(Ops::Param, f32p, vec![], Arg::Int(1)));
+    let i = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(8)], Arg::Range(0, AxisKind::Loop));
+    let load = UOp::new(Ops::Load, DType::FLOAT32, vec![UOp::new(Ops::Index, f32p, vec![inp, i.clone()], Arg::None)], Arg::None);
+    let value = load.alu(Ops::Mul, &[&UOp::const_float(DType::FLOAT32, 2.0)]).alu(Ops::Add, &[&i.cast(DType::FLOAT32)]);
+    let store = UOp::new(Ops::Store, DType::VOID, vec![UOp::new(Ops::Index, f32p, vec![out, i], Arg::None), value], Arg::None);
+    UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None)
+}
+
+#[test]
+fn hand_built_kernel_runs_on_every_device() {
+    for device in ["CPU", "INTERP"] {
+        let out = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
+        let inp = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
+        let data: Vec<u8> = (0..8).flat_map(|x| (x as f32 * 0.5).to_le_bytes()).collect();
+        inp.copyin(&data).unwrap();
+        get_runner(device, &kernel()).unwrap().program.run(&[out.clone(), inp]).unwrap();
+        let got: Vec<f32> = out.copyout().unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(got, (0..8).map(|x| x as f32 * 2.0).collect::<Vec<_>>(), "on {device}");
+    }
+}
+
+#[test]
+fn interp_reports_out_of_bounds_instead_of_crashing() {
+    let out = Arc::new(Buffer::new("INTERP", 8, DType::FLOAT32));
+    let short = Arc::new(Buffer::new("INTERP", 4, DType::FLOAT32));
+    let err = get_runner("INTERP", &kernel()).unwrap().program.run(&[out, short]).unwrap_err();
+    assert!(err.to_string().contains("out of bounds"), "{err}");
+}
