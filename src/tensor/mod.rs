@@ -2,6 +2,8 @@
 
 mod creation;
 mod elementwise;
+mod functional;
+mod indexing;
 mod movement;
 mod processing;
 mod random;
