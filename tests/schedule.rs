@@ -66,3 +66,9 @@ fn copies_move_data_between_devices() {
     assert_eq!(b.device(), "CPU");
     assert_eq!(b.to_vec::<f32>(), vec![3.0, 5.0, 7.0, 9.0]);
 }
+
+#[test]
+fn reducing_a_loop_invariant_value_still_loops() {
+    assert_eq!(Tensor::full(&[2, 5], 1.5f32).sum(None, false).item::<f32>(), 15.0);
+    assert_eq!(Tensor::new([[2.0f32]]).expand(&[3, 4]).sum(1, false).to_vec::<f32>(), vec![8.0; 3]);
+}

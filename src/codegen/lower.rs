@@ -1,7 +1,8 @@
 //! Reduce lowering: a kernel-level REDUCE becomes an accumulator register.
 //!
 //! `REDUCE(val, r...)` turns into `acc = DEFINE_REG(identity, outer ranges...)`, an update
-//! `ASSIGN(acc, acc <op> val)` that lives inside the reduce loops, and `AFTER(acc, update)`, the
+//! `ASSIGN(acc, AFTER(acc, r...) <op> val, r...)` inside the reduce loops (the AFTER over the
+//! ranges is the accumulator's value in the current iteration), and `AFTER(acc, update)`, the
 //! accumulator read once the loops have ended. The outer ranges on DEFINE_REG place it (and so
 //! its reset) inside every loop the result depends on.
 
@@ -44,7 +45,11 @@ pub fn open_ranges(u: &UOp, memo: &mut HashMap<UOp, BTreeSet<RangeKey>>) -> BTre
         }
         let set: BTreeSet<RangeKey> = match (n.op(), n.arg()) {
             (Ops::Range, Arg::Range(id, _)) => [RangeKey(*id, UOpOrd(n.clone()))].into(),
-            (Ops::After, _) => memo[&n.src()[0]].clone(),
+            // reading an accumulator: inside its loops (sources are ranges), or after them (the
+            // source is the final update, whose loops are closed)
+            (Ops::After, _) => {
+                n.src().iter().filter(|s| s.op() != Ops::Assign).flat_map(|s| memo[s].iter().cloned()).collect()
+            }
             (Ops::Reduce, _) => {
                 let closed: Vec<&UOp> = n.src()[1..].iter().collect();
                 memo[&n.src()[0]].iter().filter(|r| !closed.contains(&&r.1 .0)).cloned().collect()
@@ -78,7 +83,10 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         acc_src.extend(outer);
         let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));
         ctx.accs += 1;
-        let mut update_src = vec![acc.clone(), acc.alu(*op, &[val])];
+        let mut current = vec![acc.clone()];
+        current.extend(red.src()[1..].iter().cloned());
+        let current = UOp::new(Ops::After, red.dtype(), current, Arg::None);
+        let mut update_src = vec![acc.clone(), current.alu(*op, &[val])];
         update_src.extend(red.src()[1..].iter().cloned());
         let update = UOp::new(Ops::Assign, red.dtype(), update_src, Arg::None);
         Some(UOp::new(Ops::After, red.dtype(), vec![acc, update], Arg::None))

@@ -1,6 +1,6 @@
 //! The schedule: realized nodes become kernels (or copies), in dependency order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,23 +23,45 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
     let start = Instant::now();
     let points = realize_points(outputs);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
-    let mut items = vec![];
+    let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
     for u in &points {
-        let size = u.sh().iter().product();
-        let buf = Arc::new(Buffer::new(&device_of(u), size, u.dtype()));
-        if u.op() == Ops::Copy {
-            let src = &u.src()[0];
-            let src_buf = match realized.get(src) {
-                Some(b) => b.clone(),
-                None => view_buffer(src).expect("COPY source is realized or a buffer").clone(),
-            };
-            items.push(ScheduleItem::Copy { dst: buf.clone(), src: src_buf });
-        } else {
-            let (ast, bufs) = KernelBuilder::new(&realized).build(u, &buf);
-            items.push(ScheduleItem::Kernel { ast, bufs });
-        }
+        let new_buffer = || Arc::new(Buffer::new(&device_of(u), u.sh().iter().product(), u.dtype()));
+        let buf = match u.op() {
+            Ops::Copy => {
+                let src = &u.src()[0];
+                let src_buf = match realized.get(src) {
+                    Some(b) => b.clone(),
+                    None => view_buffer(src).expect("COPY source is realized or a buffer").clone(),
+                };
+                let buf = new_buffer();
+                steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf }));
+                buf
+            }
+            Ops::Assign => {
+                let target = view_buffer(&u.src()[0]).expect("ASSIGN target is a buffer").clone();
+                let (mut ast, mut bufs) = KernelBuilder::new(&realized).build(u, &target);
+                if reads_other_elements(&ast) {
+                    // the value reads the target at other positions: compute it aside first
+                    let value = &u.src()[1];
+                    let tmp = new_buffer();
+                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized).build(value, &tmp);
+                    steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
+                    realized.insert(value.clone(), tmp);
+                    (ast, bufs) = KernelBuilder::new(&realized).build(u, &target);
+                }
+                steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
+                target
+            }
+            _ => {
+                let buf = new_buffer();
+                let (ast, bufs) = KernelBuilder::new(&realized).build(u, &buf);
+                steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
+                buf
+            }
+        };
         realized.insert(u.clone(), buf);
     }
+    let items = order_steps(steps);
     let becomes = outputs
         .iter()
         .filter_map(|o| realized.get(o).map(|b| (o.clone(), buffer_view(b, o.sh()))))
@@ -86,4 +108,59 @@ pub fn buffer_view(buf: &Arc<Buffer>, shape: &[usize]) -> UOp {
     } else {
         UOp::new(Ops::Reshape, buf.dtype(), vec![b], Arg::Shape(shape.to_vec()))
     }
+}
+
+/// Whether a kernel loads its output buffer at an index other than the one it stores to.
+fn reads_other_elements(ast: &UOp) -> bool {
+    let store_index = &ast.src()[0].src()[0];
+    ast.toposort().iter().any(|u| {
+        u.op() == Ops::Load
+            && u.src()[0].src()[0] == store_index.src()[0]
+            && u.src()[0].src()[1] != store_index.src()[1]
+    })
+}
+
+/// Order steps so that every read sees the right data: after the step that wrote it
+/// (read-after-write) and, for a buffer assigned in place, before the assignment unless the
+/// reader depends on the assigned value (write-after-read).
+fn order_steps(steps: Vec<(UOp, ScheduleItem)>) -> Vec<ScheduleItem> {
+    let (reads, writes): (Vec<HashSet<u64>>, Vec<u64>) = steps
+        .iter()
+        .map(|(_, item)| match item {
+            ScheduleItem::Kernel { bufs, .. } => (bufs[1..].iter().map(|b| b.id()).collect(), bufs[0].id()),
+            ScheduleItem::Copy { dst, src } => ([src.id()].into(), dst.id()),
+        })
+        .unzip();
+    let n = steps.len();
+    let mut after: Vec<Vec<usize>> = vec![vec![]; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j || !reads[j].contains(&writes[i]) {
+                continue;
+            }
+            let (node, writer) = (&steps[j].0, &steps[i].0);
+            let sees_write = writer.op() != Ops::Assign || node.toposort().contains(writer);
+            if sees_write {
+                after[i].push(j);
+            } else {
+                after[j].push(i);
+            }
+        }
+    }
+    let mut waiting: Vec<usize> = vec![0; n];
+    after.iter().flatten().for_each(|&j| waiting[j] += 1);
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    let mut order = vec![];
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &j in &after[i] {
+            waiting[j] -= 1;
+            if waiting[j] == 0 {
+                ready.insert(j);
+            }
+        }
+    }
+    assert_eq!(order.len(), n, "schedule: reads and in-place writes form a cycle");
+    let mut slots: Vec<Option<ScheduleItem>> = steps.into_iter().map(|(_, item)| Some(item)).collect();
+    order.into_iter().map(|i| slots[i].take().expect("each step is emitted once")).collect()
 }

@@ -25,7 +25,7 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     }
     for u in &order {
         match u.op() {
-            Ops::Contiguous => {
+            Ops::Contiguous | Ops::Assign => {
                 realize.insert(u.clone());
             }
             Ops::Copy => {
@@ -104,8 +104,12 @@ impl<'a> KernelBuilder<'a> {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let idx: Vec<UOp> = shape.iter().map(|&d| self.range(d, AxisKind::Loop)).collect();
-        let src = if root.op() == Ops::Contiguous { &root.src()[0] } else { root };
-        let value = self.value(src, &idx, None, true);
+        let src = match root.op() {
+            Ops::Contiguous => &root.src()[0],
+            Ops::Assign => &root.src()[1],
+            _ => root,
+        };
+        let value = self.value(src, &idx, None, src == root);
         let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, flat_index(&idx, &shape)], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
         (UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None), self.bufs)

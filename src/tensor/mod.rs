@@ -3,6 +3,7 @@
 mod creation;
 mod elementwise;
 mod functional;
+mod gradient;
 mod indexing;
 mod movement;
 mod processing;
@@ -24,6 +25,9 @@ use crate::uop::{graph_rewrite, rule_ctx, Ops, PatternMatcher, UOp, UPat};
 struct TensorInner {
     uop: RwLock<UOp>,
     device: String,
+    /// `None`: gradients flow if it has storage; `Some(false)`: never; `Some(true)`: always.
+    requires_grad: RwLock<Option<bool>>,
+    grad: RwLock<Option<Tensor>>,
 }
 
 /// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
@@ -39,7 +43,12 @@ impl Tensor {
     /// A tensor over the graph `uop` on `device`.
     pub fn from_uop(uop: UOp, device: &str) -> Tensor {
         assert!(uop.shape().is_some(), "Tensor::from_uop: {} has no shape", uop.op().name());
-        let inner = Arc::new(TensorInner { uop: RwLock::new(uop), device: device.to_string() });
+        let inner = Arc::new(TensorInner {
+            uop: RwLock::new(uop),
+            device: device.to_string(),
+            requires_grad: RwLock::new(None),
+            grad: RwLock::new(None),
+        });
         let mut live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
         if live.len() > 64 && live.len().is_power_of_two() {
             live.retain(|w| w.strong_count() > 0);
@@ -144,6 +153,102 @@ impl Tensor {
         let u = self.uop();
         let copy = UOp::new(Ops::Copy, u.dtype(), vec![u], crate::uop::Arg::Str(device.clone()));
         Tensor::from_uop(copy, &device)
+    }
+
+    /// Opt this tensor in (`true`) or out (`false`) of gradient computation; returns it.
+    pub fn requires_grad(&self, flag: bool) -> Tensor {
+        *self.0.requires_grad.write().unwrap_or_else(|e| e.into_inner()) = Some(flag);
+        self.clone()
+    }
+    /// The gradient `backward` accumulated, if any.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// Replace (or clear, with `None`) the accumulated gradient.
+    pub fn set_grad(&self, grad: Option<Tensor>) {
+        *self.0.grad.write().unwrap_or_else(|e| e.into_inner()) = grad;
+    }
+    /// The same values, cut off from the graph: no gradient flows through it.
+    pub fn detach(&self) -> Tensor {
+        let u = self.uop();
+        self.lift(UOp::new(Ops::Detach, u.dtype(), vec![u], crate::uop::Arg::None))
+    }
+    /// Gradients of this scalar with respect to `targets` (lazy; `.grad` is untouched).
+    pub fn gradient(&self, targets: &[&Tensor]) -> Vec<Tensor> {
+        self.try_gradient(targets).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `gradient`, with a target the loss does not depend on reported as an error.
+    pub fn try_gradient(&self, targets: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let wanted: std::collections::HashSet<UOp> = targets.iter().map(|t| t.grad_key()).collect();
+        let grads = self.grads_for(&wanted)?;
+        targets
+            .iter()
+            .map(|t| {
+                grads.get(&t.grad_key()).map(|g| t.lift(g.clone()).reshape(&t.shape())).ok_or_else(|| {
+                    Error::Invalid(format!("gradient: the loss does not depend on tensor of shape {:?}", t.shape()))
+                })
+            })
+            .collect()
+    }
+    /// The node gradients are collected on: the BUFFER behind a tensor with storage (reshapes
+    /// of it get folded into the graphs that use it), else the tensor's own node.
+    fn grad_key(&self) -> UOp {
+        let u = self.uop();
+        match u.op() {
+            Ops::Reshape if u.src()[0].op() == Ops::Buffer => u.src()[0].clone(),
+            _ => u,
+        }
+    }
+    fn grads_for(&self, targets: &std::collections::HashSet<UOp>) -> Result<std::collections::HashMap<UOp, UOp>> {
+        if self.numel() != 1 {
+            return Err(Error::Invalid(format!("backward: loss must be a scalar, got shape {:?}", self.shape())));
+        }
+        let seed = self.ones_like().cast(self.dtype().to_float()).uop();
+        Ok(gradient::compute_gradient(&self.uop(), &seed, targets, self.device()))
+    }
+    /// Accumulate `d self / d t` into `t.grad()` for every live float tensor `t` this scalar
+    /// depends on that has storage (or asked for gradients), unless it opted out.
+    pub fn backward(&self) -> Tensor {
+        let graph: std::collections::HashSet<UOp> = self.uop().toposort().into_iter().collect();
+        let live: Vec<Tensor> = live_tensors()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(Tensor)
+            .filter(|t| {
+                let (u, flag) = (t.uop(), *t.0.requires_grad.read().unwrap_or_else(|e| e.into_inner()));
+                graph.contains(&t.grad_key())
+                    && u.dtype().is_float()
+                    && flag != Some(false)
+                    && (flag == Some(true) || view_buffer(&u).is_some())
+            })
+            .collect();
+        let targets = live.iter().map(Tensor::grad_key).collect();
+        let grads = self.grads_for(&targets).unwrap_or_else(|e| panic!("{e}"));
+        for t in live {
+            if let Some(g) = grads.get(&t.grad_key()) {
+                let g = t.lift(g.clone()).reshape(&t.shape());
+                t.set_grad(Some(match t.grad() {
+                    Some(prev) => prev + g,
+                    None => g,
+                }));
+            }
+        }
+        self.clone()
+    }
+    /// Write `value` into this tensor's storage (in place, at the next realize); returns it.
+    pub fn assign(&self, value: &Tensor) -> Tensor {
+        assert_eq!(self.shape(), value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
+        assert_eq!(self.device(), value.device(), "assign: devices differ");
+        if view_buffer(&self.uop()).is_none() {
+            self.realize();
+        }
+        let target = self.uop();
+        let value = value.cast(self.dtype()).uop();
+        let assign = UOp::new(Ops::Assign, target.dtype(), vec![target, value], crate::uop::Arg::None);
+        *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = assign;
+        self.clone()
     }
 
     /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).

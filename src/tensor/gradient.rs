@@ -1,0 +1,157 @@
+//! Reverse-mode autodiff: one gradient rule per primitive op (a rule table, as tinygrad's
+//! `gradient.py`), applied from the loss back to the targets. Gradients are lazy tensors, so the
+//! backward pass is scheduled and fused like the forward one.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use super::Tensor;
+use crate::dtype::DType;
+use crate::uop::{rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+
+/// What a gradient rule sees: the node's incoming gradient, and the device to build on.
+struct GradCtx {
+    grad: UOp,
+    device: String,
+}
+
+/// Marks a source that gets no gradient (comparisons' inputs, WHERE's condition ...).
+fn no_grad() -> UOp {
+    UOp::new(Ops::Noop, DType::VOID, vec![], Arg::None)
+}
+
+/// The per-source gradients of a node, bundled so a rule can return them as one UOp.
+fn grads(src: Vec<Option<Tensor>>) -> Option<UOp> {
+    Some(UOp::new(
+        Ops::Sink,
+        DType::VOID,
+        src.into_iter().map(|g| g.map_or_else(no_grad, |t| t.uop())).collect(),
+        Arg::None,
+    ))
+}
+
+/// A gradient rule over tensors: the node, its sources and the incoming gradient in, one
+/// gradient per source out.
+fn grad_rule(
+    op: Ops,
+    f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>,
+) -> (UPat, crate::uop::pattern::RuleFn) {
+    rule_ctx(UPat::ops(&[op]).named("k"), move |m, ctx: &mut GradCtx| {
+        let t = |u: &UOp| Tensor::from_uop(u.clone(), &ctx.device);
+        let k = &m["k"];
+        let src: Vec<Tensor> = k.src().iter().map(t).collect();
+        grads(f(&t(k), &src, &t(&ctx.grad)))
+    })
+}
+
+fn reduce_axes(k: &UOp) -> Vec<isize> {
+    match k.arg() {
+        Arg::ReduceAxis(_, axes) => axes.iter().map(|&a| a as isize).collect(),
+        _ => vec![],
+    }
+}
+
+static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    use std::f64::consts::{FRAC_PI_2, LN_2};
+    PatternMatcher::new(vec![
+        grad_rule(Ops::Cast, |_, s, g| vec![Some(g.cast(s[0].dtype()))]),
+        grad_rule(Ops::Add, |_, _, g| vec![Some(g.clone()), Some(g.clone())]),
+        grad_rule(Ops::Mul, |_, s, g| vec![Some(g * &s[1]), Some(g * &s[0])]),
+        grad_rule(Ops::Neg, |_, _, g| vec![Some(-g)]),
+        grad_rule(Ops::FDiv, |_, s, g| vec![Some(g / &s[1]), Some(-(g * &s[0]) / (&s[1] * &s[1]))]),
+        // ties split the gradient evenly, as tinygrad does
+        grad_rule(Ops::Max, |_, s, g| {
+            let share = |a: &Tensor, b: &Tensor| a.gt(b).where_(g, a.eq(b).where_(g * 0.5, 0.0));
+            vec![Some(share(&s[0], &s[1])), Some(share(&s[1], &s[0]))]
+        }),
+        grad_rule(Ops::Where, |_, s, g| vec![None, Some(s[0].where_(g, 0.0)), Some(s[0].where_(0.0, g))]),
+        grad_rule(Ops::Exp2, |k, _, g| vec![Some(g * k * LN_2)]),
+        grad_rule(Ops::Log2, |_, s, g| vec![Some(g / (&s[0] * LN_2))]),
+        grad_rule(Ops::Sin, |_, s, g| vec![Some(g * (s[0].neg() + FRAC_PI_2).sin())]),
+        grad_rule(Ops::Sqrt, |k, _, g| vec![Some(g / (k * 2.0))]),
+        grad_rule(Ops::Recip, |k, _, g| vec![Some(-(g * k * k))]),
+        grad_rule(Ops::Trunc, |_, s, _| vec![Some(s[0].zeros_like())]),
+        grad_rule(Ops::Pow, |k, s, g| vec![Some(g * k * &s[1] / &s[0]), Some(g * k * s[0].log())]),
+        grad_rule(Ops::Reshape, |_, s, g| vec![Some(g.reshape(&s[0].shape()))]),
+        grad_rule(Ops::Permute, |k, _, g| {
+            let Arg::Axes(order) = k.uop().arg().clone() else { unreachable!("PERMUTE has an order") };
+            let mut inverse = vec![0isize; order.len()];
+            order.iter().enumerate().for_each(|(i, &o)| inverse[o] = i as isize);
+            vec![Some(g.permute(&inverse))]
+        }),
+        grad_rule(Ops::Expand, |k, s, g| {
+            let axes: Vec<isize> =
+                (0..s[0].ndim()).filter(|&i| s[0].shape()[i] == 1 && k.shape()[i] != 1).map(|i| i as isize).collect();
+            vec![Some(g.sum(axes.as_slice(), true).cast(g.dtype()))]
+        }),
+        grad_rule(Ops::Pad, |k, s, g| {
+            let Arg::Pairs(pads) = k.uop().arg().clone() else { unreachable!("PAD has pads") };
+            let bounds: Vec<(usize, usize)> = pads.iter().zip(s[0].shape()).map(|(&(b, _), d)| (b, b + d)).collect();
+            vec![Some(g.shrink(&bounds))]
+        }),
+        grad_rule(Ops::Shrink, |k, s, g| {
+            let Arg::Pairs(bounds) = k.uop().arg().clone() else { unreachable!("SHRINK has bounds") };
+            let pads: Vec<(usize, usize)> = bounds.iter().zip(s[0].shape()).map(|(&(b, e), d)| (b, d - e)).collect();
+            vec![Some(g.pad(&pads))]
+        }),
+        grad_rule(Ops::Flip, |k, _, g| {
+            let Arg::Axes(axes) = k.uop().arg().clone() else { unreachable!("FLIP has axes") };
+            vec![Some(g.flip(&axes.iter().map(|&a| a as isize).collect::<Vec<_>>()))]
+        }),
+        grad_rule(Ops::ReduceAxis, |k, s, g| {
+            let shape = s[0].shape();
+            match k.uop().arg() {
+                Arg::ReduceAxis(Ops::Add, _) => vec![Some(g.expand(&shape))],
+                Arg::ReduceAxis(Ops::Max, _) => {
+                    let mask = s[0].eq(&k.expand(&shape));
+                    let count = mask.sum(reduce_axes(&k.uop()).as_slice(), true).cast(g.dtype());
+                    vec![Some(mask.where_(&g.expand(&shape), 0.0) / count.expand(&shape))]
+                }
+                Arg::ReduceAxis(Ops::Mul, _) => vec![Some(g.expand(&shape) * k.expand(&shape) / &s[0])],
+                arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),
+            }
+        }),
+        grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
+        grad_rule(Ops::Copy, |_, s, g| vec![Some(g.to(s[0].device()))]),
+        grad_rule(Ops::Detach, |_, _, _| vec![None]),
+        grad_rule(Ops::CmpLt, |_, _, _| vec![None, None]),
+        grad_rule(Ops::CmpNe, |_, _, _| vec![None, None]),
+        grad_rule(Ops::CmpEq, |_, _, _| vec![None, None]),
+    ])
+});
+
+/// Gradients of `root` (whose own gradient is `root_grad`) with respect to each of `targets`
+/// that `root` depends on.
+pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, device: &str) -> HashMap<UOp, UOp> {
+    let order = root.toposort();
+    // only nodes with a target below them carry gradient
+    let mut on_path: HashSet<UOp> = HashSet::new();
+    for u in &order {
+        if targets.contains(u) || u.src().iter().any(|s| on_path.contains(s)) {
+            on_path.insert(u.clone());
+        }
+    }
+    let mut grads: HashMap<UOp, UOp> = HashMap::from([(root.clone(), root_grad.clone())]);
+    for k in order.iter().rev() {
+        let Some(g) = grads.get(k).cloned() else { continue };
+        if !on_path.contains(k) || k.src().is_empty() || k.op() == Ops::Detach {
+            continue;
+        }
+        let mut ctx = GradCtx { grad: g, device: device.to_string() };
+        let bundle = PM_GRADIENT
+            .rewrite(k, &mut ctx)
+            .unwrap_or_else(|| panic!("gradient: no rule for {} (dtype {:?})", k.op().name(), k.dtype()));
+        for (s, sg) in k.src().iter().zip(bundle.src()) {
+            if sg.op() == Ops::Noop || !on_path.contains(s) {
+                continue;
+            }
+            let total = match grads.get(s) {
+                Some(prev) => prev.alu(Ops::Add, &[sg]),
+                None => sg.clone(),
+            };
+            grads.insert(s.clone(), total);
+        }
+    }
+    grads.retain(|u, _| targets.contains(u));
+    grads
+}

@@ -1,0 +1,47 @@
+//! Autograd: the seed's example, accumulation, opting out, and in-place assignment.
+
+use lazygrad::Tensor;
+
+#[test]
+fn seed_example_gradients() {
+    let x = Tensor::eye(3).realize();
+    let y = Tensor::new([[2.0f32, 0.0, -2.0]]);
+    y.matmul(&x).sum(None, false).backward();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![2.0, 2.0, 2.0, 0.0, 0.0, 0.0, -2.0, -2.0, -2.0]);
+    assert_eq!(y.grad().unwrap().to_vec::<f32>(), vec![1.0, 1.0, 1.0]);
+}
+
+#[test]
+fn gradients_accumulate_and_respect_opt_out() {
+    let a = Tensor::new([1.0f32, 2.0, 3.0]);
+    let b = Tensor::new([4.0f32, 5.0, 6.0]).requires_grad(false);
+    (&a * &b).sum(None, false).backward();
+    (&a * &a).sum(None, false).backward();
+    assert_eq!(a.grad().unwrap().to_vec::<f32>(), vec![6.0, 9.0, 12.0]);
+    assert!(b.grad().is_none());
+    let c = Tensor::new([1.0f32, -1.0]);
+    let g = (c.detach() * &c).sum(None, false).gradient(&[&c]);
+    assert_eq!(g[0].to_vec::<f32>(), vec![1.0, -1.0]);
+    assert!(c.grad().is_none(), "gradient() leaves .grad alone");
+}
+
+#[test]
+fn max_relu_and_broadcast_gradients() {
+    let x = Tensor::new([[1.0f32, 3.0, 3.0], [-1.0, 0.5, -2.0]]);
+    let loss = (x.max(1, true) + x.relu().sum(0, true).sum(1, true)).sum(None, false);
+    let g = loss.gradient(&[&x])[0].to_vec::<f32>();
+    // max ties split evenly; the relu sum is broadcast over both rows, so it counts twice
+    assert_eq!(g, vec![2.0, 2.5, 2.5, 0.0, 3.0, 0.0]);
+}
+
+#[test]
+fn assign_writes_in_place_after_old_readers() {
+    let w = Tensor::new([1.0f32, 2.0, 3.0]).realize();
+    let old_plus_one = &w + 1.0;
+    w.assign(&(&w * 10.0));
+    Tensor::realize_all(&[w.clone(), old_plus_one.clone()]).unwrap();
+    assert_eq!(old_plus_one.to_vec::<f32>(), vec![2.0, 3.0, 4.0], "reader scheduled before the write");
+    assert_eq!(w.to_vec::<f32>(), vec![10.0, 20.0, 30.0]);
+    w.assign(&w.flip(&[0])).realize();
+    assert_eq!(w.to_vec::<f32>(), vec![30.0, 20.0, 10.0], "a value reading other elements is computed aside");
+}
