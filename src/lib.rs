@@ -16,6 +16,7 @@ pub mod tensor;
 pub mod uop;
 
 pub use dtype::DType;
+pub use engine::Jit;
 pub use error::{Error, Result};
 pub use helpers::{Context, GlobalCounters};
 pub use tensor::Tensor;

@@ -1,5 +1,7 @@
-//! Running schedules (and, later, the JIT).
+//! Running schedules, and the JIT that captures and replays them.
 
+pub mod jit;
 pub mod realize;
 
-pub use realize::{get_runner, run_schedule};
+pub use jit::Jit;
+pub use realize::{capture, get_runner, run_schedule, ExecItem, Runner};

@@ -1,5 +1,6 @@
 //! Run a schedule: compile (or fetch) each kernel's program and launch it, copy across devices.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -7,7 +8,7 @@ use std::time::Instant;
 use crate::codegen::{get_program, ProgramSpec};
 use crate::error::Result;
 use crate::helpers::{debug, GlobalCounters};
-use crate::runtime::{get_device, Program};
+use crate::runtime::{get_device, Buffer, Program};
 use crate::schedule::ScheduleItem;
 use crate::uop::UOp;
 
@@ -61,47 +62,77 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
     Ok(kernel)
 }
 
+/// What runs for one schedule step.
+#[derive(Clone)]
+pub enum Runner {
+    Kernel(Arc<CompiledKernel>),
+    Copy,
+}
+
+/// A step ready to run: compiled, with its buffers bound (what the JIT captures and replays).
+#[derive(Clone)]
+pub struct ExecItem {
+    pub runner: Runner,
+    pub bufs: Vec<Arc<Buffer>>,
+}
+
+impl ExecItem {
+    /// Run it, account it in `GlobalCounters`, print its DEBUG=2 line; returns seconds taken.
+    pub fn run(&self) -> Result<f64> {
+        let dev = self.bufs[0].device().to_string();
+        let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
+        let (name, ops, elapsed) = match &self.runner {
+            Runner::Kernel(k) => (k.name.as_str(), k.ops, k.program.run(&self.bufs)?.as_secs_f64()),
+            Runner::Copy => {
+                let start = Instant::now();
+                self.bufs[0].copyin(&self.bufs[1].copyout()?)?;
+                ("copy", 0, start.elapsed().as_secs_f64())
+            }
+        };
+        GlobalCounters::record(ops, bytes, elapsed);
+        if debug() >= 2 {
+            eprintln!(
+                "*** {dev:<7} {:>4} {name:<24} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
+                GlobalCounters::kernel_count(),
+                self.bufs.len(),
+                GlobalCounters::global_mem() as f64 * 1e-6,
+                elapsed * 1e6,
+                GlobalCounters::time_sum_s() * 1e3,
+                ops as f64 / elapsed.max(1e-9) * 1e-9,
+                bytes as f64 / elapsed.max(1e-9) * 1e-9,
+            );
+        }
+        Ok(elapsed)
+    }
+}
+
+thread_local! {
+    /// While the JIT captures, every step run on this thread is recorded here.
+    static CAPTURE: RefCell<Option<Vec<ExecItem>>> = const { RefCell::new(None) };
+}
+
+/// Record every step `f` runs on this thread (nested captures are not supported).
+pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(vec![]));
+    let out = f();
+    let items = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (out, items)
+}
+
 /// Execute `items` in order. Each item is dropped after it runs, so intermediate buffers are
 /// freed at their last use.
 pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
     let mut phases = Phases::default();
     for item in items {
-        match item {
+        let exec = match item {
             ScheduleItem::Kernel { ast, bufs } => {
-                let device = bufs[0].device().to_string();
-                let kernel = get_runner_timed(&device, &ast, &mut phases)?;
-                let elapsed = kernel.program.run(&bufs)?.as_secs_f64();
-                phases.run += elapsed;
-                let bytes: u64 = bufs.iter().map(|b| b.nbytes() as u64).sum();
-                GlobalCounters::record(kernel.ops, bytes, elapsed);
-                if debug() >= 2 {
-                    eprintln!(
-                        "*** {device:<7} {:>4} {:<24} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
-                        GlobalCounters::kernel_count(),
-                        kernel.name,
-                        bufs.len(),
-                        GlobalCounters::global_mem() as f64 * 1e-6,
-                        elapsed * 1e6,
-                        GlobalCounters::time_sum_s() * 1e3,
-                        kernel.ops as f64 / elapsed.max(1e-9) * 1e-9,
-                        bytes as f64 / elapsed.max(1e-9) * 1e-9,
-                    );
-                }
+                let runner = Runner::Kernel(get_runner_timed(bufs[0].device(), &ast, &mut phases)?);
+                ExecItem { runner, bufs }
             }
-            ScheduleItem::Copy { dst, src } => {
-                let start = Instant::now();
-                dst.copyin(&src.copyout()?)?;
-                if debug() >= 2 {
-                    eprintln!(
-                        "*** copy {} -> {} {} bytes in {:.2}us",
-                        src.device(),
-                        dst.device(),
-                        dst.nbytes(),
-                        start.elapsed().as_secs_f64() * 1e6
-                    );
-                }
-            }
-        }
+            ScheduleItem::Copy { dst, src } => ExecItem { runner: Runner::Copy, bufs: vec![dst, src] },
+        };
+        phases.run += exec.run()?;
+        CAPTURE.with(|c| c.borrow_mut().as_mut().map(|v| v.push(exec)));
     }
     if debug() >= 1 {
         eprintln!(

@@ -103,9 +103,9 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
             match k.uop().arg() {
                 Arg::ReduceAxis(Ops::Add, _) => vec![Some(g.expand(&shape))],
                 Arg::ReduceAxis(Ops::Max, _) => {
-                    let mask = s[0].eq(&k.expand(&shape));
+                    let mask = s[0].eq(k.expand(&shape));
                     let count = mask.sum(reduce_axes(&k.uop()).as_slice(), true).cast(g.dtype());
-                    vec![Some(mask.where_(&g.expand(&shape), 0.0) / count.expand(&shape))]
+                    vec![Some(mask.where_(g.expand(&shape), 0.0) / count.expand(&shape))]
                 }
                 Arg::ReduceAxis(Ops::Mul, _) => vec![Some(g.expand(&shape) * k.expand(&shape) / &s[0])],
                 arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),

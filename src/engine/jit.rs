@@ -1,0 +1,116 @@
+//! The JIT (tinygrad's TinyJit): run a function once normally, capture the kernels it runs on
+//! the second call, and from the third call on replay them on the new inputs' buffers without
+//! scheduling or codegen.
+
+use std::sync::Arc;
+
+use super::realize::{capture, ExecItem};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::helpers::debug;
+use crate::runtime::Buffer;
+use crate::schedule::{buffer_view, view_buffer};
+use crate::tensor::Tensor;
+
+/// Where a captured kernel's buffer comes from on replay.
+enum Slot {
+    /// The buffer of the call's `i`-th input.
+    Input(usize),
+    /// A buffer the captured call allocated or used (weights, intermediates, outputs).
+    Fixed(Arc<Buffer>),
+}
+
+struct Captured {
+    items: Vec<(ExecItem, Vec<Slot>)>,
+    outputs: Vec<(Slot, Vec<usize>, String)>,
+}
+
+/// What a call's inputs must match: shape, dtype and device of each.
+type Signature = Vec<(Vec<usize>, DType, String)>;
+
+/// A function over tensors whose kernels are captured once and replayed.
+pub struct Jit<F> {
+    f: F,
+    calls: usize,
+    signature: Option<Signature>,
+    captured: Option<Captured>,
+}
+
+fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
+    view_buffer(&t.uop())
+        .cloned()
+        .ok_or_else(|| Error::Invalid(format!("JIT: input of shape {:?} is not a realized buffer", t.shape())))
+}
+
+impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
+    pub fn new(f: F) -> Jit<F> {
+        Jit { f, calls: 0, signature: None, captured: None }
+    }
+
+    /// Call the function (or replay it). Inputs are realized first; every call must pass the
+    /// same shapes, dtypes and devices.
+    pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        Tensor::realize_all(inputs)?;
+        let sig: Signature = inputs.iter().map(|t| (t.shape(), t.dtype(), t.device().to_string())).collect();
+        match &self.signature {
+            None => self.signature = Some(sig),
+            Some(first) if *first != sig => {
+                return Err(Error::Invalid(format!("JIT: inputs changed from {first:?} to {sig:?}")));
+            }
+            _ => {}
+        }
+        let in_bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+        self.calls += 1;
+        match self.calls {
+            1 => {
+                let out = (self.f)(inputs);
+                Tensor::realize_all(&out)?;
+                Ok(out)
+            }
+            2 => {
+                let (out, items) = capture(|| {
+                    let out = (self.f)(inputs);
+                    Tensor::realize_all(&out).map(|_| out)
+                });
+                let out = out?;
+                if items.is_empty() {
+                    return Err(Error::Invalid("JIT: the function ran no kernels, nothing to capture".into()));
+                }
+                let slot = |b: &Arc<Buffer>| match in_bufs.iter().position(|i| Arc::ptr_eq(i, b)) {
+                    Some(i) => Slot::Input(i),
+                    None => Slot::Fixed(b.clone()),
+                };
+                let items =
+                    items.into_iter().map(|e| (e.bufs.iter().map(slot).collect(), e)).map(|(s, e)| (e, s)).collect();
+                let outputs = out
+                    .iter()
+                    .map(|t| Ok((slot(&buffer_of(t)?), t.shape(), t.device().to_string())))
+                    .collect::<Result<Vec<_>>>()?;
+                let captured = Captured { items, outputs };
+                if debug() >= 1 {
+                    eprintln!("JIT captured {} kernels with {} inputs", captured.items.len(), inputs.len());
+                }
+                self.captured = Some(captured);
+                Ok(out)
+            }
+            _ => {
+                let cap = self.captured.as_ref().expect("captured on the second call");
+                let resolve = |s: &Slot| match s {
+                    Slot::Input(i) => in_bufs[*i].clone(),
+                    Slot::Fixed(b) => b.clone(),
+                };
+                for (item, slots) in &cap.items {
+                    ExecItem { runner: item.runner.clone(), bufs: slots.iter().map(resolve).collect() }.run()?;
+                }
+                if debug() >= 1 {
+                    eprintln!("JIT replayed {} kernels", cap.items.len());
+                }
+                Ok(cap
+                    .outputs
+                    .iter()
+                    .map(|(s, shape, dev)| Tensor::from_uop(buffer_view(&resolve(s), shape), dev))
+                    .collect())
+            }
+        }
+    }
+}
