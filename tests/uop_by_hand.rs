@@ -13,9 +13,15 @@ fn kernel() -> UOp {
     let f32p = DType::FLOAT32.ptr(AddrSpace::Global);
     let (out, inp) = (UOp::new(Ops::Param, f32p, vec![], Arg::Int(0)), UOp::new(Ops::Param, f32p, vec![], Arg::Int(1)));
     let i = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(8)], Arg::Range(0, AxisKind::Loop));
-    let load = UOp::new(Ops::Load, DType::FLOAT32, vec![UOp::new(Ops::Index, f32p, vec![inp, i.clone()], Arg::None)], Arg::None);
+    let load = UOp::new(
+        Ops::Load,
+        DType::FLOAT32,
+        vec![UOp::new(Ops::Index, f32p, vec![inp, i.clone()], Arg::None)],
+        Arg::None,
+    );
     let value = load.alu(Ops::Mul, &[&UOp::const_float(DType::FLOAT32, 2.0)]).alu(Ops::Add, &[&i.cast(DType::FLOAT32)]);
-    let store = UOp::new(Ops::Store, DType::VOID, vec![UOp::new(Ops::Index, f32p, vec![out, i], Arg::None), value], Arg::None);
+    let store =
+        UOp::new(Ops::Store, DType::VOID, vec![UOp::new(Ops::Index, f32p, vec![out, i], Arg::None), value], Arg::None);
     UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None)
 }
 
@@ -27,7 +33,8 @@ fn hand_built_kernel_runs_on_every_device() {
         let data: Vec<u8> = (0..8).flat_map(|x| (x as f32 * 0.5).to_le_bytes()).collect();
         inp.copyin(&data).unwrap();
         get_runner(device, &kernel()).unwrap().program.run(&[out.clone(), inp]).unwrap();
-        let got: Vec<f32> = out.copyout().unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let got: Vec<f32> =
+            out.copyout().unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, (0..8).map(|x| x as f32 * 2.0).collect::<Vec<_>>(), "on {device}");
     }
 }

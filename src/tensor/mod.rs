@@ -140,7 +140,11 @@ impl Tensor {
                 None if old.src().is_empty() => continue,
                 None => graph_rewrite(&old, &pm, &mut map, "becomes", true),
             };
-            *t.uop.write().unwrap_or_else(|e| e.into_inner()) = new;
+            // another thread may have moved this tensor on meanwhile: only replace what we read
+            let mut slot = t.uop.write().unwrap_or_else(|e| e.into_inner());
+            if new != old && *slot == old {
+                *slot = new;
+            }
         }
     }
 

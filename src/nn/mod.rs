@@ -1,0 +1,3 @@
+//! Neural-network support: optimizers.
+
+pub mod optim;
