@@ -20,6 +20,8 @@ pub struct ProgramSpec {
     pub src: String,
     /// Arithmetic ops one run performs (for DEBUG=2 GFLOP/s).
     pub ops: u64,
+    /// How many threads run it, each with its own `core_id`.
+    pub threads: usize,
 }
 
 /// tinygrad-style kernel name: `E_` (elementwise) or `r_` (has a reduce) and the loop sizes.
@@ -46,7 +48,11 @@ pub fn kernel_name(ast: &UOp) -> String {
 pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let name = kernel_name(ast);
     let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
-    let ast = opt::apply_opts(&ast);
+    let opts = opt::hand_coded_optimizations(&ast, crate::runtime::pool::cpu_threads());
+    if debug() >= 3 {
+        eprintln!("{name}: opts {opts:?}");
+    }
+    let ast = graph_rewrite(&opt::apply_opts(&ast, &opts), symbolic(), &mut (), "symbolic", false);
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
     let ast = match renderer {
         Some(r) => {
@@ -64,7 +70,7 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
         }
     }
     let src = renderer.map(|r| r.render(&name, &uops)).unwrap_or_default();
-    ProgramSpec { ops: count_ops(&uops), name, uops, src }
+    ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.
@@ -73,7 +79,7 @@ fn count_ops(uops: &[UOp]) -> u64 {
     let mut total = 0u64;
     for u in uops {
         match u.op() {
-            Ops::Range => {
+            Ops::Range | Ops::Special => {
                 let n = u.src()[0].const_int_value().unwrap_or(1).max(0) as u64;
                 trips.push(trips.last().unwrap() * n);
             }

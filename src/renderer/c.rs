@@ -45,11 +45,11 @@ impl Dialect for CRenderer {
             .iter()
             .map(|(t, n, written)| format!("{}{t}* restrict {n}", if *written { "" } else { "const " }))
             .collect();
-        format!("static void {name}({})", args.join(", "))
+        format!("static void {name}({}, int core_id)", args.join(", "))
     }
     fn epilogue(&self, name: &str, params: &[(String, String, bool)]) -> String {
         let args: Vec<String> = params.iter().enumerate().map(|(i, (t, _, _))| format!("({t}*)bufs[{i}]")).collect();
-        format!("void {name}_entry(void** bufs) {{ {name}({}); }}\n", args.join(", "))
+        format!("void {name}_entry(void** bufs, int core_id) {{ {name}({}, core_id); }}\n", args.join(", "))
     }
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
         let joined = args.join(", ");

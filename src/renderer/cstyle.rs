@@ -173,6 +173,7 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 let from = d.type_name(u.src()[0].dtype());
                 Some(format!("({{ union {{ {from} a; {ty} b; }} u_ = {{ .a = {} }}; u_.b; }})", src[0]))
             }
+            (Ops::Special, _) => Some("core_id".to_string()),
             (Ops::Sink, _) => None,
             (op, _) if op.is_alu() => {
                 let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };

@@ -69,25 +69,27 @@ impl Compiler for CCompiler {
     }
 }
 
+/// The ABI every generated kernel's entry point has: buffer pointers and the thread's core id.
+type Entry = unsafe extern "C" fn(*const *mut u8, i32);
+
 /// A loaded kernel.
 pub struct CpuProgram {
-    entry: unsafe extern "C" fn(*const *mut u8),
+    entry: Entry,
     // Keeps the shared object mapped for as long as `entry` may be called.
     _lib: libloading::Library,
     nbufs: usize,
+    threads: usize,
 }
 
 impl CpuProgram {
-    fn load(path: &Path, name: &str, nbufs: usize) -> Result<CpuProgram> {
+    fn load(path: &Path, name: &str, nbufs: usize, threads: usize) -> Result<CpuProgram> {
         let load_err = |e: libloading::Error| Error::Device(format!("loading {}: {e}", path.display()));
         // SAFETY: the library is one we just compiled from generated C; it has no initializers
         // with side effects.
         let lib = unsafe { libloading::Library::new(path) }.map_err(load_err)?;
-        // SAFETY: the renderer emits `void <name>_entry(void**)`, matching this signature.
-        let entry = unsafe {
-            *lib.get::<unsafe extern "C" fn(*const *mut u8)>(format!("{name}_entry\0").as_bytes()).map_err(load_err)?
-        };
-        Ok(CpuProgram { entry, _lib: lib, nbufs })
+        // SAFETY: the renderer emits `void <name>_entry(void**, int)`, matching `Entry`.
+        let entry = unsafe { *lib.get::<Entry>(format!("{name}_entry\0").as_bytes()).map_err(load_err)? };
+        Ok(CpuProgram { entry, _lib: lib, nbufs, threads })
     }
 }
 
@@ -96,12 +98,21 @@ impl Program for CpuProgram {
         if bufs.len() != self.nbufs {
             return Err(Error::Device(format!("kernel takes {} buffers, got {}", self.nbufs, bufs.len())));
         }
-        let ptrs = bufs.iter().map(|b| b.as_mut_ptr()).collect::<Result<Vec<_>>>()?;
+        // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
+        // pool returns, which is after every part has finished
+        let ptrs = bufs.iter().map(|b| b.as_mut_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
+        let entry = self.entry;
         let start = Instant::now();
-        // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the whole
-        // call, sized by the scheduler for the indices the kernel computes (the INTERP device
-        // bounds-checks the same programs in tests).
-        unsafe { (self.entry)(ptrs.as_ptr()) };
+        super::pool::pool().run(
+            self.threads,
+            Arc::new(move |core| {
+                // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the
+                // whole launch, sized by the scheduler for the indices the kernel computes (the
+                // INTERP device bounds-checks the same programs in tests); each core writes a
+                // disjoint part of the output.
+                unsafe { entry(ptrs.as_ptr() as *const *mut u8, core as i32) }
+            }),
+        );
         Ok(start.elapsed())
     }
 }
@@ -135,6 +146,6 @@ impl Device for CpuDevice {
             eprintln!("compiled {} in {:.2} ms", spec.name, start.elapsed().as_secs_f64() * 1e3);
         }
         let nbufs = spec.uops.iter().filter(|u| u.op() == crate::uop::Ops::Param).count();
-        Ok(Arc::new(CpuProgram::load(&so, &spec.name, nbufs)?))
+        Ok(Arc::new(CpuProgram::load(&so, &spec.name, nbufs, spec.threads)?))
     }
 }

@@ -27,7 +27,7 @@ impl Device for InterpDevice {
         None
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
-        Ok(Arc::new(InterpProgram::new(&spec.uops)))
+        Ok(Arc::new(InterpProgram::new(&spec.uops, spec.threads)))
     }
 }
 
@@ -61,10 +61,12 @@ impl Value {
 /// A linear program prepared for interpretation.
 pub struct InterpProgram {
     insts: Vec<Inst>,
+    /// `core_id` takes each value in `0..threads`, one run after the other.
+    threads: usize,
 }
 
 impl InterpProgram {
-    pub fn new(uops: &[UOp]) -> InterpProgram {
+    pub fn new(uops: &[UOp], threads: usize) -> InterpProgram {
         let slot: HashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
         let mut insts: Vec<Inst> = uops
             .iter()
@@ -84,10 +86,10 @@ impl InterpProgram {
                 insts[r].jump = i;
             }
         }
-        InterpProgram { insts }
+        InterpProgram { insts, threads }
     }
 
-    fn execute(&self, bufs: &[Arc<Buffer>]) -> Result<()> {
+    fn execute(&self, bufs: &[Arc<Buffer>], core: usize) -> Result<()> {
         let mem: Vec<*mut u8> = bufs.iter().map(|b| b.as_mut_ptr()).collect::<Result<_>>()?;
         let mut vals = vec![Value::Scalar(ConstValue::Int(0)); self.insts.len()];
         let mut pc = 0;
@@ -157,6 +159,7 @@ impl InterpProgram {
                 (Ops::After, _) => Some(s(0)),
                 (Ops::Cast, _) => Some(Value::Scalar(cast_value(s(0).scalar(), inst.src_dtypes[0], inst.dtype))),
                 (Ops::Bitcast, _) => Some(Value::Scalar(bitcast_value(s(0).scalar(), inst.src_dtypes[0], inst.dtype))),
+                (Ops::Special, _) => Some(Value::Scalar(ConstValue::Int(core as i64))),
                 (Ops::Sink, _) => None,
                 (op, _) if op.is_alu() => {
                     let operand = if op == Ops::Where { inst.src_dtypes[1] } else { inst.src_dtypes[0] };
@@ -224,7 +227,9 @@ pub fn write_elem(v: ConstValue, dtype: DType) -> Vec<u8> {
 impl Program for InterpProgram {
     fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
         let start = Instant::now();
-        self.execute(bufs)?;
+        for core in 0..self.threads {
+            self.execute(bufs, core)?;
+        }
         Ok(start.elapsed())
     }
 }

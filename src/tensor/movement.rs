@@ -173,6 +173,9 @@ impl Tensor {
     }
     /// Force the data into its own contiguous buffer at the next realize.
     pub fn contiguous(&self) -> Tensor {
-        self.movement(Ops::Contiguous, Arg::None)
+        // a fresh id per call: two tensors made contiguous separately never share storage, so
+        // assigning into one can't change the other
+        static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+        self.movement(Ops::Contiguous, Arg::Int(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
     }
 }

@@ -32,7 +32,7 @@ pub fn derive_bounds(u: &UOp) -> (i128, i128) {
             }
             _ => full,
         },
-        Ops::Range => (0, (u.src()[0].vmax() - 1).max(0)),
+        Ops::Range | Ops::Special => (0, (u.src()[0].vmax() - 1).max(0)),
         Ops::Add => corners(s(0), s(1), i128::checked_add),
         Ops::Sub => corners(s(0), s(1), i128::checked_sub),
         Ops::Mul => corners(s(0), s(1), i128::checked_mul),

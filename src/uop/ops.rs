@@ -33,6 +33,8 @@ pub enum Ops {
     End,
     DefineReg,
     After,
+    /// A launch dimension: the id of the CPU thread (or GPU block/thread) running the kernel.
+    Special,
     // unary ALU
     Exp2,
     Log2,
