@@ -60,16 +60,16 @@ impl DType {
     pub const FLOAT64: DType = DType::of(Scalar::Float64);
     pub const INDEX: DType = DType::of(Scalar::Index);
 
-    /// Every dtype a tensor can hold, in promotion-priority order.
+    /// Every dtype a tensor can hold, in tinygrad's promotion-priority order.
     pub const ALL: [DType; 13] = [
         DType::BOOL,
         DType::INT8,
-        DType::INT16,
-        DType::INT32,
-        DType::INT64,
         DType::UINT8,
+        DType::INT16,
         DType::UINT16,
+        DType::INT32,
         DType::UINT32,
+        DType::INT64,
         DType::UINT64,
         DType::FLOAT16,
         DType::BFLOAT16,
@@ -288,6 +288,9 @@ mod tests {
         assert_eq!(lub(DType::INT32, DType::FLOAT16), DType::FLOAT16);
         assert_eq!(lub(DType::FLOAT32, DType::FLOAT64), DType::FLOAT64);
         assert_eq!(lub(DType::BOOL, DType::BOOL), DType::BOOL);
+        assert_eq!(lub(DType::BOOL, DType::UINT8), DType::UINT8);
+        assert_eq!(lub(DType::UINT8, DType::UINT32), DType::UINT32);
+        assert_eq!(lub(DType::UINT8, DType::INT8), DType::INT16);
     }
 
     #[test]

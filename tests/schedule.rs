@@ -72,3 +72,13 @@ fn reducing_a_loop_invariant_value_still_loops() {
     assert_eq!(Tensor::full(&[2, 5], 1.5f32).sum(None, false).item::<f32>(), 15.0);
     assert_eq!(Tensor::new([[2.0f32]]).expand(&[3, 4]).sum(1, false).to_vec::<f32>(), vec![8.0; 3]);
 }
+
+#[test]
+fn empty_tensors_need_no_kernel_and_reduce_to_identities() {
+    let t = Tensor::from_vec(Vec::<f32>::new(), &[0, 3]);
+    assert_eq!(t.sum(0, false).to_vec::<f32>(), vec![0.0; 3]);
+    assert_eq!(t.sum(1, false).to_vec::<f32>(), Vec::<f32>::new());
+    assert_eq!((&t + 1.0).shape(), vec![0, 3]);
+    assert_eq!((&t + 1.0).to_vec::<f32>(), Vec::<f32>::new());
+    assert_eq!(t.max(0, false).to_vec::<f32>(), vec![f32::NEG_INFINITY; 3]);
+}

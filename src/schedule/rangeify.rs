@@ -238,6 +238,9 @@ impl<'a> KernelBuilder<'a> {
             }
             (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
                 let old = src_shape();
+                if axes.iter().any(|&a| old[a] == 0) {
+                    return UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype()));
+                }
                 let mut ranges = vec![];
                 let new_idx: Vec<UOp> = (0..old.len())
                     .map(|i| {
