@@ -1,7 +1,7 @@
 //! The C dialect for the CPU device: plain C99 plus GCC/Clang extensions, with an entry point
 //! taking all buffers as one pointer array so every kernel has the same ABI.
 
-use super::cstyle::{self, Dialect};
+use super::cstyle::{self, Dialect, Param};
 use super::Renderer;
 use crate::dtype::{DType, Scalar};
 use crate::uop::{Ops, UOp};
@@ -40,15 +40,15 @@ impl Dialect for CRenderer {
         )
         .to_string()
     }
-    fn signature(&self, name: &str, params: &[(String, String, bool)]) -> String {
+    fn signature(&self, name: &str, params: &[Param]) -> String {
         let args: Vec<String> = params
             .iter()
-            .map(|(t, n, written)| format!("{}{t}* restrict {n}", if *written { "" } else { "const " }))
+            .map(|p| format!("{}{}* restrict {}", if p.written { "" } else { "const " }, p.ty, p.name))
             .collect();
         format!("static void {name}({}, int core_id)", args.join(", "))
     }
-    fn epilogue(&self, name: &str, params: &[(String, String, bool)]) -> String {
-        let args: Vec<String> = params.iter().enumerate().map(|(i, (t, _, _))| format!("({t}*)bufs[{i}]")).collect();
+    fn epilogue(&self, name: &str, params: &[Param]) -> String {
+        let args: Vec<String> = params.iter().map(|p| format!("({}*)bufs[{}]", p.ty, p.slot)).collect();
         format!("void {name}_entry(void** bufs, int core_id) {{ {name}({}, core_id); }}\n", args.join(", "))
     }
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {

@@ -13,13 +13,22 @@ pub trait Dialect {
     fn type_name(&self, dtype: DType) -> String;
     /// Code before the kernel (includes, helper macros).
     fn prelude(&self) -> String;
-    /// The kernel's signature; `params` are `(type, name, written)` in slot order.
-    fn signature(&self, name: &str, params: &[(String, String, bool)]) -> String;
+    /// The kernel's signature, taking the buffers it uses in slot order.
+    fn signature(&self, name: &str, params: &[Param]) -> String;
     /// Code after the kernel (e.g. an entry point with a uniform ABI).
-    fn epilogue(&self, name: &str, params: &[(String, String, bool)]) -> String;
+    fn epilogue(&self, name: &str, params: &[Param]) -> String;
     /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`) for
     /// `dtype`.
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
+}
+
+/// A buffer a kernel uses: its slot in the launch's buffer list, element type, name, and
+/// whether the kernel writes it. Slots a kernel doesn't read have no `Param`.
+pub struct Param {
+    pub slot: i64,
+    pub ty: String,
+    pub name: String,
+    pub written: bool,
 }
 
 /// A C literal of `v` as `dtype`.
@@ -103,7 +112,7 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
 pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
     let mut names: HashMap<&UOp, String> = HashMap::new();
     let written: HashSet<&UOp> = uops.iter().filter(|u| u.op() == Ops::Store).map(|u| &u.src()[0].src()[0]).collect();
-    let mut params: Vec<(i64, String, String, bool)> = vec![];
+    let mut params: Vec<Param> = vec![];
     let mut body = String::new();
     let mut depth = 1;
     let mut counter: HashMap<&str, usize> = HashMap::new();
@@ -123,7 +132,12 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             (Ops::Const, Arg::Const(c)) => Some(render_const(d, *c, u.dtype())),
             (Ops::Param, Arg::Int(slot)) => {
                 let n = format!("data{slot}");
-                params.push((*slot, d.type_name(u.dtype().base()), n.clone(), written.contains(u)));
+                params.push(Param {
+                    slot: *slot,
+                    ty: d.type_name(u.dtype().base()),
+                    name: n.clone(),
+                    written: written.contains(u),
+                });
                 Some(n)
             }
             (Ops::Range, Arg::Range(id, _)) => {
@@ -187,7 +201,6 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             names.insert(u, v);
         }
     }
-    params.sort_by_key(|p| p.0);
-    let params: Vec<(String, String, bool)> = params.into_iter().map(|(_, t, n, w)| (t, n, w)).collect();
+    params.sort_by_key(|p| p.slot);
     format!("{}{} {{\n{body}}}\n{}", d.prelude(), d.signature(name, &params), d.epilogue(name, &params))
 }

@@ -95,8 +95,12 @@ impl CpuProgram {
 
 impl Program for CpuProgram {
     fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
-        if bufs.len() != self.nbufs {
-            return Err(Error::Device(format!("kernel takes {} buffers, got {}", self.nbufs, bufs.len())));
+        if bufs.len() < self.nbufs {
+            return Err(Error::Device(format!(
+                "kernel uses buffer slots up to {}, got {} buffers",
+                self.nbufs,
+                bufs.len()
+            )));
         }
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
@@ -145,7 +149,16 @@ impl Device for CpuDevice {
         if crate::helpers::debug() >= 3 {
             eprintln!("compiled {} in {:.2} ms", spec.name, start.elapsed().as_secs_f64() * 1e3);
         }
-        let nbufs = spec.uops.iter().filter(|u| u.op() == crate::uop::Ops::Param).count();
+        // codegen may fold away every read of a buffer, so count slots, not PARAMs
+        let nbufs = spec
+            .uops
+            .iter()
+            .filter_map(|u| match (u.op(), u.arg()) {
+                (crate::uop::Ops::Param, crate::uop::Arg::Int(slot)) => Some(*slot as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Ok(Arc::new(CpuProgram::load(&so, &spec.name, nbufs, spec.threads)?))
     }
 }

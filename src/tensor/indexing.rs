@@ -1,1 +1,418 @@
-//! (being written)
+//! Indexing: numpy-style `index`/`set` with ranges, steps, new axes and integer tensors, and the ops built
+//! on one-hot masks (`gather`, `scatter`, `one_hot`) or index comparisons (`tril`, `triu`, `masked_fill`).
+//! No gather kernel: a tensor index becomes `where(index == arange, x, 0).sum()`, which fuses.
+
+use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
+
+pub use super::movement::{PadMode, SplitSizes};
+
+use super::elementwise::{broadcast_shape, Operand, Scalar};
+use super::movement::resolve_axis;
+use super::Tensor;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::runtime::DefaultDevice;
+
+/// One entry of an index: `I` selects (and drops) a position, `R(start, stop, step)` is a Python slice,
+/// `Full` is `:`, `NewAxis` is `None`, `Ellipsis` is `...`, `Tensor` is an integer-tensor (fancy) index.
+#[derive(Clone, Debug)]
+pub enum Idx {
+    I(isize),
+    R(Option<isize>, Option<isize>, isize),
+    Full,
+    NewAxis,
+    Ellipsis,
+    Tensor(Tensor),
+}
+
+impl Idx {
+    /// This range (or `Full`) with step `step`; `s![a..b; step]` calls it.
+    pub fn step(self, step: isize) -> Idx {
+        match self {
+            Idx::R(a, b, _) => Idx::R(a, b, step),
+            Idx::Full => Idx::R(None, None, step),
+            other => panic!("Idx::step: {other:?} is not a range"),
+        }
+    }
+}
+
+macro_rules! idx_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Idx {
+            fn from(i: $t) -> Idx {
+                Idx::I(i as isize)
+            }
+        }
+        impl From<Range<$t>> for Idx {
+            fn from(r: Range<$t>) -> Idx {
+                Idx::R(Some(r.start as isize), Some(r.end as isize), 1)
+            }
+        }
+        impl From<RangeFrom<$t>> for Idx {
+            fn from(r: RangeFrom<$t>) -> Idx {
+                Idx::R(Some(r.start as isize), None, 1)
+            }
+        }
+        impl From<RangeTo<$t>> for Idx {
+            fn from(r: RangeTo<$t>) -> Idx {
+                Idx::R(None, Some(r.end as isize), 1)
+            }
+        }
+        impl From<RangeInclusive<$t>> for Idx {
+            fn from(r: RangeInclusive<$t>) -> Idx {
+                let end = *r.end() as isize;
+                Idx::R(Some(*r.start() as isize), if end == -1 { None } else { Some(end + 1) }, 1)
+            }
+        }
+        impl From<RangeToInclusive<$t>> for Idx {
+            fn from(r: RangeToInclusive<$t>) -> Idx {
+                let end = r.end as isize;
+                Idx::R(None, if end == -1 { None } else { Some(end + 1) }, 1)
+            }
+        }
+    )*};
+}
+idx_from!(i32, i64, isize, usize);
+
+impl From<RangeFull> for Idx {
+    fn from(_: RangeFull) -> Idx {
+        Idx::Full
+    }
+}
+impl From<Tensor> for Idx {
+    fn from(t: Tensor) -> Idx {
+        Idx::Tensor(t)
+    }
+}
+impl From<&Tensor> for Idx {
+    fn from(t: &Tensor) -> Idx {
+        Idx::Tensor(t.clone())
+    }
+}
+
+/// An index list, numpy style: `t.index(&s![1, 2..;2, ..;-1, Idx::NewAxis, &idx_tensor])`.
+#[macro_export]
+macro_rules! s {
+    (@one $e:expr $(; $step:expr)?) => {{
+        // Python slices: `5..1;-1` is a valid reversed range here
+        #[allow(clippy::reversed_empty_ranges)]
+        let i = $crate::tensor::Idx::from($e);
+        i $(.step($step))?
+    }};
+    ($($e:expr $(; $step:expr)?),* $(,)?) => { [$($crate::s!(@one $e $(; $step)?)),*] };
+}
+
+/// One parsed index entry: `[lo, hi)` of the input axis (size `n`) taken every `|stride|` (reversed if
+/// negative), giving `size` elements; `collapse` drops the axis (integer index); `new` is an inserted axis.
+struct View {
+    n: usize,
+    size: usize,
+    lo: usize,
+    hi: usize,
+    stride: isize,
+    collapse: bool,
+    new: bool,
+    tensor: Option<Tensor>,
+}
+
+/// An index with its basic part applied: the views, the viewed tensor, and the tensor-indexed axes of it.
+struct Basic {
+    views: Vec<View>,
+    x: Tensor,
+    dims: Vec<usize>,
+    tensors: Vec<Tensor>,
+}
+
+/// Python's `slice.indices` turned into `(lo, hi, count)` of the elements a slice visits.
+fn slice_bounds(start: Option<isize>, stop: Option<isize>, step: isize, n: usize) -> (usize, usize, usize) {
+    let n = n as isize;
+    let (lo, hi) = if step > 0 { (0, n) } else { (-1, n - 1) };
+    let norm = |v: isize| (if v < 0 { v + n } else { v }).clamp(lo, hi);
+    let start = start.map_or(if step > 0 { 0 } else { n - 1 }, norm);
+    let stop = stop.map_or(if step > 0 { n } else { -1 }, norm);
+    let (a, b) = match () {
+        _ if step * (stop - start) < 0 => (0, 0),
+        _ if step < 0 => (stop + 1, start + 1),
+        _ => (start, stop),
+    };
+    (a as usize, b as usize, ((b - a) as usize).div_ceil(step.unsigned_abs()))
+}
+
+/// `a & b` for bool tensors.
+fn and(a: &Tensor, b: &Tensor) -> Tensor {
+    a.where_(b, false)
+}
+
+impl Tensor {
+    /// `0..n` (int32) on this tensor's device.
+    fn arange_here(&self, n: usize) -> Tensor {
+        let _g = DefaultDevice::scoped(self.device());
+        Tensor::arange(n)
+    }
+    /// A zero of this tensor's dtype, broadcastable to it.
+    fn zero(&self) -> Tensor {
+        self.const_tensor(Scalar::Int(0), self.dtype())
+    }
+
+    fn parse_index(&self, idx: &[Idx]) -> Result<Vec<View>> {
+        let shape = self.shape();
+        let err = |m: String| Err(Error::Invalid(format!("index: {m} (shape {shape:?})")));
+        let ellipses = idx.iter().filter(|i| matches!(i, Idx::Ellipsis)).count();
+        let real = idx.len() - ellipses - idx.iter().filter(|i| matches!(i, Idx::NewAxis)).count();
+        if ellipses > 1 || real > shape.len() {
+            return err(format!("{real} indices and {ellipses} ellipses for {} dims", shape.len()));
+        }
+        let fill = idx.iter().position(|i| matches!(i, Idx::Ellipsis)).unwrap_or(idx.len());
+        let full = vec![Idx::Full; shape.len() - real];
+        let idx = idx[..fill].iter().chain(&full).chain(idx[fill..].iter().filter(|i| !matches!(i, Idx::Ellipsis)));
+        let (mut out, mut dim) = (vec![], 0);
+        for i in idx {
+            let n = if matches!(i, Idx::NewAxis) { 1 } else { shape[dim] };
+            let mut v = View { n, size: n, lo: 0, hi: n, stride: 1, collapse: false, new: false, tensor: None };
+            match i {
+                Idx::NewAxis => v.new = true,
+                Idx::Full | Idx::Ellipsis => {}
+                &Idx::I(k) => {
+                    if k >= n as isize || k < -(n as isize) {
+                        return err(format!("index {k} out of bounds for axis {dim} of size {n}"));
+                    }
+                    let b = if k < 0 { k + n as isize } else { k } as usize;
+                    (v.lo, v.hi, v.size, v.collapse) = (b, b + 1, 1, true);
+                }
+                &Idx::R(start, stop, step) => {
+                    if step == 0 {
+                        return err(format!("slice step of 0 for axis {dim}"));
+                    }
+                    (v.lo, v.hi, v.size) = slice_bounds(start, stop, step, n);
+                    v.stride = step;
+                }
+                Idx::Tensor(t) => {
+                    if !t.dtype().is_int() || t.device() != self.device() {
+                        return err(format!("index tensor {t:?} must be an integer tensor on {}", self.device()));
+                    }
+                    v.tensor = Some(t.lt(0).where_(t.add(n), t));
+                }
+            }
+            dim += usize::from(!v.new);
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// Shrink, flip and stride `self` as the non-new `views` say.
+    fn apply_views(&self, views: &[&View]) -> Tensor {
+        let x = self.shrink(&views.iter().map(|v| (v.lo, v.hi)).collect::<Vec<_>>());
+        let flips: Vec<isize> = (0..views.len()).filter(|&i| views[i].stride < 0).map(|i| i as isize).collect();
+        let x = x.flip(&flips);
+        let strides: Vec<usize> = views.iter().map(|v| v.stride.unsigned_abs()).collect();
+        if strides.iter().all(|&s| s == 1) {
+            return x;
+        }
+        // pad each axis to a multiple of its stride, split it into (count, stride) and keep column 0
+        let shape = x.shape();
+        let pads: Vec<(usize, usize)> =
+            shape.iter().zip(&strides).map(|(&s, &st)| (0, s.next_multiple_of(st) - s)).collect();
+        let split: Vec<usize> = shape.iter().zip(&strides).flat_map(|(&s, &st)| [s.div_ceil(st), st]).collect();
+        let keep: Vec<(usize, usize)> = split.chunks(2).flat_map(|c| [(0, c[0]), (0, 1)]).collect();
+        x.pad(&pads).reshape(&split).shrink(&keep).reshape(&views.iter().map(|v| v.size).collect::<Vec<_>>())
+    }
+
+    /// Tensor-index `x` (axes `dims` of it, by `tensors`) with one-hot masks. Returns the result, the mask
+    /// (x's shape with the broadcast index shape inserted), where those index axes start, and their count.
+    fn fancy(x: &Tensor, dims: &[usize], tensors: &[Tensor]) -> Result<(Tensor, Tensor, usize, usize)> {
+        let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
+        let Some(big) = shapes.iter().try_fold(vec![], |acc, s| broadcast_shape(&acc, s)) else {
+            return Err(Error::Invalid(format!("index: index tensors of shapes {shapes:?} do not broadcast")));
+        };
+        let (xs, d0, nb) = (x.shape(), dims[0], big.len());
+        let pre: Vec<usize> = [&xs[..d0], &big, &xs[d0..]].concat();
+        let mut mask: Option<Tensor> = None;
+        for (&d, t) in dims.iter().zip(tensors) {
+            let i = t.reshape(&[t.shape(), vec![1; xs.len() - d0]].concat()).broadcast_to(&pre);
+            let m = i.eq(x.arange_here(xs[d]).reshape(&[vec![xs[d]], vec![1; xs.len() - d - 1]].concat()));
+            mask = Some(mask.map_or(m.clone(), |a| and(&a, &m)));
+        }
+        let mask = mask.expect("at least one tensor index");
+        let xr = x.reshape(&[&xs[..d0], &vec![1; nb], &xs[d0..]].concat());
+        let axes: Vec<isize> = dims.iter().map(|&d| (d + nb) as isize).collect();
+        let out = mask.where_(&xr, xr.zero()).sum(axes.as_slice(), false).cast(x.dtype());
+        // separated index axes go first (numpy's rule)
+        if d0 != 0 && dims.len() > 1 && dims.windows(2).any(|w| w[1] != w[0] + 1) {
+            let perm =
+                |n: usize| -> Vec<isize> { (d0..d0 + nb).chain(0..d0).chain(d0 + nb..n).map(|i| i as isize).collect() };
+            return Ok((out.permute(&perm(out.ndim())), mask.permute(&perm(mask.ndim())), 0, nb));
+        }
+        Ok((out, mask, d0, nb))
+    }
+
+    /// Parse `idx` and apply its basic part: the views, the viewed tensor (new axes in, int-indexed axes out),
+    /// and which of its axes tensor indices select, with those (normalized) tensors.
+    fn basic_index(&self, idx: &[Idx]) -> Result<Basic> {
+        let views = self.parse_index(idx)?;
+        let x = self.apply_views(&views.iter().filter(|v| !v.new).collect::<Vec<_>>());
+        let kept: Vec<&View> = views.iter().filter(|v| !v.collapse).collect();
+        let x = x.reshape(&kept.iter().map(|v| v.size).collect::<Vec<_>>());
+        let (dims, tensors) = kept.iter().enumerate().filter_map(|(d, v)| v.tensor.clone().map(|t| (d, t))).unzip();
+        Ok(Basic { views, x, dims, tensors })
+    }
+
+    /// Numpy-style indexing: ranges with steps, negative indices, new axes, ellipsis, integer tensors.
+    pub fn index(&self, idx: &[Idx]) -> Tensor {
+        self.try_index(idx).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `index`, reporting bad indices (out of bounds, zero step, too many, non-int tensors) as an error.
+    pub fn try_index(&self, idx: &[Idx]) -> Result<Tensor> {
+        let Basic { x, dims, tensors, .. } = self.basic_index(idx)?;
+        if dims.is_empty() {
+            return Ok(x);
+        }
+        Ok(Tensor::fancy(&x, &dims, &tensors)?.0)
+    }
+
+    /// A copy with `self.index(idx)` replaced by `value` (broadcast, cast to self's dtype); later duplicates win.
+    pub fn set(&self, idx: &[Idx], value: impl Operand) -> Tensor {
+        self.try_set(idx, value).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `set`, reporting bad indices or a value that does not broadcast as an error.
+    pub fn try_set(&self, idx: &[Idx], value: impl Operand) -> Result<Tensor> {
+        let mut v = value.with(self).0.cast(self.dtype());
+        let Basic { views, x, dims, tensors } = self.basic_index(idx)?;
+        let mops: Vec<&View> = views.iter().filter(|v| !v.new).collect();
+        let fancy = if dims.is_empty() { None } else { Some(Tensor::fancy(&x, &dims, &tensors)?) };
+        let ts = fancy.as_ref().map_or(x.shape(), |f| f.0.shape());
+        while v.ndim() > ts.len() && v.shape()[0] == 1 {
+            v = v.reshape(&v.shape()[1..]);
+        }
+        let vs = v.shape();
+        if broadcast_shape(&ts, &vs).as_deref() != Some(&ts[..]) {
+            return Err(Error::Invalid(format!(
+                "set: value of shape {vs:?} does not broadcast to indexed shape {ts:?}"
+            )));
+        }
+        let mut vb = v.broadcast_to(&ts);
+        if let Some((_, mask, start, nb)) = fancy {
+            // put the summed-away index axes back, then pick one value per target element
+            if v.numel() != 1 {
+                for &d in &dims {
+                    vb = vb.unsqueeze((d + nb) as isize);
+                }
+            }
+            vb = masked_merge(&x, if v.numel() == 1 { &v } else { &vb }, &mask, start, nb);
+        }
+        // back to self's rank, then undo stride, flip and shrink on both the values and a `true` mask
+        let vb = vb.reshape(&mops.iter().map(|v| if v.collapse { 1 } else { v.size }).collect::<Vec<_>>());
+        let (mut vb, mut mask) = (vb.clone(), vb.ones_mask());
+        for (d, m) in mops.iter().enumerate() {
+            let st = m.stride.unsigned_abs();
+            if st != 1 {
+                let unstride = |t: &Tensor| {
+                    let t = t.unsqueeze(d as isize + 1).pad_dim(d + 1, (0, st - 1)).flatten(d as isize, d as isize + 1);
+                    t.shrink_dim(d, (0, m.hi - m.lo))
+                };
+                (vb, mask) = (unstride(&vb), unstride(&mask));
+            }
+        }
+        let flips: Vec<isize> = (0..mops.len()).filter(|&d| mops[d].stride < 0).map(|d| d as isize).collect();
+        let pads: Vec<(usize, usize)> = mops.iter().map(|m| (m.lo, m.n - m.hi)).collect();
+        if mops.iter().all(|m| m.lo == 0 && m.hi == m.n && m.stride.abs() == 1) {
+            return Ok(vb.flip(&flips)); // every element is written
+        }
+        let (vb, mask) = (vb.flip(&flips).pad(&pads), mask.flip(&flips).pad(&pads));
+        Ok(mask.where_(&vb, self))
+    }
+
+    /// `out[i][j] = self[index[i][j]][j]` for `dim = 0` (and so on): values picked along `dim` by `index`.
+    pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
+        let (shape, is) = (self.shape(), index.shape());
+        let d = resolve_axis("gather", dim, shape.len(), &shape);
+        assert!(
+            is.len() == shape.len() && is.iter().zip(&shape).enumerate().all(|(i, (a, b))| i == d || a <= b),
+            "gather: index shape {is:?} does not fit self shape {shape:?} outside axis {d}"
+        );
+        assert!(index.dtype().is_int(), "gather: index must be an integer tensor, got {:?}", index.dtype());
+        let bounds: Vec<(usize, usize)> =
+            shape.iter().zip(&is).enumerate().map(|(i, (&s, &n))| (0, if i == d { s } else { n })).collect();
+        let x = self.shrink(&bounds).unsqueeze(-1).transpose(-1, d as isize);
+        let mask = index.unsqueeze(-1).eq(self.arange_here(shape[d]));
+        mask.where_(&x, x.zero()).sum(-1isize, false).cast(self.dtype())
+    }
+
+    /// A copy with `src` values written along `dim` at `index` (`self[index[i][j]][j] = src[i][j]` for dim 0).
+    pub fn scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        self.scatter_impl(dim, index, src, None)
+    }
+    /// `scatter` of one scalar value at every position `index` names.
+    pub fn scatter_value(&self, dim: isize, index: &Tensor, value: impl Into<Scalar>) -> Tensor {
+        let v = self.const_tensor(value.into(), self.dtype());
+        self.scatter_impl(dim, index, &v.broadcast_to(&index.shape()), Some(v))
+    }
+    fn scatter_impl(&self, dim: isize, index: &Tensor, src: &Tensor, scalar: Option<Tensor>) -> Tensor {
+        let (shape, is, ss) = (self.shape(), index.shape(), src.shape());
+        let d = resolve_axis("scatter", dim, shape.len(), &shape);
+        assert!(
+            is.len() == shape.len()
+                && ss.len() == shape.len()
+                && (0..shape.len()).all(|i| is[i] <= ss[i] && (i == d || is[i] <= shape[i])),
+            "scatter: index shape {is:?} does not fit src {ss:?} and self {shape:?} (axis {d})"
+        );
+        assert!(index.dtype().is_int(), "scatter: index must be an integer tensor, got {:?}", index.dtype());
+        let n = shape[d];
+        let src = src.cast(self.dtype()).shrink(&is.iter().map(|&s| (0, s)).collect::<Vec<_>>());
+        let src = src.unsqueeze(-1).expand(&[is.clone(), vec![n]].concat()).transpose(-1, d as isize);
+        let mask = index.unsqueeze(-1).eq(self.arange_here(n)).transpose(-1, d as isize);
+        let pads: Vec<(usize, usize)> =
+            (0..=shape.len()).map(|i| (0, if i == d || i == shape.len() { 0 } else { shape[i] - is[i] })).collect();
+        masked_merge(self, &scalar.unwrap_or_else(|| src.pad(&pads)), &mask.pad(&pads), shape.len(), 1)
+    }
+
+    /// `value` where `mask` is true, else `self` (broadcasting).
+    pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
+        mask.cast(DType::BOOL).where_(self.const_tensor(value.into(), self.dtype()), self)
+    }
+    /// One-hot encode integer classes: a new last axis of `num_classes` 0/1 values (int32).
+    pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        assert!(
+            self.dtype().is_int(),
+            "one_hot: expected an integer tensor, got {:?} of shape {:?}",
+            self.dtype(),
+            self.shape()
+        );
+        self.unsqueeze(-1).eq(self.arange_here(num_classes)).where_(1, 0)
+    }
+    /// `arange(r)[:, None] + diagonal <= arange(c)`: true on and above the `diagonal`-th diagonal.
+    fn tri_mask(&self, op: &str, diagonal: isize) -> Tensor {
+        let shape = self.shape();
+        assert!(shape.len() >= 2, "{op}: expected at least 2 dims, got shape {shape:?}");
+        let (r, c) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+        self.arange_here(r).reshape(&[r, 1]).add(diagonal as i64).le(self.arange_here(c).reshape(&[1, c]))
+    }
+    /// The upper triangle: elements below the `diagonal`-th diagonal set to 0 (positive: above the main one).
+    pub fn triu(&self, diagonal: isize) -> Tensor {
+        self.tri_mask("triu", diagonal).where_(self, self.zero())
+    }
+    /// The lower triangle: elements above the `diagonal`-th diagonal set to 0.
+    pub fn tril(&self, diagonal: isize) -> Tensor {
+        self.tri_mask("tril", diagonal + 1).where_(self.zero(), self)
+    }
+}
+
+/// `where(any(mask), values, base)` over the `nb` mask axes from `start`; where several are set the last wins.
+/// `mask` is `base`'s shape with those axes inserted; `values` broadcasts to it, or is one value for all.
+fn masked_merge(base: &Tensor, values: &Tensor, mask: &Tensor, start: usize, nb: usize) -> Tensor {
+    let ms = mask.shape();
+    let b: usize = ms[start..start + nb].iter().product();
+    if b == 0 {
+        return base.clone();
+    }
+    let axes: Vec<isize> = (start..start + nb).map(|a| a as isize).collect();
+    if values.numel() == 1 {
+        let any = mask.where_(1, 0).max(axes.as_slice(), false).ne(0);
+        return any.where_(values.reshape(&[0usize; 0]), base);
+    }
+    let flat: Vec<usize> = [&ms[..start], &[b], &ms[start + nb..]].concat();
+    let (mask, values) = (mask.reshape(&flat), values.broadcast_to(&ms).reshape(&flat));
+    let order = base.arange_here(b).reshape(&[vec![b], vec![1; flat.len() - start - 1]].concat());
+    let last = mask.where_(&order, -1).max(start as isize, true);
+    let picked = order.eq(&last).where_(&values, values.zero()).sum(start as isize, false).cast(base.dtype());
+    last.ge(0).squeeze(Some(start as isize)).where_(&picked, base)
+}

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 pub use creation::TensorData;
 pub use elementwise::Scalar;
+pub use indexing::{Idx, PadMode, SplitSizes};
 
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;

@@ -1,15 +1,66 @@
 //! Movement ops: they change how data is indexed, never the data. All lazy and free until a
 //! kernel indexes through them.
 
+use super::elementwise::Scalar;
 use super::Tensor;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::uop::{Arg, Ops, UOp};
 
 /// Normalize a possibly negative axis for a tensor of rank `ndim`, naming `op` on failure.
 pub fn resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
+    try_resolve_axis(op, axis, ndim, shape).unwrap_or_else(|e| panic!("{e}"))
+}
+/// `resolve_axis`, reporting an out-of-range axis as an error.
+pub fn try_resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> Result<usize> {
     let n = ndim as isize;
     let a = if axis < 0 { axis + n } else { axis };
-    assert!((0..n.max(1)).contains(&a), "{op}: axis {axis} out of range for shape {shape:?}");
-    a as usize
+    match (0..n.max(1)).contains(&a) {
+        true => Ok(a as usize),
+        false => Err(Error::Invalid(format!("{op}: axis {axis} out of range for shape {shape:?}"))),
+    }
+}
+
+/// How `pad_with` fills the border: a constant, a mirror image, the edge value, or wrap-around.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    Constant,
+    Reflect,
+    Replicate,
+    Circular,
+}
+
+/// The sizes `split` cuts an axis into: one chunk size (the last chunk may be smaller) or a list.
+pub trait SplitSizes {
+    /// The piece sizes for an axis of `dim_size`.
+    fn sizes(&self, dim_size: usize) -> Vec<usize>;
+}
+impl SplitSizes for usize {
+    fn sizes(&self, n: usize) -> Vec<usize> {
+        (0..n.max(1)).step_by((*self).max(1)).map(|i| (*self).min(n - i)).collect()
+    }
+}
+impl SplitSizes for &[usize] {
+    fn sizes(&self, _: usize) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl SplitSizes for Vec<usize> {
+    fn sizes(&self, _: usize) -> Vec<usize> {
+        self.clone()
+    }
+}
+impl<const N: usize> SplitSizes for [usize; N] {
+    fn sizes(&self, _: usize) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+
+/// `shape` with `dim` replaced by `size`.
+fn with_dim(shape: &[usize], dim: usize, size: usize) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    s[dim] = size;
+    s
 }
 
 /// A dimension in a shape argument: any integer type; `-1` asks `reshape` to infer it.
@@ -40,30 +91,28 @@ impl Tensor {
 
     /// View with a new shape of the same size; one dimension may be `-1` (inferred).
     pub fn reshape<D: Dim>(&self, shape: &[D]) -> Tensor {
+        self.try_reshape(shape).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `reshape`, reporting a shape of the wrong size as an error.
+    pub fn try_reshape<D: Dim>(&self, shape: &[D]) -> Result<Tensor> {
         let shape: Vec<isize> = shape.iter().map(|d| d.dim()).collect();
-        let old = self.shape();
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
-        assert!(shape.iter().filter(|&&d| d == -1).count() <= 1, "reshape: more than one -1 in {shape:?}");
-        assert!(shape.iter().all(|&d| d >= -1), "reshape: bad dimension in {shape:?}");
-        let numel = self.numel();
-        let new: Vec<usize> = shape
-            .iter()
-            .map(|&d| match d {
-                -1 => {
-                    assert!(
-                        known != 0 && numel.is_multiple_of(known),
-                        "reshape: cannot infer -1 in {shape:?} from {old:?}"
-                    );
-                    numel / known
-                }
-                d => d as usize,
-            })
-            .collect();
-        assert_eq!(new.iter().product::<usize>(), numel, "reshape: {old:?} and {new:?} differ in size");
-        if new == old {
-            return self.clone();
+        let (old, numel) = (self.shape(), self.numel());
+        let err = |m: String| Err(Error::Invalid(format!("reshape: {m}")));
+        if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
+            return err(format!("bad shape {shape:?} for {old:?} (only one -1 allowed)"));
         }
-        self.movement(Ops::Reshape, Arg::Shape(new))
+        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        if shape.contains(&-1) && (known == 0 || !numel.is_multiple_of(known)) {
+            return err(format!("cannot infer -1 in {shape:?} from {old:?}"));
+        }
+        let new: Vec<usize> = shape.iter().map(|&d| if d == -1 { numel / known } else { d as usize }).collect();
+        if new.iter().product::<usize>() != numel {
+            return err(format!("{old:?} and {new:?} differ in size"));
+        }
+        if new == old {
+            return Ok(self.clone());
+        }
+        Ok(self.movement(Ops::Reshape, Arg::Shape(new)))
     }
     /// Broadcast size-1 dimensions to `shape` (same rank).
     pub fn expand(&self, shape: &[usize]) -> Tensor {
@@ -119,6 +168,7 @@ impl Tensor {
         let mut axes: Vec<usize> = axes.iter().map(|&a| resolve_axis("flip", a, shape.len(), &shape)).collect();
         axes.sort();
         axes.dedup();
+        axes.retain(|&a| shape[a] > 1); // flipping a size-0 or size-1 axis changes nothing
         if axes.is_empty() {
             return self.clone();
         }
@@ -177,5 +227,287 @@ impl Tensor {
         // assigning into one can't change the other
         static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
         self.movement(Ops::Contiguous, Arg::Int(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// Keep `[start, end)` of axis `dim` only.
+    pub(crate) fn shrink_dim(&self, dim: usize, (start, end): (usize, usize)) -> Tensor {
+        let mut bounds: Vec<(usize, usize)> = self.shape().iter().map(|&d| (0, d)).collect();
+        bounds[dim] = (start, end);
+        self.shrink(&bounds)
+    }
+    /// Zero-pad axis `dim` only, with `(before, after)`.
+    pub(crate) fn pad_dim(&self, dim: usize, pad: (usize, usize)) -> Tensor {
+        let mut pads = vec![(0, 0); self.ndim()];
+        pads[dim] = pad;
+        self.pad(&pads)
+    }
+    /// A `true` mask of this tensor's shape.
+    pub(crate) fn ones_mask(&self) -> Tensor {
+        self.const_tensor(Scalar::Bool(true), DType::BOOL).expand(&self.shape())
+    }
+
+    /// Pad each axis by `(before, after)` (negative values crop) with `mode`; `value` is used by `Constant`.
+    pub fn pad_with(&self, pads: &[(isize, isize)], mode: PadMode, value: impl Into<Scalar>) -> Tensor {
+        let shape = self.shape();
+        assert_eq!(pads.len(), shape.len(), "pad_with: {} pairs for shape {shape:?}", pads.len());
+        let crop = |x: &Tensor| {
+            let bounds: Vec<(usize, usize)> = pads
+                .iter()
+                .zip(x.shape())
+                .map(|(&(b, a), s)| ((-b).max(0) as usize, (s as isize + a.min(0)) as usize))
+                .collect();
+            assert!(bounds.iter().all(|&(s, e)| s <= e), "pad_with: pads {pads:?} crop more than shape {shape:?}");
+            x.shrink(&bounds)
+        };
+        let pos: Vec<(usize, usize)> = pads.iter().map(|&(b, a)| (b.max(0) as usize, a.max(0) as usize)).collect();
+        match mode {
+            PadMode::Constant => {
+                let (x, v) = (crop(self), value.into());
+                if x.numel() == 0 {
+                    let out: Vec<usize> = x.shape().iter().zip(&pos).map(|(s, (b, a))| s + b + a).collect();
+                    return x.const_tensor(v, x.dtype()).expand(&out);
+                }
+                let base = x.pad(&pos);
+                if matches!(v, Scalar::Int(0) | Scalar::Bool(false))
+                    || matches!(v, Scalar::Float(f) if f.to_bits() == 0)
+                {
+                    return base;
+                }
+                x.ones_mask().pad(&pos).where_(&base, x.const_tensor(v, x.dtype()))
+            }
+            PadMode::Circular => {
+                let x = crop(self);
+                let xs = x.shape();
+                assert!(
+                    pos.iter().zip(&xs).all(|(&(b, a), &s)| b <= s && a <= s),
+                    "pad_with: circular pads {pads:?} wrap more than once around {xs:?}"
+                );
+                let reps: Vec<usize> = pos.iter().map(|&(b, a)| 1 + usize::from(b > 0) + usize::from(a > 0)).collect();
+                let r = x.repeat(&reps);
+                let bounds = pos
+                    .iter()
+                    .zip(xs.iter().zip(r.shape()))
+                    .map(|(&(b, a), (&s, rs))| (if b == 0 { 0 } else { s - b }, if a == 0 { rs } else { rs - s + a }));
+                r.shrink(&bounds.collect::<Vec<_>>())
+            }
+            PadMode::Reflect | PadMode::Replicate => {
+                let mut x = self.clone();
+                for (d, &(b, a)) in pos.iter().enumerate().filter(|(_, &p)| p != (0, 0)) {
+                    let s = shape[d];
+                    let (before, after) = if mode == PadMode::Reflect {
+                        assert!(b < s && a < s, "pad_with: reflect pads {pads:?} must be smaller than shape {shape:?}");
+                        (
+                            x.shrink_dim(d, (1, b + 1)).flip(&[d as isize]),
+                            x.shrink_dim(d, (s - 1 - a, s - 1)).flip(&[d as isize]),
+                        )
+                    } else {
+                        assert!(s > 0, "pad_with: cannot replicate-pad empty axis {d} of {shape:?}");
+                        (
+                            x.shrink_dim(d, (0, 1)).expand(&with_dim(&x.shape(), d, b)),
+                            x.shrink_dim(d, (s - 1, s)).expand(&with_dim(&x.shape(), d, a)),
+                        )
+                    };
+                    x = Tensor::cat(&[&before, &x, &after], d as isize);
+                }
+                crop(&x)
+            }
+        }
+    }
+
+    /// Split axis `dim` into `sizes` (one may be `-1`); the inverse of `flatten`.
+    pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Tensor {
+        let shape = self.shape();
+        let d = resolve_axis("unflatten", dim, shape.len(), &shape);
+        let mut new: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+        new.splice(d..=d, sizes.iter().copied());
+        self.try_reshape(&new).unwrap_or_else(|e| panic!("unflatten: axis {d} of {shape:?} into {sizes:?}: {e}"))
+    }
+    /// Tile the tensor `repeats[i]` times along axis `i` (`repeats` may add leading axes).
+    pub fn repeat(&self, repeats: &[usize]) -> Tensor {
+        let shape = self.shape();
+        assert!(repeats.len() >= shape.len(), "repeat: {repeats:?} has fewer entries than shape {shape:?}");
+        let base: Vec<usize> = [vec![1; repeats.len() - shape.len()], shape].concat();
+        let unsq: Vec<usize> =
+            base.iter().zip(repeats).flat_map(|(&s, &r)| if r == 1 { vec![s] } else { vec![1, s] }).collect();
+        let exp: Vec<usize> =
+            base.iter().zip(repeats).flat_map(|(&s, &r)| if r == 1 { vec![s] } else { vec![r, s] }).collect();
+        let fin: Vec<usize> = base.iter().zip(repeats).map(|(&s, &r)| s * r).collect();
+        self.reshape(&unsq).expand(&exp).reshape(&fin)
+    }
+    /// Repeat each element `repeats` times along `dim` (`None`: of the flattened tensor).
+    pub fn repeat_interleave(&self, repeats: usize, dim: Option<isize>) -> Tensor {
+        let (x, d) = match dim {
+            None => (self.flatten(0, -1), 0),
+            Some(d) => (self.clone(), resolve_axis("repeat_interleave", d, self.ndim(), &self.shape())),
+        };
+        let shape = x.shape();
+        let mut unsq = shape.clone();
+        unsq.insert(d + 1, 1);
+        let mut exp = shape.clone();
+        exp.insert(d + 1, repeats);
+        x.reshape(&unsq).expand(&exp).reshape(&with_dim(&shape, d, shape[d] * repeats))
+    }
+    /// Cut axis `dim` into pieces of the given sizes (one size: equal chunks, the last maybe smaller).
+    pub fn split(&self, sizes: impl SplitSizes, dim: isize) -> Vec<Tensor> {
+        let shape = self.shape();
+        let d = resolve_axis("split", dim, shape.len(), &shape);
+        let sizes = sizes.sizes(shape[d]);
+        assert_eq!(sizes.iter().sum::<usize>(), shape[d], "split: sizes {sizes:?} do not sum to axis {d} of {shape:?}");
+        sizes
+            .iter()
+            .scan(0, |start, &n| {
+                *start += n;
+                Some(self.shrink_dim(d, (*start - n, *start)))
+            })
+            .collect()
+    }
+    /// Split axis `dim` into `chunks` pieces of `ceil(size / chunks)` (maybe fewer pieces).
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Vec<Tensor> {
+        assert!(chunks > 0, "chunk: chunks must be positive, got 0 for shape {:?}", self.shape());
+        let d = resolve_axis("chunk", dim, self.ndim(), &self.shape());
+        match self.shape()[d] {
+            0 => self.split(vec![0; chunks], dim),
+            n => self.split(n.div_ceil(chunks), dim),
+        }
+    }
+    /// Join tensors along the existing axis `dim` (dtypes are promoted).
+    pub fn cat(tensors: &[&Tensor], dim: isize) -> Tensor {
+        Tensor::try_cat(tensors, dim).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `cat`, reporting mismatched shapes, devices or a bad axis as an error.
+    pub fn try_cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
+        let Some(first) = shapes.first() else { return Err(Error::Invalid("cat: no tensors".into())) };
+        let d = try_resolve_axis("cat", dim, first.len(), first)?;
+        let same = |s: &Vec<usize>| {
+            s.len() == first.len() && s.iter().zip(first).enumerate().all(|(i, (a, b))| i == d || a == b)
+        };
+        if !shapes.iter().all(same) {
+            return Err(Error::Invalid(format!("cat: shapes {shapes:?} differ outside axis {dim}")));
+        }
+        if tensors.iter().any(|t| t.device() != tensors[0].device()) {
+            return Err(Error::Invalid(format!("cat: tensors of shapes {shapes:?} are on different devices")));
+        }
+        let dtype = tensors.iter().map(|t| t.dtype()).reduce(DType::least_upper).unwrap_or(DType::FLOAT32);
+        let total: usize = shapes.iter().map(|s| s[d]).sum();
+        let mut start = 0;
+        let mut out: Option<Tensor> = None;
+        for t in tensors.iter().filter(|t| t.shape()[d] > 0 || total == 0) {
+            let n = t.shape()[d];
+            let p = t.cast(dtype).pad_dim(d, (start, total - start - n));
+            out = Some(match out {
+                None => p,
+                // pieces are disjoint: bools merge with a select, numbers by adding the zero padding
+                Some(acc) if dtype.is_bool() => t.ones_mask().pad_dim(d, (start, total - start - n)).where_(&p, &acc),
+                Some(acc) => acc.add(&p),
+            });
+            start += n;
+        }
+        Ok(out.expect("cat: at least one tensor"))
+    }
+    /// Join same-shaped tensors along a new axis `dim`.
+    pub fn stack(tensors: &[&Tensor], dim: isize) -> Tensor {
+        let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
+        assert!(!shapes.is_empty() && shapes.iter().all(|s| *s == shapes[0]), "stack: shapes {shapes:?} differ");
+        let d = resolve_axis("stack", dim, shapes[0].len() + 1, &shapes[0]) as isize;
+        let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
+        Tensor::cat(&parts.iter().collect::<Vec<_>>(), d)
+    }
+    /// Coordinate grids from 1-D tensors; `indexing` is `"ij"` (matrix) or `"xy"` (first two axes swapped).
+    pub fn meshgrid(tensors: &[&Tensor], indexing: &str) -> Vec<Tensor> {
+        assert!(indexing == "ij" || indexing == "xy", "meshgrid: indexing must be \"ij\" or \"xy\", got {indexing:?}");
+        let n = tensors.len();
+        let mut basis: Vec<usize> = (0..n).collect();
+        if indexing == "xy" && n >= 2 {
+            basis.swap(0, 1);
+        }
+        let shaped: Vec<Tensor> = tensors
+            .iter()
+            .zip(&basis)
+            .map(|(t, &b)| t.reshape(&[vec![-1isize], vec![1; n - 1 - b]].concat()))
+            .collect();
+        let shape = shaped
+            .iter()
+            .try_fold(vec![], |acc, t| super::elementwise::broadcast_shape(&acc, &t.shape()))
+            .expect("meshgrid: shapes broadcast");
+        shaped.iter().map(|t| t.broadcast_to(&shape)).collect()
+    }
+    /// Shift elements circularly by `shifts[i]` along `dims[i]` (empty `dims`: over the flattened tensor).
+    pub fn roll(&self, shifts: &[isize], dims: &[isize]) -> Tensor {
+        let shape = self.shape();
+        if dims.is_empty() {
+            assert_eq!(shifts.len(), 1, "roll: without dims give exactly one shift, got {shifts:?}");
+            return self.flatten(0, -1).roll(shifts, &[0]).reshape(&shape);
+        }
+        assert_eq!(shifts.len(), dims.len(), "roll: {shifts:?} and dims {dims:?} differ in length");
+        if shape.contains(&0) {
+            return self.clone();
+        }
+        let mut reps = vec![1; shape.len()];
+        let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
+        for (&s, &d) in shifts.iter().zip(dims) {
+            let d = resolve_axis("roll", d, shape.len(), &shape);
+            let delta = shape[d] - s.rem_euclid(shape[d] as isize) as usize;
+            (reps[d], bounds[d]) = (2, (delta, delta + shape[d]));
+        }
+        self.repeat(&reps).shrink(&bounds)
+    }
+    /// Sliding windows of `size` every `step` along `dim`: that axis becomes (windows), a new last axis (size).
+    pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Tensor {
+        let shape = self.shape();
+        let d = resolve_axis("unfold", dim, shape.len(), &shape);
+        assert!(step > 0 && size <= shape[d], "unfold: size {size} step {step} do not fit axis {d} of {shape:?}");
+        let mut perm: Vec<isize> = (0..shape.len() as isize).filter(|&i| i != d as isize).collect();
+        perm.push(d as isize);
+        let mut back: Vec<isize> =
+            (0..shape.len() as isize).map(|i| perm.iter().position(|&p| p == i).unwrap() as isize).collect();
+        back.push(shape.len() as isize);
+        let x = self.permute(&perm);
+        let (n, k) = (shape[d], size);
+        let o = (n - k) / step + 1;
+        let lead = &x.shape()[..shape.len() - 1];
+        let out: Vec<usize> = [lead, &[o, k]].concat();
+        if out.contains(&0) {
+            return x.shrink_dim(shape.len() - 1, (0, 0)).reshape(&out).permute(&back);
+        }
+        // repeat the row so that window w, offset j sits at flat position j*(n*f+1) + w*step (no padding needed)
+        let f = (o * step - 1).div_ceil(n).max(1);
+        let l = n * f + 1;
+        let reps: Vec<usize> = [vec![1; lead.len()], vec![(k * l).div_ceil(n)]].concat();
+        let x = x.repeat(&reps).shrink_dim(lead.len(), (0, k * l)).reshape(&[lead, &[k, l]].concat());
+        let x = x.shrink_dim(lead.len() + 1, (0, o * step)).reshape(&[lead, &[k, o, step]].concat());
+        let x = x.shrink_dim(lead.len() + 2, (0, 1)).reshape(&[lead, &[k, o]].concat());
+        x.transpose(-1, -2).permute(&back)
+    }
+    /// A square matrix with this 1-D tensor on its diagonal.
+    pub fn diag(&self) -> Tensor {
+        let shape = self.shape();
+        assert_eq!(shape.len(), 1, "diag: expected a 1-D tensor, got shape {shape:?}");
+        let n = shape[0];
+        self.unsqueeze(-1).pad(&[(0, 0), (0, n)]).flatten(0, -1).shrink(&[(0, n * n)]).reshape(&[n, n])
+    }
+    /// The diagonal of axes `dim1`, `dim2` (above it for `offset > 0`), as a new last axis.
+    pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Tensor {
+        let shape = self.shape();
+        let (a, b) =
+            (resolve_axis("diagonal", dim1, shape.len(), &shape), resolve_axis("diagonal", dim2, shape.len(), &shape));
+        assert!(a != b, "diagonal: dim1 and dim2 are both axis {a} of {shape:?}");
+        let mut perm: Vec<isize> = (0..shape.len()).filter(|&i| i != a && i != b).map(|i| i as isize).collect();
+        perm.extend([a as isize, b as isize]);
+        let x = self.permute(&perm);
+        let r = x.ndim();
+        let (rows, cols) = (shape[a], shape[b]);
+        let x = match offset {
+            o if o >= 0 => x.shrink_dim(r - 1, ((o as usize).min(cols), cols)),
+            o => x.shrink_dim(r - 2, (((-o) as usize).min(rows), rows)),
+        };
+        let xs = x.shape();
+        let lead = &xs[..r - 2];
+        let d = xs[r - 2].min(xs[r - 1]);
+        let x = x.shrink_dim(r - 2, (0, d)).shrink_dim(r - 1, (0, d)).flatten(-2, -1);
+        x.pad_dim(r - 2, (0, d))
+            .reshape(&[lead, &[d, d + 1]].concat())
+            .shrink_dim(r - 1, (0, 1))
+            .reshape(&[lead, &[d]].concat())
     }
 }
