@@ -13,6 +13,8 @@ pub enum Error {
     Io(std::io::Error),
     /// A user-facing precondition that a `try_` API reports instead of panicking.
     Invalid(String),
+    /// A file's contents break its format (corrupt or truncated safetensors, IDX, gzip ...).
+    Format(String),
 }
 
 impl fmt::Display for Error {
@@ -22,6 +24,7 @@ impl fmt::Display for Error {
             Error::Device(m) => write!(f, "device error: {m}"),
             Error::Io(e) => write!(f, "io error: {e}"),
             Error::Invalid(m) => write!(f, "{m}"),
+            Error::Format(m) => write!(f, "format error: {m}"),
         }
     }
 }

@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod context;
 pub mod counters;
+pub mod fetch;
 
 pub use context::{debug, getenv, getenv_str, Context};
 pub use counters::GlobalCounters;

@@ -1,3 +1,5 @@
-//! Neural-network support: optimizers.
+//! Neural-network support: layers, optimizers (`optim`), model state and safetensors (`state`), data sets.
 
+pub mod datasets;
 pub mod optim;
+pub mod state;
