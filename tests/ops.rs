@@ -37,16 +37,7 @@ macro_rules! known_bugs {
     };
 }
 
-known_bugs! {
-    bug_mean_of_empty: ["mean_empty"]
-        => "src bug: mean over an empty axis: the size-0 bug, and count.max(1) gives 0 where tinygrad/numpy give NaN";
-    bug_unsigned_min: ["minimum_u8_zero", "min_u8_zero"]
-        => "src bug: minimum/min are -max(-a, -b); unsigned negation wraps, so 0 never wins (tinygrad inverts \
-            ints with ~x)";
-    bug_where_weak_scalar: ["where_u8_sint", "where_s_f16"]
-        => "src bug: a scalar branch of where_ is weak against the condition, not the other branch: \
-            where_(c, 1.5, f16) is float32 (tinygrad: half), where_(c, u8, 0) is int32 (tinygrad: uchar)";
-}
+known_bugs! {}
 
 /// Tests in this file run one at a time, so `concurrent_realize_stress` controls exactly which
 /// threads realize at once.

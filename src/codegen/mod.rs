@@ -1,6 +1,7 @@
 //! Kernel AST -> linear program: an ordered list of named passes, each a `graph_rewrite`.
 
 pub mod decompose;
+pub mod fold;
 pub mod linearize;
 pub mod lower;
 pub mod opt;
@@ -48,6 +49,7 @@ pub fn kernel_name(ast: &UOp) -> String {
 pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let name = kernel_name(ast);
     let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
+    let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
     let opts = opt::hand_coded_optimizations(&ast, crate::runtime::pool::cpu_threads());
     if debug() >= 3 {
         eprintln!("{name}: opts {opts:?}");

@@ -1,5 +1,6 @@
 //! Neural-network support: layers, optimizers (`optim`), model state and safetensors (`state`), data sets.
 
 pub mod datasets;
+pub mod layers;
 pub mod optim;
 pub mod state;

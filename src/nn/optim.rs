@@ -6,18 +6,21 @@ use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::tensor::Tensor;
 
-/// Shared optimizer state: the parameters and a learning rate held in a tensor, so changing it
-/// between steps changes no kernel.
+/// Shared optimizer state: the parameters, the model's other tensors (`buffers`, such as
+/// running statistics: realized with each step, never updated by it), and a learning rate held
+/// in a tensor, so changing it between steps changes no kernel.
 pub struct Params {
     pub params: Vec<Tensor>,
+    pub buffers: Vec<Tensor>,
     lr: Tensor,
 }
 
 impl Params {
-    fn new(params: &[Tensor], lr: f64) -> Params {
-        let params: Vec<Tensor> =
-            params.iter().filter(|p| p.dtype().is_float()).map(|p| p.requires_grad(true)).collect();
-        Params { params, lr: Tensor::full_dtype(&[], lr, DType::FLOAT32).contiguous().realize() }
+    fn new(tensors: &[Tensor], lr: f64) -> Params {
+        let (params, buffers): (Vec<Tensor>, Vec<Tensor>) =
+            tensors.iter().cloned().partition(|t| t.dtype().is_float() && t.requires_grad_flag() != Some(false));
+        let params = params.iter().map(|p| p.requires_grad(true)).collect();
+        Params { params, buffers, lr: Tensor::full_dtype(&[], lr, DType::FLOAT32).contiguous().realize() }
     }
     fn grads(&self) -> Vec<Tensor> {
         self.params
@@ -46,7 +49,9 @@ pub trait Optimizer {
             "optimizer step outside training: wrap it in Context::new(&[(\"TRAINING\", 1)])"
         );
         let grads = self.state().grads();
-        self.updates(&grads)
+        let mut out = self.updates(&grads);
+        out.extend(self.state().buffers.iter().cloned());
+        out
     }
     /// Run one step now.
     fn step(&mut self) {

@@ -114,14 +114,17 @@ impl Tensor {
     pub fn ones(shape: &[usize]) -> Tensor {
         Tensor::full(shape, 1.0f32)
     }
+    /// Zeros of this tensor's shape and dtype, on its device.
     pub fn zeros_like(&self) -> Tensor {
-        Tensor::full_dtype(&self.shape(), 0, self.dtype())
+        self.full_like(0)
     }
+    /// Ones of this tensor's shape and dtype, on its device.
     pub fn ones_like(&self) -> Tensor {
-        Tensor::full_dtype(&self.shape(), 1, self.dtype())
+        self.full_like(1)
     }
+    /// `value` in this tensor's shape and dtype, on its device.
     pub fn full_like(&self, value: impl Into<Scalar>) -> Tensor {
-        Tensor::full_dtype(&self.shape(), value, self.dtype())
+        self.const_tensor(value.into(), self.dtype()).expand(&self.shape())
     }
     /// `0, 1, ..., n-1` as int32.
     pub fn arange(n: usize) -> Tensor {
@@ -138,10 +141,22 @@ impl Tensor {
         }
         Tensor::from_bytes(&bytes, &[n], dtype, &default_device())
     }
+    /// `steps` evenly spaced float32 values from `start` to `stop`, both included.
+    pub fn linspace(start: f64, stop: f64, steps: usize) -> Tensor {
+        if steps == 1 {
+            return Tensor::full(&[1], start as f32);
+        }
+        let step = (stop - start) / (steps as f64 - 1.0);
+        Tensor::arange(steps).mul(step).add(start)
+    }
     /// The `n`×`n` identity matrix (float32).
     pub fn eye(n: usize) -> Tensor {
-        let i = Tensor::arange(n).reshape(&[n, 1]);
-        let j = Tensor::arange(n).reshape(&[1, n]);
+        Tensor::eye_rect(n, n)
+    }
+    /// The `rows`×`cols` matrix with ones on the main diagonal (float32; tinygrad's `eye(n, m)`).
+    pub fn eye_rect(rows: usize, cols: usize) -> Tensor {
+        let i = Tensor::arange(rows).reshape(&[rows, 1]);
+        let j = Tensor::arange(cols).reshape(&[1, cols]);
         i.eq(&j).cast(DType::FLOAT32)
     }
 }

@@ -1,10 +1,14 @@
-//! Elementwise math: unary ops, broadcasting binary ops with dtype promotion, and operators.
+//! Elementwise math: unary ops, broadcasting binary ops with dtype promotion, casts, and operators.
+//!
+//! Everything here is composed from the ALU primitives (tinygrad's definitions, with a few forms
+//! chosen for accuracy or for a finite gradient at the edges, noted where they differ).
 
+use std::f64::consts::{FRAC_PI_2, LN_2, LOG2_E};
 use std::ops;
 
 use super::Tensor;
 use crate::dtype::DType;
-use crate::uop::{ConstValue, Ops, UOp};
+use crate::uop::{Arg, ConstValue, Ops, UOp};
 
 /// A Rust scalar operand. Like a Python scalar in tinygrad it is *weak*: `t * 2.0` keeps `t`'s
 /// float dtype, and only a float scalar turns an integer tensor into a float one.
@@ -62,16 +66,26 @@ impl From<bool> for Scalar {
 pub trait Operand {
     /// This operand as a tensor broadcastable with `lhs`, and the dtype the op computes in.
     fn with(self, lhs: &Tensor) -> (Tensor, DType);
+    /// The operand if it is a tensor (a scalar has no dtype of its own until paired).
+    fn as_tensor(&self) -> Option<Tensor> {
+        None
+    }
 }
 
 impl Operand for &Tensor {
     fn with(self, lhs: &Tensor) -> (Tensor, DType) {
         (self.clone(), DType::least_upper(lhs.dtype(), self.dtype()))
     }
+    fn as_tensor(&self) -> Option<Tensor> {
+        Some((*self).clone())
+    }
 }
 impl Operand for Tensor {
     fn with(self, lhs: &Tensor) -> (Tensor, DType) {
         (&self).with(lhs)
+    }
+    fn as_tensor(&self) -> Option<Tensor> {
+        Some(self.clone())
     }
 }
 impl<S: Into<Scalar>> Operand for S {
@@ -80,6 +94,15 @@ impl<S: Into<Scalar>> Operand for S {
         let dtype = s.weak_with(lhs.dtype());
         (lhs.const_tensor(s, dtype), dtype)
     }
+}
+
+/// How `div_mode` rounds the quotient (torch's and tinygrad's `rounding_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundingMode {
+    /// Toward zero (C integer division).
+    Trunc,
+    /// Toward negative infinity (Python `//`).
+    Floor,
 }
 
 /// numpy broadcasting of two shapes, or `None` if they are incompatible.
@@ -98,12 +121,38 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// `coeffs[0]*x^(n-1) + ... + coeffs[n-1]` by Horner's rule.
+pub(crate) fn polyn(x: &Tensor, coeffs: &[f64]) -> Tensor {
+    let (first, rest) = coeffs.split_first().expect("polyn: no coefficients");
+    rest.iter().fold(x.const_tensor(Scalar::Float(*first), x.dtype()), |acc, &c| acc.mul(x).add(c))
+}
+
+/// `value` in the forward pass with the gradient of `surrogate` (which must be finite where the
+/// gradient matters): `value` itself is detached, so it may use ops without a gradient rule.
+pub(crate) fn value_with_grad_of(value: &Tensor, surrogate: &Tensor) -> Tensor {
+    let zero = surrogate.detach().sub(surrogate); // exactly +0 wherever the surrogate is finite
+    zero.eq(0.0).where_(value.detach().sub(&zero), value.detach())
+}
+
+/// Whether a C remainder `r` of a division by `b` needs `+ b` to take the divisor's sign (Python).
+fn floor_fix(r: &Tensor, b: &Tensor) -> Tensor {
+    r.ne(0).bitwise_and(r.lt(0).ne(b.lt(0)))
+}
+
 impl Tensor {
     /// A scalar constant of `dtype` with this tensor's rank (all dims 1), on its device.
     pub(crate) fn const_tensor(&self, s: Scalar, dtype: DType) -> Tensor {
         let c = UOp::constant(dtype, s.value());
-        let u = UOp::new(Ops::Reshape, dtype, vec![c], crate::uop::Arg::Shape(vec![1; self.ndim()]));
+        let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(vec![1; self.ndim()]));
         self.lift(u)
+    }
+    /// The scalar this tensor is a broadcast constant of, if it is one.
+    fn const_scalar(&self) -> Option<ConstValue> {
+        let mut u = self.uop();
+        while matches!(u.op(), Ops::Reshape | Ops::Expand) {
+            u = u.src()[0].clone();
+        }
+        u.const_value()
     }
     /// This tensor broadcast to `shape` (numpy rules).
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
@@ -121,37 +170,115 @@ impl Tensor {
     fn unary(&self, op: Ops) -> Tensor {
         self.lift(self.uop().alu(op, &[]))
     }
-    /// A float version of this tensor (ints become float32).
-    fn float(&self) -> Tensor {
+    /// This tensor in its float dtype for float math (ints and bools become float32).
+    pub(crate) fn promote_float(&self) -> Tensor {
         self.cast(self.dtype().to_float())
+    }
+    /// `f` computed in at least float32 (as tinygrad does for half inputs), cast back to the float dtype.
+    fn in_f32(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+        let x = self.promote_float();
+        f(&x.cast(DType::least_upper(x.dtype(), DType::FLOAT32))).cast(x.dtype())
+    }
+    /// `self` and `rhs` cast to `dtype` and broadcast to their common shape (`op` names panics).
+    fn broadcast_pair(&self, op: &str, rhs: &Tensor, dtype: DType) -> (Tensor, Tensor) {
+        assert_eq!(self.device(), rhs.device(), "{op}: operands on different devices");
+        let shape = broadcast_shape(&self.shape(), &rhs.shape())
+            .unwrap_or_else(|| panic!("{op}: shapes {:?} and {:?} do not broadcast", self.shape(), rhs.shape()));
+        (self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape))
+    }
+    /// `self` and an operand, promoted to their common dtype and broadcast.
+    fn pair(&self, op: &str, rhs: impl Operand) -> (Tensor, Tensor) {
+        let (r, dtype) = rhs.with(self);
+        self.broadcast_pair(op, &r, dtype)
     }
     /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op`.
     fn binary(&self, op: Ops, rhs: &Tensor, dtype: DType) -> Tensor {
-        assert_eq!(self.device(), rhs.device(), "{}: operands on different devices", op.name());
-        let shape = broadcast_shape(&self.shape(), &rhs.shape()).unwrap_or_else(|| {
-            panic!("{}: shapes {:?} and {:?} do not broadcast", op.name(), self.shape(), rhs.shape())
-        });
-        let (a, b) = (self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape));
+        let (a, b) = self.broadcast_pair(&op.name().to_lowercase(), rhs, dtype);
         self.lift(a.uop().alu(op, &[&b.uop()]))
     }
     fn binop(&self, op: Ops, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
         self.binary(op, &r, dtype)
     }
+    /// A binary op defined on integers (and bools, if `bools`) only.
+    fn int_binop(&self, op: Ops, name: &str, rhs: impl Operand, bools: bool) -> Tensor {
+        let (r, dtype) = rhs.with(self);
+        assert!(
+            dtype.is_int() || (bools && dtype.is_bool()),
+            "{name}: needs integer{} operands, got {:?} {:?} and {:?} {:?}",
+            if bools { " or bool" } else { "" },
+            self.dtype(),
+            self.shape(),
+            r.dtype(),
+            r.shape()
+        );
+        self.binary(op, &r, dtype)
+    }
 
+    // ***** casts *****
+
+    /// This tensor converted to `dtype` (C cast semantics).
     pub fn cast(&self, dtype: DType) -> Tensor {
         if self.dtype() == dtype {
             return self.clone();
         }
         self.lift(self.uop().cast(dtype))
     }
+    /// The same bits read as `dtype`, which must have the same itemsize.
+    pub fn bitcast(&self, dtype: DType) -> Tensor {
+        let (from, shape) = (self.dtype(), self.shape());
+        assert_eq!(
+            from.itemsize(),
+            dtype.itemsize(),
+            "bitcast: {from:?} and {dtype:?} differ in size (shape {shape:?})"
+        );
+        if from == dtype {
+            return self.clone();
+        }
+        let u = self.uop();
+        self.lift(UOp::new(Ops::Bitcast, dtype, vec![u], Arg::None))
+    }
+    /// Cast to float32.
+    pub fn float(&self) -> Tensor {
+        self.cast(DType::FLOAT32)
+    }
+    /// Cast to float16.
+    pub fn half(&self) -> Tensor {
+        self.cast(DType::FLOAT16)
+    }
+    /// Cast to bfloat16.
+    pub fn bfloat16(&self) -> Tensor {
+        self.cast(DType::BFLOAT16)
+    }
+    /// Cast to float64.
+    pub fn double(&self) -> Tensor {
+        self.cast(DType::FLOAT64)
+    }
+    /// Cast to int32.
+    pub fn int(&self) -> Tensor {
+        self.cast(DType::INT32)
+    }
+    /// Cast to int64.
+    pub fn long(&self) -> Tensor {
+        self.cast(DType::INT64)
+    }
+    /// Cast to bool (non-zero is true).
+    pub fn bool(&self) -> Tensor {
+        self.cast(DType::BOOL)
+    }
+
+    // ***** binary *****
+
+    /// `self + rhs` with broadcasting and promotion.
     pub fn add(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::Add, rhs)
     }
+    /// `self - rhs`.
     pub fn sub(&self, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
         self.binary(Ops::Add, &r.cast(dtype).neg(), dtype)
     }
+    /// `self * rhs`.
     pub fn mul(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::Mul, rhs)
     }
@@ -164,40 +291,186 @@ impl Tensor {
     pub fn idiv(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::IDiv, rhs)
     }
+    /// Division with an optional rounding mode (`None`: true division), as torch's `div`.
+    /// Integers stay integers when rounded; float floor division follows Python exactly.
+    pub fn div_mode(&self, rhs: impl Operand, mode: Option<RoundingMode>) -> Tensor {
+        let (a, b) = self.pair("div", rhs);
+        let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
+        let int = a.dtype().is_int();
+        match mode {
+            None => a.div(&b),
+            Some(RoundingMode::Trunc) if int => a.idiv(&b),
+            Some(RoundingMode::Trunc) => a.div(&b).trunc(),
+            Some(RoundingMode::Floor) if int => {
+                let q = a.idiv(&b);
+                floor_fix(&a.binop(Ops::Mod, &b), &b).where_(q.sub(1), &q)
+            }
+            Some(RoundingMode::Floor) => {
+                // Python's float `//`: the quotient of the exact remainder, corrected to the floor.
+                let r = a.binop(Ops::Mod, &b);
+                let q = a.sub(&r).div(&b);
+                let q = floor_fix(&r, &b).where_(q.sub(1.0), &q);
+                let f = q.floor();
+                let f = q.sub(&f).gt(0.5).where_(f.add(1.0), &f);
+                let f = q.eq(0.0).where_(a.div(&b).mul(0.0), &f);
+                let exact = b.eq(0.0).where_(a.div(&b), &f);
+                value_with_grad_of(&exact, &a.div(&b).trunc())
+            }
+        }
+    }
+    /// Remainder with the sign of the divisor (Python `%`, torch `remainder`); exact for floats.
+    pub fn mod_(&self, rhs: impl Operand) -> Tensor {
+        let (a, b) = self.pair("mod", rhs);
+        let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
+        let r = a.binop(Ops::Mod, &b);
+        let r = floor_fix(&r, &b).where_(r.add(&b), &r);
+        if a.dtype().is_int() {
+            return r;
+        }
+        value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach())))
+    }
+    /// Remainder with the sign of the dividend (C `fmod`, torch `fmod`); exact for floats.
+    pub fn fmod(&self, rhs: impl Operand) -> Tensor {
+        let (a, b) = self.pair("fmod", rhs);
+        let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
+        let r = a.binop(Ops::Mod, &b);
+        if a.dtype().is_int() {
+            return r;
+        }
+        value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach())))
+    }
+    /// `self ** rhs`. Floats use the POW op (C `pow`: negative bases with integral exponents,
+    /// `0^0 = 1`, ...); integers use exact wrapping square-and-multiply (torch's integer `pow`).
+    pub fn pow(&self, rhs: impl Operand) -> Tensor {
+        let (a, e) = self.pair("pow", rhs);
+        if !a.dtype().is_int() {
+            let (a, e) = (a.promote_float(), e.promote_float());
+            return a.lift(a.uop().alu(Ops::Pow, &[&e.uop()]));
+        }
+        // negative exponents: 1 for a base of 1, +-1 for -1, else 0 (as torch)
+        let odd = e.bitwise_and(1).ne(0);
+        let unit = a.eq(-1).where_(odd.where_(-1, 1).cast(a.dtype()), a.eq(1).cast(a.dtype()));
+        let (mut acc, mut p) = (a.const_tensor(Scalar::Int(1), a.dtype()).expand(&a.shape()), a.clone());
+        match e.const_scalar().map(|c| c.as_i64()) {
+            Some(n) if n < 0 && e.dtype().is_signed() => return unit,
+            Some(n) => {
+                let n = n as u64;
+                for i in 0..64 - n.leading_zeros() {
+                    if n >> i & 1 == 1 {
+                        acc = acc.mul(&p);
+                    }
+                    p = p.mul(&p);
+                }
+                return acc;
+            }
+            // square-and-multiply over every bit of the exponent
+            None => {
+                for i in 0..e.dtype().bits() - e.dtype().is_signed() as u32 {
+                    acc = e.rshift(i as i64).bitwise_and(1).ne(0).where_(acc.mul(&p), &acc);
+                    p = p.mul(&p);
+                }
+            }
+        }
+        if e.dtype().is_signed() {
+            e.lt(0).where_(&unit, &acc)
+        } else {
+            acc
+        }
+    }
+    /// The larger of `self` and `rhs` (NaN if either is NaN).
     pub fn maximum(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::Max, rhs)
     }
+    /// The smaller of `self` and `rhs`.
     pub fn minimum(&self, rhs: impl Operand) -> Tensor {
-        let (r, dtype) = rhs.with(self);
-        self.cast(dtype).neg().maximum(r.cast(dtype).neg()).neg()
+        let (a, b) = self.pair("minimum", rhs);
+        if a.dtype().is_float() {
+            a.neg().maximum(b.neg()).neg()
+        } else {
+            a.lt(&b).where_(&a, &b)
+        }
     }
+    /// `|self|` with the sign of `other` (a negative zero counts as negative).
+    pub fn copysign(&self, other: impl Operand) -> Tensor {
+        let (a, b) = self.pair("copysign", other);
+        let mag = a.abs();
+        b.lt(0).bitwise_or(b.reciprocal().lt(0)).where_(mag.neg(), &mag)
+    }
+    /// `log(exp(self) + exp(other))`, computed stably (infinities included).
+    pub fn logaddexp(&self, other: impl Operand) -> Tensor {
+        let (a, b) = self.pair("logaddexp", other);
+        let (a, b) = (a.promote_float(), b.promote_float());
+        let m = a.maximum(&b);
+        let shifted = |t: &Tensor| t.eq(&m).where_(0.0, t.sub(&m)).exp();
+        shifted(&a).add(shifted(&b)).log().add(&m)
+    }
+    /// Bitwise AND of integers, logical AND of bools.
+    pub fn bitwise_and(&self, rhs: impl Operand) -> Tensor {
+        self.int_binop(Ops::And, "bitwise_and", rhs, true)
+    }
+    /// Bitwise OR of integers, logical OR of bools.
+    pub fn bitwise_or(&self, rhs: impl Operand) -> Tensor {
+        self.int_binop(Ops::Or, "bitwise_or", rhs, true)
+    }
+    /// Bitwise XOR of integers, logical XOR of bools.
+    pub fn bitwise_xor(&self, rhs: impl Operand) -> Tensor {
+        self.int_binop(Ops::Xor, "bitwise_xor", rhs, true)
+    }
+    /// Bitwise NOT of integers (`!x`), logical NOT of bools.
+    pub fn bitwise_not(&self) -> Tensor {
+        let dt = self.dtype();
+        assert!(dt.is_int() || dt.is_bool(), "bitwise_not: needs an integer or bool tensor, got {dt:?}");
+        if dt.is_bool() {
+            return self.logical_not();
+        }
+        self.bitwise_xor(self.const_tensor(Scalar::Int(-1), dt))
+    }
+    /// `self << rhs` for integers.
+    pub fn lshift(&self, rhs: impl Operand) -> Tensor {
+        self.int_binop(Ops::Shl, "lshift", rhs, false)
+    }
+    /// `self >> rhs` for integers (arithmetic for signed ones).
+    pub fn rshift(&self, rhs: impl Operand) -> Tensor {
+        self.int_binop(Ops::Shr, "rshift", rhs, false)
+    }
+
+    // ***** comparisons and selection *****
+
     /// `self < rhs` as bool.
     pub fn cmplt(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::CmpLt, rhs)
     }
+    /// `self < rhs` as bool.
     pub fn lt(&self, rhs: impl Operand) -> Tensor {
         self.cmplt(rhs)
     }
+    /// `self > rhs` as bool.
     pub fn gt(&self, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
         r.binary(Ops::CmpLt, self, dtype)
     }
+    /// `self >= rhs` as bool (true for NaN, as tinygrad: `!(self < rhs)`).
     pub fn ge(&self, rhs: impl Operand) -> Tensor {
         self.lt(rhs).logical_not()
     }
+    /// `self <= rhs` as bool (true for NaN, as tinygrad: `!(self > rhs)`).
     pub fn le(&self, rhs: impl Operand) -> Tensor {
         self.gt(rhs).logical_not()
     }
+    /// `self != rhs` as bool.
     pub fn ne(&self, rhs: impl Operand) -> Tensor {
         self.binop(Ops::CmpNe, rhs)
     }
+    /// `self == rhs` as bool.
     pub fn eq(&self, rhs: impl Operand) -> Tensor {
         self.ne(rhs).logical_not()
     }
-    /// Elementwise `cond ? a : b` with broadcasting; `self` is the condition.
+    /// Elementwise `cond ? a : b` with broadcasting; `self` is the condition. A scalar branch takes
+    /// the other branch's dtype when it fits (weak, like a Python scalar).
     pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
-        let (ta, _) = a.with(self);
-        let (tb, _) = b.with(self);
+        let reference = a.as_tensor().or_else(|| b.as_tensor()).unwrap_or_else(|| self.clone());
+        let (ta, _) = a.with(&reference);
+        let (tb, _) = b.with(&reference);
         let dtype = DType::least_upper(ta.dtype(), tb.dtype());
         let shape = [self.shape(), ta.shape(), tb.shape()]
             .iter()
@@ -209,64 +482,215 @@ impl Tensor {
         let (ta, tb) = (ta.cast(dtype).broadcast_to(&shape), tb.cast(dtype).broadcast_to(&shape));
         self.lift(UOp::where_(&c.uop(), &ta.uop(), &tb.uop()))
     }
+    /// `self` limited to `[min, max]` (either bound may be `None`, not both).
+    pub fn clamp<S: Into<Scalar>>(&self, min: Option<S>, max: Option<S>) -> Tensor {
+        assert!(min.is_some() || max.is_some(), "clamp: at least one of min and max must be given");
+        let lo = match min {
+            Some(m) => {
+                let m = m.into();
+                self.lt(m).where_(m, self)
+            }
+            None => self.clone(),
+        };
+        match max {
+            Some(m) => {
+                let m = m.into();
+                lo.gt(m).where_(m, &lo)
+            }
+            None => lo,
+        }
+    }
+    /// `self + (end - self) * weight`.
+    pub fn lerp(&self, end: &Tensor, weight: impl Operand) -> Tensor {
+        self.add(end.sub(self).mul(weight))
+    }
 
+    // ***** unary *****
+
+    /// `-self` (logical NOT for bools).
     pub fn neg(&self) -> Tensor {
         self.unary(Ops::Neg)
     }
+    /// `!self` as bool (non-zero is true).
     pub fn logical_not(&self) -> Tensor {
         self.cast(DType::BOOL).unary(Ops::Neg)
     }
+    /// `2^self`.
     pub fn exp2(&self) -> Tensor {
-        self.float().unary(Ops::Exp2)
+        self.promote_float().unary(Ops::Exp2)
     }
+    /// Base-2 logarithm.
     pub fn log2(&self) -> Tensor {
-        self.float().unary(Ops::Log2)
+        self.promote_float().unary(Ops::Log2)
     }
+    /// `e^self`.
     pub fn exp(&self) -> Tensor {
-        self.float().mul(std::f64::consts::LOG2_E).exp2()
+        self.in_f32(|x| x.mul(LOG2_E).exp2())
     }
+    /// Natural logarithm.
     pub fn log(&self) -> Tensor {
-        self.log2().mul(std::f64::consts::LN_2)
+        self.in_f32(|x| x.log2().mul(LN_2))
     }
+    /// Square root.
     pub fn sqrt(&self) -> Tensor {
-        self.float().unary(Ops::Sqrt)
+        self.promote_float().unary(Ops::Sqrt)
     }
+    /// `1 / sqrt(self)`.
+    pub fn rsqrt(&self) -> Tensor {
+        self.sqrt().reciprocal()
+    }
+    /// Sine (radians).
     pub fn sin(&self) -> Tensor {
-        self.float().unary(Ops::Sin)
+        self.promote_float().unary(Ops::Sin)
     }
+    /// Cosine, as `1 - 2 sin^2(x/2)` (accurate for large arguments, unlike `sin(pi/2 - x)`).
+    pub fn cos(&self) -> Tensor {
+        self.in_f32(|x| {
+            let h = x.mul(0.5).sin();
+            h.mul(&h).mul(-2.0).add(1.0)
+        })
+    }
+    /// Tangent, `sin / cos`.
+    pub fn tan(&self) -> Tensor {
+        self.sin().div(self.cos())
+    }
+    /// Arcsine by Abramowitz-Stegun 4.4.46 (|error| < 3e-8), odd-extended from `[0, 1]`.
+    pub fn asin(&self) -> Tensor {
+        const C: [f64; 8] = [
+            -0.0012624911,
+            0.0066700901,
+            -0.0170881256,
+            0.0308918810,
+            -0.0501743046,
+            0.0889789874,
+            -0.2145988016,
+            1.5707963050,
+        ];
+        self.promote_float().odd(|y| y.neg().add(1.0).sqrt().mul(polyn(y, &C)).neg().add(FRAC_PI_2))
+    }
+    /// Arccosine, `pi/2 - asin`.
+    pub fn acos(&self) -> Tensor {
+        self.asin().neg().add(FRAC_PI_2)
+    }
+    /// Arctangent by Abramowitz-Stegun 4.4.49 on `[0, 1]` and `pi/2 - atan(1/x)` above (finite
+    /// gradient everywhere, unlike tinygrad's `asin(x / sqrt(1 + x^2))`).
+    pub fn atan(&self) -> Tensor {
+        const C: [f64; 9] = [
+            0.0028662257,
+            -0.0161657367,
+            0.0429096138,
+            -0.0752896400,
+            0.1065626393,
+            -0.1420889944,
+            0.1999355085,
+            -0.3333314528,
+            1.0,
+        ];
+        self.promote_float().odd(|y| {
+            let big = y.gt(1.0);
+            let u = big.where_(big.where_(y, 1.0).reciprocal(), y);
+            let p = u.mul(polyn(&u.mul(&u), &C));
+            big.where_(p.neg().add(FRAC_PI_2), &p)
+        })
+    }
+    /// `f(|x|)` with the sign of `x` (`f` odd), with `|x|`'s gradient taken as +1 at 0.
+    pub(crate) fn odd(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+        let neg = self.lt(0);
+        let r = f(&neg.where_(self.neg(), self));
+        neg.where_(r.neg(), &r)
+    }
+    /// `1 / self`.
     pub fn reciprocal(&self) -> Tensor {
-        self.float().unary(Ops::Recip)
+        self.promote_float().unary(Ops::Recip)
     }
+    /// Round toward zero.
     pub fn trunc(&self) -> Tensor {
         self.unary(Ops::Trunc)
     }
+    /// Round toward positive infinity.
+    pub fn ceil(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            return self.clone();
+        }
+        let t = self.trunc();
+        self.gt(&t).where_(t.add(1), &t)
+    }
+    /// Round toward negative infinity.
+    pub fn floor(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            return self.clone();
+        }
+        let t = self.trunc();
+        self.lt(&t).where_(t.sub(1), &t)
+    }
+    /// Round to the nearest integer, halves to even (as torch).
+    pub fn round(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            return self.clone();
+        }
+        let t = self.trunc();
+        let half = t.div(2.0);
+        let even_down = self.gt(0).eq(half.trunc().eq(&half));
+        let r = even_down.where_(self.sub(0.5).ceil(), self.add(0.5).floor());
+        t.eq(self).where_(self, &r) // integral values (all large ones) stay exact
+    }
+    /// Whether each element is +inf or -inf.
+    pub fn isinf(&self) -> Tensor {
+        self.eq(f64::INFINITY).bitwise_or(self.eq(f64::NEG_INFINITY))
+    }
+    /// Whether each element is NaN.
+    pub fn isnan(&self) -> Tensor {
+        self.ne(self)
+    }
+    /// Whether each element is neither infinite nor NaN.
+    pub fn isfinite(&self) -> Tensor {
+        self.isinf().bitwise_or(self.isnan()).logical_not()
+    }
+    /// `self * self`.
+    pub fn square(&self) -> Tensor {
+        self.mul(self)
+    }
+    /// -1, 0 or 1 by the sign of each element (NaN stays NaN).
+    pub fn sign(&self) -> Tensor {
+        let dt = self.dtype();
+        let c = |v: i64| self.const_tensor(Scalar::Int(v), dt);
+        let s = self.ne(0).where_(self.lt(0).where_(c(-1), c(1)), c(0));
+        if dt.is_float() {
+            self.isnan().where_(self, &s)
+        } else {
+            s
+        }
+    }
+    /// `|self|`, as `self * sign(self)` (gradient 0 at 0, as torch).
+    pub fn abs(&self) -> Tensor {
+        self.mul(self.sign())
+    }
+    /// `max(self, 0)`, with gradient 0 at 0 and NaN passed through (as torch).
     pub fn relu(&self) -> Tensor {
-        self.maximum(0)
+        self.gt(0).bitwise_or(self.isnan()).where_(self, 0)
     }
 }
 
 macro_rules! operator {
-    ($trait:ident, $method:ident) => {
+    ($trait:ident, $method:ident, $fn:ident; $($s:ty),*) => {
         impl<R: Operand> ops::$trait<R> for &Tensor {
             type Output = Tensor;
             fn $method(self, rhs: R) -> Tensor {
-                Tensor::$method(self, rhs)
+                Tensor::$fn(self, rhs)
             }
         }
         impl<R: Operand> ops::$trait<R> for Tensor {
             type Output = Tensor;
             fn $method(self, rhs: R) -> Tensor {
-                Tensor::$method(&self, rhs)
+                Tensor::$fn(&self, rhs)
             }
         }
-        operator!(@scalar $trait, $method, f32, f64, i32, i64);
-    };
-    (@scalar $trait:ident, $method:ident, $($s:ty),*) => {$(
+        $(
         impl ops::$trait<&Tensor> for $s {
             type Output = Tensor;
             fn $method(self, rhs: &Tensor) -> Tensor {
                 let dtype = Scalar::from(self).weak_with(rhs.dtype());
-                Tensor::$method(&rhs.const_tensor(Scalar::from(self), dtype), rhs)
+                Tensor::$fn(&rhs.const_tensor(Scalar::from(self), dtype), rhs)
             }
         }
         impl ops::$trait<Tensor> for $s {
@@ -275,12 +699,19 @@ macro_rules! operator {
                 self.$method(&rhs)
             }
         }
-    )*};
+        )*
+    };
 }
-operator!(Add, add);
-operator!(Sub, sub);
-operator!(Mul, mul);
-operator!(Div, div);
+operator!(Add, add, add; f32, f64, i32, i64);
+operator!(Sub, sub, sub; f32, f64, i32, i64);
+operator!(Mul, mul, mul; f32, f64, i32, i64);
+operator!(Div, div, div; f32, f64, i32, i64);
+operator!(Rem, rem, mod_; f32, f64, i32, i64);
+operator!(BitAnd, bitand, bitwise_and; i32, i64, bool);
+operator!(BitOr, bitor, bitwise_or; i32, i64, bool);
+operator!(BitXor, bitxor, bitwise_xor; i32, i64, bool);
+operator!(Shl, shl, lshift; i32, i64);
+operator!(Shr, shr, rshift; i32, i64);
 
 impl ops::Neg for &Tensor {
     type Output = Tensor;
@@ -292,5 +723,17 @@ impl ops::Neg for Tensor {
     type Output = Tensor;
     fn neg(self) -> Tensor {
         Tensor::neg(&self)
+    }
+}
+impl ops::Not for &Tensor {
+    type Output = Tensor;
+    fn not(self) -> Tensor {
+        self.bitwise_not()
+    }
+}
+impl ops::Not for Tensor {
+    type Output = Tensor;
+    fn not(self) -> Tensor {
+        self.bitwise_not()
     }
 }

@@ -1,1 +1,351 @@
-//! (being written)
+//! Activations, normalization, attention and losses: tinygrad's functional API, every one composed
+//! from tensor ops (so each is differentiable through the primitive gradient rules).
+
+use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
+
+use super::elementwise::{polyn, Scalar};
+use super::reduce::Axes;
+use super::Tensor;
+use crate::dtype::DType;
+
+/// How a loss reduces its per-element values (torch's and tinygrad's `reduction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reduction {
+    /// Keep the per-element losses.
+    None,
+    /// Their mean.
+    #[default]
+    Mean,
+    /// Their sum.
+    Sum,
+}
+
+/// `loss` reduced as asked.
+fn reduce_loss(loss: &Tensor, reduction: Reduction) -> Tensor {
+    match reduction {
+        Reduction::None => loss.clone(),
+        Reduction::Sum => loss.sum(None::<isize>, false),
+        Reduction::Mean => loss.mean(None::<isize>, false),
+    }
+}
+
+/// `y == class` for every class along a new axis `dim` of size `n` (tinygrad's `_one_hot_along_dim`):
+/// `y` must have size 1 at `dim` already.
+fn class_mask(y: &Tensor, n: usize, dim: usize) -> Tensor {
+    assert!(y.dtype().is_int(), "class labels must be an integer tensor, got {:?} of shape {:?}", y.dtype(), y.shape());
+    let mut shape = vec![1usize; y.ndim() - dim];
+    shape[0] = n;
+    y.eq(Tensor::arange(n).to(y.device()).reshape(&shape))
+}
+
+/// All-true bool tensor shaped like `t`.
+fn all_true(t: &Tensor) -> Tensor {
+    t.const_tensor(Scalar::Bool(true), DType::BOOL).expand(&t.shape())
+}
+
+impl Tensor {
+    // ***** activations *****
+
+    /// `1 / (1 + e^-x)`, from `e^-|x|` so no exponential overflows (finite gradient everywhere).
+    pub fn sigmoid(&self) -> Tensor {
+        let x = self.promote_float();
+        let pos = x.ge(0.0);
+        let e = pos.where_(x.neg(), &x).exp();
+        pos.where_(1.0, &e).div(e.add(1.0))
+    }
+    /// `log(sigmoid(x))`, as `-softplus(-x)`.
+    pub fn logsigmoid(&self) -> Tensor {
+        self.neg().softplus().neg()
+    }
+    /// `clip(x / 6 + 1 / 2, 0, 1)` (torch's defaults `alpha = 1/6`, `beta = 0.5`).
+    pub fn hardsigmoid(&self) -> Tensor {
+        self.hardsigmoid_with(1.0 / 6.0, 0.5)
+    }
+    /// `clip(alpha * x + beta, 0, 1)`.
+    pub fn hardsigmoid_with(&self, alpha: f64, beta: f64) -> Tensor {
+        self.mul(alpha).add(beta).hardtanh_with(0.0, 1.0)
+    }
+    /// Exponential linear unit with `alpha = 1`.
+    pub fn elu(&self) -> Tensor {
+        self.elu_with(1.0)
+    }
+    /// `x > 0 ? x : alpha * (e^x - 1)` (the exponential never sees a positive x, so no overflow).
+    pub fn elu_with(&self, alpha: f64) -> Tensor {
+        let pos = self.gt(0);
+        pos.where_(self, pos.where_(0.0, self).exp().sub(1.0).mul(alpha))
+    }
+    /// Continuously differentiable ELU with `alpha = 1`.
+    pub fn celu(&self) -> Tensor {
+        self.celu_with(1.0)
+    }
+    /// `max(0, x) + min(0, alpha * (e^(x/alpha) - 1))`.
+    pub fn celu_with(&self, alpha: f64) -> Tensor {
+        self.div(alpha).elu().mul(alpha)
+    }
+    /// Scaled ELU with torch's constants (`alpha = 1.6732632...`, `scale = 1.0507009...`).
+    pub fn selu(&self) -> Tensor {
+        self.selu_with(1.673_263_242_354_377_3, 1.050_700_987_355_480_5)
+    }
+    /// `gamma * (x >= 0 ? x : alpha * (e^x - 1))`.
+    pub fn selu_with(&self, alpha: f64, gamma: f64) -> Tensor {
+        self.elu_with(alpha).mul(gamma)
+    }
+    /// `x * sigmoid(x)` (also called swish).
+    pub fn silu(&self) -> Tensor {
+        self.mul(self.sigmoid())
+    }
+    /// `x * sigmoid(x)` (also called silu).
+    pub fn swish(&self) -> Tensor {
+        self.silu()
+    }
+    /// `clip(x, 0, 6)`.
+    pub fn relu6(&self) -> Tensor {
+        self.hardtanh_with(0.0, 6.0)
+    }
+    /// `x * relu6(x + 3) / 6`, written piecewise so the gradient is torch's at -3 and 3.
+    pub fn hardswish(&self) -> Tensor {
+        let mid = self.mul(self.add(3.0)).div(6.0);
+        self.lt(-3.0).where_(0.0, self.le(3.0).where_(&mid, self))
+    }
+    /// Hyperbolic tangent, as `2 * sigmoid(2x) - 1`.
+    pub fn tanh(&self) -> Tensor {
+        self.mul(2.0).sigmoid().mul(2.0).sub(1.0)
+    }
+    /// Hyperbolic sine, `(e^x - e^-x) / 2`.
+    pub fn sinh(&self) -> Tensor {
+        self.exp().sub(self.neg().exp()).div(2.0)
+    }
+    /// Hyperbolic cosine, `(e^x + e^-x) / 2`.
+    pub fn cosh(&self) -> Tensor {
+        self.exp().add(self.neg().exp()).div(2.0)
+    }
+    /// Inverse hyperbolic tangent, `log((1 + x) / (1 - x)) / 2`.
+    pub fn atanh(&self) -> Tensor {
+        self.add(1.0).div(self.neg().add(1.0)).log().div(2.0)
+    }
+    /// Inverse hyperbolic sine, `log(x + sqrt(x^2 + 1))` on `|x|`, sign restored (no cancellation for x < 0).
+    pub fn asinh(&self) -> Tensor {
+        self.promote_float().odd(|y| y.add(y.square().add(1.0).sqrt()).log())
+    }
+    /// Inverse hyperbolic cosine, `log(x + sqrt(x^2 - 1))`.
+    pub fn acosh(&self) -> Tensor {
+        self.add(self.square().sub(1.0).sqrt()).log()
+    }
+    /// `clip(x, -1, 1)`.
+    pub fn hardtanh(&self) -> Tensor {
+        self.hardtanh_with(-1.0, 1.0)
+    }
+    /// `clip(x, min_val, max_val)`, with gradient only strictly inside (as torch; NaN stays NaN).
+    pub fn hardtanh_with(&self, min_val: f64, max_val: f64) -> Tensor {
+        let inside = self.gt(min_val).bitwise_and(self.lt(max_val));
+        inside.where_(self, self.clamp(Some(min_val), Some(max_val)).detach())
+    }
+    /// Error function by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7), odd-extended.
+    pub fn erf(&self) -> Tensor {
+        const C: [f64; 5] = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
+        self.promote_float().odd(|y| {
+            let t = y.mul(0.3275911).add(1.0).reciprocal();
+            t.mul(polyn(&t, &C)).mul(y.square().neg().exp()).neg().add(1.0)
+        })
+    }
+    /// GELU with tinygrad's default tanh approximation.
+    pub fn gelu(&self) -> Tensor {
+        let x = self.promote_float();
+        let inner = x.add(x.mul(&x).mul(&x).mul(0.044715)).mul(FRAC_2_SQRT_PI * (0.5f64).sqrt());
+        x.mul(0.5).mul(inner.tanh().add(1.0))
+    }
+    /// GELU with the exact erf form, `x * (1 + erf(x / sqrt(2))) / 2` (torch's default).
+    pub fn gelu_exact(&self) -> Tensor {
+        self.mul(0.5).mul(self.div(SQRT_2).erf().add(1.0))
+    }
+    /// `x * sigmoid(1.702 x)`.
+    pub fn quick_gelu(&self) -> Tensor {
+        self.mul(self.mul(1.702).sigmoid())
+    }
+    /// `x > 0 ? x : 0.01 x`.
+    pub fn leaky_relu(&self) -> Tensor {
+        self.leaky_relu_with(0.01)
+    }
+    /// `x > 0 ? x : neg_slope * x`.
+    pub fn leaky_relu_with(&self, neg_slope: f64) -> Tensor {
+        self.gt(0).where_(self, self.mul(neg_slope))
+    }
+    /// `x * tanh(softplus(x))`.
+    pub fn mish(&self) -> Tensor {
+        self.mul(self.softplus().tanh())
+    }
+    /// `log(1 + e^x)`, stably.
+    pub fn softplus(&self) -> Tensor {
+        self.softplus_with(1.0)
+    }
+    /// `log(1 + e^(beta x)) / beta`, stably (as `logaddexp(beta x, 0)`).
+    pub fn softplus_with(&self, beta: f64) -> Tensor {
+        self.mul(beta).logaddexp(0.0).mul(1.0 / beta)
+    }
+    /// `x / (1 + |x|)`.
+    pub fn softsign(&self) -> Tensor {
+        self.div(self.abs().add(1))
+    }
+
+    // ***** layers *****
+
+    /// `self @ weight + bias` with `weight` as (in, out) as in tinygrad (a 1-D weight scales elementwise).
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
+        let x = if weight.ndim() == 1 { self.mul(weight) } else { self.matmul(weight) };
+        bias.map_or(x.clone(), |b| x.add(b))
+    }
+    /// Normalize to zero mean and unit variance over `axes` (no affine part).
+    pub fn layernorm(&self, axes: impl Axes, eps: f64) -> Tensor {
+        let ax: Vec<isize> = axes.resolve("layernorm", &self.shape()).into_iter().map(|a| a as isize).collect();
+        let y = self.sub(self.mean(ax.as_slice(), true));
+        y.mul(y.mul(&y).mean(ax.as_slice(), true).add(eps).rsqrt())
+    }
+    /// `(x - mean) * weight * invstd + bias` over channel axis 1 (tinygrad's `batchnorm`).
+    pub fn batchnorm(&self, weight: Option<&Tensor>, bias: Option<&Tensor>, mean: &Tensor, invstd: &Tensor) -> Tensor {
+        self.batchnorm_axes(weight, bias, mean, invstd, 1)
+    }
+    /// `batchnorm` with the statistics' axes given: `mean`, `weight`, `bias` (and `invstd`, if it
+    /// has one dim per axis) are shaped like those axes of `self`.
+    pub fn batchnorm_axes(
+        &self,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        mean: &Tensor,
+        invstd: &Tensor,
+        axes: impl Axes,
+    ) -> Tensor {
+        let (sh, ax) = (self.shape(), axes.resolve("batchnorm", &self.shape()));
+        let shape: Vec<usize> = sh.iter().enumerate().map(|(i, &d)| if ax.contains(&i) { d } else { 1 }).collect();
+        let x = self.sub(mean.reshape(&shape));
+        let x = weight.map_or(x.clone(), |w| x.mul(w.reshape(&shape)));
+        let x = x.mul(&if invstd.ndim() == ax.len() { invstd.reshape(&shape) } else { invstd.clone() });
+        bias.map_or(x.clone(), |b| x.add(b.reshape(&shape)))
+    }
+    /// `softmax(q k^T / sqrt(d) + mask) v` with `self` as the query. A bool mask keeps where true;
+    /// `is_causal` masks the upper triangle. No dropout (apply `dropout` to the result's weights
+    /// yourself if needed).
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        attn_mask: Option<&Tensor>,
+        is_causal: bool,
+    ) -> Tensor {
+        let acc = DType::least_upper(DType::least_upper(self.dtype(), key.dtype()), DType::FLOAT32);
+        let d = *self.shape().last().expect("scaled_dot_product_attention: query must have a feature axis");
+        let qk = self.cast(acc).matmul(&key.cast(acc).transpose(-2, -1)).div((d as f64).sqrt());
+        let mask = if is_causal {
+            assert!(attn_mask.is_none(), "scaled_dot_product_attention: attn_mask and is_causal are exclusive");
+            let (l, s) = (qk.shape()[qk.ndim() - 2], qk.shape()[qk.ndim() - 1]);
+            let rows = Tensor::arange(l).to(self.device()).reshape(&[l, 1]);
+            Some(rows.ge(Tensor::arange(s).to(self.device()).reshape(&[1, s])))
+        } else {
+            attn_mask.cloned()
+        };
+        let qk = match mask {
+            Some(m) if m.dtype().is_bool() => qk.add(m.where_(0.0, f64::NEG_INFINITY)),
+            Some(m) => qk.add(&m),
+            None => qk,
+        };
+        qk.cast(self.promote_float().dtype()).softmax(-1).matmul(value)
+    }
+
+    // ***** losses *****
+
+    /// Binary cross-entropy of probabilities `self` against targets `y` (logs clamped at -100, as torch).
+    pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Tensor {
+        let (lp, lq) = (self.log().maximum(-100.0), self.neg().add(1.0).log().maximum(-100.0));
+        let loss = y.mul(&lp).add(y.neg().add(1.0).mul(&lq)).neg();
+        reduce_loss(&loss, reduction)
+    }
+    /// Binary cross-entropy of logits `self` against targets `y`, optionally weighting positives.
+    pub fn binary_crossentropy_logits(&self, y: &Tensor, reduction: Reduction, pos_weight: Option<&Tensor>) -> Tensor {
+        let pos = y.mul(self.logsigmoid());
+        let pos = pos_weight.map_or(pos.clone(), |w| pos.mul(w));
+        let loss = pos.add(y.neg().add(1.0).mul(self.neg().logsigmoid())).neg();
+        reduce_loss(&loss, reduction)
+    }
+    /// Cross-entropy of logits `self` (classes on the last axis) against integer labels `y`.
+    /// Labels equal to `ignore_index` count for nothing (`-1` ignores none, as tinygrad).
+    pub fn sparse_categorical_crossentropy(
+        &self,
+        y: &Tensor,
+        ignore_index: i64,
+        label_smoothing: f64,
+        reduction: Reduction,
+    ) -> Tensor {
+        assert!(
+            (0.0..=1.0).contains(&label_smoothing),
+            "sparse_categorical_crossentropy: label_smoothing must be in [0, 1]"
+        );
+        let n = *self.shape().last().expect("sparse_categorical_crossentropy: logits need a class axis");
+        let log_probs = self.log_softmax(-1);
+        let keep = if ignore_index != -1 { y.ne(ignore_index) } else { all_true(y) };
+        let hit = class_mask(&y.unsqueeze(-1), n, y.ndim()).bitwise_and(keep.unsqueeze(-1));
+        let picked = hit.where_(&log_probs, 0.0).sum(-1, false);
+        let smooth = log_probs.mean(-1, false).mul(&keep).mul(label_smoothing);
+        let unreduced = picked.mul(1.0 - label_smoothing).add(&smooth);
+        match reduction {
+            Reduction::Mean => unreduced.sum(None::<isize>, false).neg().div(keep.sum(None::<isize>, false)),
+            r => reduce_loss(&unreduced, r).neg(),
+        }
+    }
+    /// Cross-entropy of logits `self` (classes on axis 1, or 0 for 1-D) against class indices or
+    /// class probabilities `y`.
+    pub fn cross_entropy(&self, y: &Tensor, reduction: Reduction, label_smoothing: f64) -> Tensor {
+        assert!((0.0..=1.0).contains(&label_smoothing), "cross_entropy: label_smoothing must be in [0, 1]");
+        let cd = if self.ndim() == 1 { 0 } else { 1 };
+        let n = self.shape()[cd];
+        let y = if self.shape() == y.shape() {
+            y.clone()
+        } else {
+            let mut expect = self.shape();
+            expect.remove(cd);
+            assert_eq!(
+                expect,
+                y.shape(),
+                "cross_entropy: logits {:?} and targets {:?} do not match",
+                self.shape(),
+                y.shape()
+            );
+            class_mask(&y.unsqueeze(cd as isize), n, cd)
+        };
+        let y = y.mul(1.0 - label_smoothing).add(label_smoothing / n as f64);
+        let loss = self.log_softmax(cd as isize).mul(&y).sum(cd as isize, false).neg();
+        reduce_loss(&loss, reduction)
+    }
+    /// Negative log-likelihood of log-probabilities `self` (classes on axis 1, or 0 for 1-D) at the
+    /// integer labels `y`, optionally weighted per class and ignoring one label.
+    pub fn nll_loss(
+        &self,
+        y: &Tensor,
+        weight: Option<&Tensor>,
+        ignore_index: Option<i64>,
+        reduction: Reduction,
+    ) -> Tensor {
+        let cd = if self.ndim() == 1 { 0 } else { 1 };
+        let mut expect = self.shape();
+        let n = expect.remove(cd);
+        assert_eq!(
+            expect,
+            y.shape(),
+            "nll_loss: log-probabilities {:?} and targets {:?} do not match",
+            self.shape(),
+            y.shape()
+        );
+        let hit = class_mask(&y.unsqueeze(cd as isize), n, cd);
+        let w = match weight {
+            None => y.const_tensor(Scalar::Int(1), DType::INT32).expand(&y.shape()),
+            Some(w) => {
+                let ws: Vec<usize> = [vec![n], vec![1; self.ndim() - cd - 1]].concat();
+                hit.where_(w.reshape(&ws), 0.0).sum(cd as isize, false)
+            }
+        };
+        let w = ignore_index.map_or(w.clone(), |i| w.mul(y.ne(i)));
+        let nll = hit.where_(self, 0.0).sum(cd as isize, false).neg().mul(&w);
+        match reduction {
+            Reduction::Mean => nll.sum(None::<isize>, false).div(w.sum(None::<isize>, false)),
+            r => reduce_loss(&nll, r),
+        }
+    }
+}

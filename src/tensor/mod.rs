@@ -1,5 +1,6 @@
 //! The lazy `Tensor`: a handle to a UOp graph that computes only when data is asked for.
 
+mod conv;
 mod creation;
 mod elementwise;
 mod functional;
@@ -12,6 +13,8 @@ mod reduce;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
+pub use self::{elementwise::RoundingMode, functional::Reduction};
+pub use conv::{ConvOpts, PoolOpts, Spatial};
 pub use creation::TensorData;
 pub use elementwise::Scalar;
 pub use indexing::{Idx, PadMode, SplitSizes};
@@ -164,6 +167,10 @@ impl Tensor {
     pub fn requires_grad(&self, flag: bool) -> Tensor {
         *self.0.requires_grad.write().unwrap_or_else(|e| e.into_inner()) = Some(flag);
         self.clone()
+    }
+    /// `Some(false)` if opted out of gradients, `Some(true)` if opted in, `None` by default.
+    pub fn requires_grad_flag(&self) -> Option<bool> {
+        *self.0.requires_grad.read().unwrap_or_else(|e| e.into_inner())
     }
     /// The gradient `backward` accumulated, if any.
     pub fn grad(&self) -> Option<Tensor> {

@@ -1,6 +1,10 @@
-//! Matrix products, expressed as broadcast multiply + sum (no handwritten kernels).
+//! Matrix products, einsum, interpolation, sorting and selection, all composed from tensor ops
+//! (broadcast multiply + reduce, movement, `where`): no handwritten kernels.
 
+use super::movement::resolve_axis;
+use super::reduce::{dtype_max, dtype_min};
 use super::Tensor;
+use crate::dtype::DType;
 
 impl Tensor {
     /// Matrix product with numpy semantics for 1-D and batched operands.
@@ -24,5 +28,265 @@ impl Tensor {
     /// Alias of `matmul`.
     pub fn dot(&self, w: &Tensor) -> Tensor {
         self.matmul(w)
+    }
+}
+
+/// `order` such that `v[order[0]] <= v[order[1]] <= ...`.
+fn argsort_host<T: Ord>(v: &[T]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].cmp(&v[b]));
+    idx
+}
+
+impl Tensor {
+    /// Einstein summation, e.g. `"ij,jk->ik"`: each operand is permuted to a common sorted letter
+    /// order, broadcast, multiplied, and summed over the letters missing from the output.
+    /// Supports `...`, implicit outputs and repeated letters within an operand (diagonals).
+    pub fn einsum(formula: &str, operands: &[&Tensor]) -> Tensor {
+        let f: String = formula.chars().filter(|c| !c.is_whitespace()).collect();
+        let (lhs, rhs) = match f.split_once("->") {
+            Some((l, r)) => (l.to_string(), Some(r.to_string())),
+            None => (f.clone(), None),
+        };
+        let mut inputs: Vec<String> = lhs.split(',').map(str::to_string).collect();
+        assert_eq!(
+            inputs.len(),
+            operands.len(),
+            "einsum: {formula:?} names {} operands, got {}",
+            inputs.len(),
+            operands.len()
+        );
+        let mut ell = String::new();
+        if f.contains("...") {
+            let spare: Vec<char> = ('a'..='z').chain('A'..='Z').filter(|c| !f.contains(*c)).collect();
+            for (inp, x) in inputs.iter_mut().zip(operands) {
+                if let Some(named) = inp.len().checked_sub(3).filter(|_| inp.contains("...")) {
+                    let n = x
+                        .ndim()
+                        .checked_sub(named)
+                        .unwrap_or_else(|| panic!("einsum: {inp:?} has more letters than {:?} has axes", x.shape()));
+                    let fill: String = spare[spare.len() - n..].iter().collect();
+                    *inp = inp.replace("...", &fill);
+                    if n > ell.len() {
+                        ell = fill;
+                    }
+                }
+            }
+        }
+        let joined: String = inputs.concat();
+        let output = match rhs {
+            Some(r) => r.replace("...", &ell),
+            None => {
+                let mut once: Vec<char> =
+                    joined.chars().filter(|&c| joined.matches(c).count() == 1 && !ell.contains(c)).collect();
+                once.sort();
+                ell.chars().chain(once).collect()
+            }
+        };
+        // take diagonals of letters repeated within one operand, then size every letter
+        let mut xs: Vec<(Tensor, Vec<char>)> = vec![];
+        let mut sizes: std::collections::BTreeMap<char, usize> = Default::default();
+        for (inp, x) in inputs.iter().zip(operands) {
+            let letters: Vec<char> = inp.chars().collect();
+            assert_eq!(letters.len(), x.ndim(), "einsum: {inp:?} does not match operand of shape {:?}", x.shape());
+            let (x, letters) = x.einsum_diagonals(letters);
+            for (c, &n) in letters.iter().zip(&x.shape()) {
+                let e = sizes.entry(*c).or_insert(n);
+                assert!(*e == n || *e == 1 || n == 1, "einsum: letter {c:?} has sizes {e} and {n} in {formula:?}");
+                *e = (*e).max(n);
+            }
+            xs.push((x, letters));
+        }
+        let all: Vec<char> = sizes.keys().copied().collect();
+        let full: Vec<usize> = sizes.values().copied().collect();
+        let out_chars: Vec<char> = output.chars().collect();
+        assert!(
+            out_chars.iter().all(|c| sizes.contains_key(c)),
+            "einsum: output {output:?} names a letter no input has"
+        );
+        let mut product: Option<Tensor> = None;
+        for (x, letters) in xs {
+            let order: Vec<isize> = argsort_host(&letters).into_iter().map(|i| i as isize).collect();
+            // the permuted axes follow `all`'s (sorted) order; letters this operand lacks get size 1
+            let own = |c: &char| letters.iter().position(|l| l == c).map(|p| x.shape()[p]);
+            let view: Vec<usize> = all.iter().map(|c| own(c).unwrap_or(1)).collect();
+            let x = x.permute(&order).reshape(&view).expand(&full);
+            product = Some(match product {
+                None => x,
+                Some(p) => p.mul(&x),
+            });
+        }
+        let product = product.expect("einsum: no operands");
+        let gone: Vec<isize> =
+            all.iter().enumerate().filter(|(_, c)| !out_chars.contains(c)).map(|(i, _)| i as isize).collect();
+        let summed = if gone.is_empty() { product } else { product.sum(gone.as_slice(), false) };
+        let order: Vec<isize> = argsort_host(&argsort_host(&out_chars)).into_iter().map(|i| i as isize).collect();
+        summed.permute(&order)
+    }
+    /// Replace each pair of axes sharing a letter by their diagonal (one axis, last).
+    fn einsum_diagonals(&self, mut letters: Vec<char>) -> (Tensor, Vec<char>) {
+        let mut x = self.clone();
+        while let Some((p, q)) =
+            (0..letters.len()).find_map(|p| (p + 1..letters.len()).find(|&q| letters[q] == letters[p]).map(|q| (p, q)))
+        {
+            let shape = x.shape();
+            let n = shape[p];
+            assert_eq!(n, shape[q], "einsum: repeated letter {:?} on axes of sizes {n} and {}", letters[p], shape[q]);
+            let mut order: Vec<isize> =
+                (0..shape.len() as isize).filter(|&i| i != p as isize && i != q as isize).collect();
+            order.extend([p as isize, q as isize]);
+            let rest: Vec<usize> = order[..order.len() - 2].iter().map(|&i| shape[i as usize]).collect();
+            let flat = x.permute(&order).flatten(-2, -1);
+            let mut grow = vec![(0, 0); flat.ndim()];
+            *grow.last_mut().unwrap() = (0, n);
+            let rows = [rest.clone(), vec![n, n + 1]].concat();
+            let mut keep: Vec<(usize, usize)> = rows.iter().map(|&d| (0, d)).collect();
+            *keep.last_mut().unwrap() = (0, 1);
+            x = flat.pad(&grow).reshape(&rows).shrink(&keep).reshape(&[rest, vec![n]].concat());
+            let c = letters[p];
+            letters = order[..order.len() - 2].iter().map(|&i| letters[i as usize]).chain([c]).collect();
+        }
+        (x, letters)
+    }
+
+    /// Resize the last `size.len()` axes. `mode` is `"linear"` (with `align_corners`), `"nearest"` or
+    /// `"nearest-exact"`; each axis is a contraction with a weight matrix built from index ramps.
+    pub fn interpolate(&self, size: &[usize], mode: &str, align_corners: bool) -> Tensor {
+        let shape = self.shape();
+        assert!(!size.is_empty() && size.len() <= shape.len(), "interpolate: size {size:?} for shape {shape:?}");
+        assert!(["linear", "nearest", "nearest-exact"].contains(&mode), "interpolate: unknown mode {mode:?}");
+        assert!(!align_corners || mode == "linear", "interpolate: align_corners needs mode \"linear\"");
+        let nd = shape.len();
+        let linear = mode == "linear";
+        let mut x = if linear { self.cast(self.dtype().to_float()) } else { self.clone() };
+        for j in (nd - size.len()..nd).rev() {
+            let (n_in, n_out) = (shape[j], size[j + size.len() - nd]);
+            let ac = usize::from(align_corners);
+            let scale = if n_out > ac { (n_in as f64 - ac as f64) / (n_out - ac) as f64 } else { 0.0 };
+            let arr = self.ramp(n_out).cast(DType::FLOAT32).reshape(&[n_out, 1]);
+            let src = self.ramp(n_in).reshape(&[1, n_in]);
+            let top = (n_in.max(1) - 1) as f64;
+            let weight = if linear {
+                let pos = if align_corners { arr.mul(scale) } else { arr.add(0.5).mul(scale).sub(0.5) };
+                let pos = pos.clamp(Some(0.0), Some(top));
+                let (low, high) = (pos.floor(), pos.ceil());
+                let frac = pos.sub(&low);
+                let wl = src.eq(&low).where_(frac.neg().add(1.0), 0.0);
+                let wh = src.eq(&high).where_(&frac, 0.0);
+                wl.add(&wh).cast(x.dtype())
+            } else {
+                let pos = if mode == "nearest" { arr.mul(scale) } else { arr.add(0.5).mul(scale) };
+                let idx = pos.floor().clamp(None, Some(top));
+                src.eq(&idx)
+            };
+            let xt = x.transpose(j as isize, -1).unsqueeze(-2);
+            x = if linear {
+                xt.mul(&weight).sum(-1isize, false)
+            } else {
+                weight.where_(&xt, 0).sum(-1isize, false).cast(x.dtype())
+            };
+            x = x.transpose(j as isize, -1);
+        }
+        x.cast(self.dtype())
+    }
+
+    /// Sort along `dim` with a bitonic network of movement and `where` ops (one kernel per
+    /// compare stage); returns `(values, indices)`. Equal values keep their order (stable).
+    /// NaNs are not ordered.
+    pub fn sort(&self, dim: isize, descending: bool) -> (Tensor, Tensor) {
+        let shape = self.shape();
+        if shape.is_empty() {
+            return (self.clone(), self.full_like(0).cast(DType::INT32));
+        }
+        let d = resolve_axis("sort", dim, shape.len(), &shape);
+        let n = shape[d];
+        if n <= 1 {
+            return (self.clone(), self.full_like(0).cast(DType::INT32));
+        }
+        let stages = (usize::BITS - (n - 1).leading_zeros()) as usize;
+        let fill = if descending { dtype_min(self.dtype()) } else { dtype_max(self.dtype()) };
+        let mut pads = vec![(0, 0); shape.len()];
+        pads[d] = (0, ((1 << stages) - n) as isize);
+        let bits: Vec<usize> = [&shape[..d], &vec![2; stages][..], &shape[d + 1..]].concat();
+        // the network runs on detached data; values are re-read from `self` by the indices, so the
+        // gradient is a scatter instead of a backward pass through every compare stage
+        let src = self.detach();
+        let mut x = src.pad_value(&pads, fill).reshape(&bits);
+        for stage in 1..=stages {
+            // flip every other block of 2^stage so that all comparators point the same way
+            let cross = (d + stages).saturating_sub(stage + 1);
+            let flips: Vec<isize> = (cross + 1..d + stages).map(|a| a as isize).collect();
+            let crossover = |t: &Tensor| {
+                Tensor::cat(&[&t.shrink_dim(cross, (0, 1)), &t.shrink_dim(cross, (1, 2)).flip(&flips)], cross as isize)
+            };
+            if stage != stages {
+                x = crossover(&x).contiguous();
+            }
+            for sub in (0..stage).rev() {
+                let partner = d + stages - sub - 1;
+                let (top, bottom) = (x.shrink_dim(partner, (0, 1)), x.shrink_dim(partner, (1, 2)));
+                let lt = top.lt(&bottom);
+                let (small, large) = (lt.where_(&top, &bottom), lt.where_(&bottom, &top));
+                let parts = if descending { [large, small] } else { [small, large] };
+                x = Tensor::cat(&[&parts[0], &parts[1]], partner as isize).contiguous();
+            }
+            if stage != stages {
+                x = crossover(&x);
+            }
+        }
+        let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
+        keep[d] = (0, n);
+        let mut full_shape = shape.clone();
+        full_shape[d] = 1 << stages;
+        let sorted = x.reshape(&full_shape).shrink(&keep);
+        // index of each sorted value: the original position holding the same value with the same
+        // occurrence count (k-th equal value in the sorted output is the k-th one in the input)
+        let (jj, ii) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));
+        let tail = vec![1; shape.len() - d - 1];
+        let upto = jj.ge(&ii).reshape(&[&[n, n][..], &tail].concat());
+        let counts = |t: &Tensor| {
+            upto.bitwise_and(t.unsqueeze(d as isize).eq(t.unsqueeze(d as isize + 1))).sum(d as isize + 1, false)
+        };
+        let (c_orig, c_sorted) = (counts(&src), counts(&sorted));
+        let same = src.unsqueeze(d as isize + 1).eq(sorted.unsqueeze(d as isize));
+        let hit = same.bitwise_and(c_orig.unsqueeze(d as isize + 1).eq(c_sorted.unsqueeze(d as isize)));
+        let pos = self.ramp(n).reshape(&[&[n, 1][..], &tail].concat());
+        let idx = hit.where_(&pos, 0).sum(d as isize, false).cast(DType::INT32);
+        (self.gather(d as isize, &idx), idx)
+    }
+    /// The indices (int32) that sort along `dim`.
+    pub fn argsort(&self, dim: isize, descending: bool) -> Tensor {
+        self.sort(dim, descending).1
+    }
+    /// The `k` largest (or smallest) values along `dim`, sorted, with their indices.
+    pub fn topk(&self, k: usize, dim: isize, largest: bool) -> (Tensor, Tensor) {
+        let shape = self.shape();
+        let d = resolve_axis("topk", dim, shape.len(), &shape);
+        assert!(
+            shape.is_empty() && k <= 1 || k <= shape[d],
+            "topk: k={k} is out of range for shape {shape:?} dim {dim}"
+        );
+        let (v, i) = self.sort(dim, largest);
+        let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
+        if !shape.is_empty() {
+            keep[d] = (0, k);
+        }
+        (v.shrink(&keep), i.shrink(&keep))
+    }
+    /// The elements where `mask` (broadcast to this shape) is true, flattened. The output size
+    /// depends on the data, so the mask count is realized on the host first.
+    pub fn masked_select(&self, mask: &Tensor) -> Tensor {
+        let shape = self.shape();
+        let x = self.flatten(0, -1);
+        let m = mask.cast(DType::BOOL).broadcast_to(&shape).flatten(0, -1);
+        let n = x.numel();
+        let count = m.sum(None::<isize>, false).item::<i32>() as usize;
+        if count == 0 {
+            return x.shrink(&[(0, 0)]); // empty, but still a function of `self` (zero gradient)
+        }
+        let slot = m.cumsum(0).sub(m.cast(DType::INT32));
+        let pick = m.reshape(&[1, n]).bitwise_and(slot.reshape(&[1, n]).eq(self.ramp(count).reshape(&[count, 1])));
+        let xs = x.reshape(&[1, n]);
+        pick.where_(&xs, 0).sum(1isize, false).cast(self.dtype())
     }
 }

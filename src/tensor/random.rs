@@ -2,7 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::f64::consts::PI;
+
 use super::Tensor;
+use crate::dtype::DType;
+use crate::helpers::getenv;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -39,6 +43,100 @@ impl Tensor {
             (0..n as u64).map(|i| (threefry2x32(key, base + i) >> 40) as f32 * (1.0 / (1u64 << 24) as f32)).collect();
         Tensor::from_slice(&data, shape)
     }
+    /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
+    pub fn rand_like(&self) -> Tensor {
+        Tensor::rand(&self.shape()).cast(self.dtype().to_float()).to(self.device())
+    }
+    /// Standard normal floats (float32) by Box-Muller from two `rand` draws: `sqrt(-2 ln u1) cos(2π u0)`.
+    pub fn randn(shape: &[usize]) -> Tensor {
+        let src = Tensor::rand(&[&[2], shape].concat());
+        let n = shape.iter().product::<usize>();
+        let flat = src.reshape(&[2, n]);
+        let (u0, u1) = (flat.shrink(&[(0, 1), (0, n)]).reshape(shape), flat.shrink(&[(1, 2), (0, n)]).reshape(shape));
+        u0.mul(2.0 * PI).cos().mul(u1.neg().add(1.0).log().mul(-2.0).sqrt())
+    }
+    /// Standard normal values of this tensor's shape and float dtype, on its device.
+    pub fn randn_like(&self) -> Tensor {
+        Tensor::randn(&self.shape()).cast(self.dtype().to_float()).to(self.device())
+    }
+    /// Uniform int32 values in `[low, high)`.
+    pub fn randint(shape: &[usize], low: i64, high: i64) -> Tensor {
+        assert!(low < high, "randint: empty range [{low}, {high})");
+        Tensor::rand(shape).mul((high - low) as f64).cast(DType::INT32).add(low)
+    }
+    /// Normal float32 values with mean `mean` and standard deviation `std`.
+    pub fn normal(shape: &[usize], mean: f64, std: f64) -> Tensor {
+        Tensor::randn(shape).mul(std).add(mean)
+    }
+    /// Uniform float32 values in `[low, high)`.
+    pub fn uniform(shape: &[usize], low: f64, high: f64) -> Tensor {
+        Tensor::rand(shape).mul(high - low).add(low)
+    }
+    /// Uniform in `[-1, 1)` scaled by `1/sqrt(numel)`.
+    pub fn scaled_uniform(shape: &[usize]) -> Tensor {
+        Tensor::uniform(shape, -1.0, 1.0).mul((shape.iter().product::<usize>() as f64).powf(-0.5))
+    }
+    /// Glorot/Xavier uniform: `±sqrt(6 / (fan_in + fan_out))` with tinygrad's fans (`shape[0]`, the rest).
+    pub fn glorot_uniform(shape: &[usize]) -> Tensor {
+        let (first, rest) = (shape.first().copied().unwrap_or(1), shape.iter().skip(1).product::<usize>());
+        Tensor::uniform(shape, -1.0, 1.0).mul((6.0 / (first + rest) as f64).sqrt())
+    }
+    /// Kaiming/He uniform for a leaky-relu slope `a`: bound `sqrt(3) * gain / sqrt(fan_in)`.
+    pub fn kaiming_uniform(shape: &[usize], a: f64) -> Tensor {
+        let bound = 3f64.sqrt() * kaiming_gain(a) / (fan_in(shape) as f64).sqrt();
+        Tensor::uniform(shape, -bound, bound)
+    }
+    /// Kaiming/He normal for a leaky-relu slope `a`: std `gain / sqrt(fan_in)`.
+    pub fn kaiming_normal(shape: &[usize], a: f64) -> Tensor {
+        Tensor::normal(shape, 0.0, kaiming_gain(a) / (fan_in(shape) as f64).sqrt())
+    }
+    /// A random permutation of `0..n` (int32): the `argsort` of `n` uniform draws.
+    pub fn randperm(n: usize) -> Tensor {
+        Tensor::rand(&[n]).argsort(0, false)
+    }
+    /// Draw `num_samples` category indices (int32) per row of the weights `self` (1-D or 2-D) by
+    /// inverse CDF: count how many cumulative-sum thresholds a uniform draw passes.
+    pub fn multinomial(&self, num_samples: usize, replacement: bool) -> Tensor {
+        let shape = self.shape();
+        assert!(
+            (1..=2).contains(&shape.len()) && num_samples > 0,
+            "multinomial: weights {shape:?} must be 1-D or 2-D, num_samples={num_samples} positive"
+        );
+        assert!(replacement || num_samples == 1, "multinomial: without replacement only num_samples=1 is supported");
+        let w = if shape.len() == 1 { self.unsqueeze(0) } else { self.clone() };
+        let (rows, k) = (w.shape()[0], w.shape()[1]);
+        let cw = w.cumsum(1).cast(DType::FLOAT32);
+        let cdf = cw.div(cw.shrink(&[(0, rows), (k - 1, k)]));
+        let u = Tensor::rand(&[num_samples, rows, 1]).to(self.device());
+        let idx = u.expand(&[num_samples, rows, k]).ge(&cdf).sum(2isize, false).permute(&[1, 0]).cast(DType::INT32);
+        if shape.len() == 1 {
+            idx.squeeze(Some(0))
+        } else {
+            idx
+        }
+    }
+    /// Zero each element with probability `p` and scale the rest by `1/(1-p)`; only while the
+    /// `TRAINING` setting is on (env var or `Context`), else the tensor itself.
+    pub fn dropout(&self, p: f64) -> Tensor {
+        assert!((0.0..=1.0).contains(&p), "dropout: p={p} is outside [0, 1]");
+        if getenv("TRAINING", 0) == 0 || p == 0.0 {
+            return self.clone();
+        }
+        if p == 1.0 {
+            return self.zeros_like();
+        }
+        self.rand_like().ge(p).where_(self, 0).div(1.0 - p)
+    }
+}
+
+/// `sqrt(2 / (1 + a^2))`, the gain of a leaky relu with slope `a`.
+fn kaiming_gain(a: f64) -> f64 {
+    (2.0 / (1.0 + a * a)).sqrt()
+}
+
+/// Inputs per output unit: the product of all but the first dimension.
+fn fan_in(shape: &[usize]) -> usize {
+    shape.iter().skip(1).product::<usize>().max(1)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Reductions over any set of axes.
 
+use super::elementwise::Scalar;
 use super::movement::resolve_axis;
-use super::Tensor;
+use super::{PadMode, Tensor};
 use crate::dtype::DType;
 use crate::uop::{Arg, Ops, UOp};
 
@@ -82,21 +83,273 @@ impl Tensor {
             out
         }
     }
+    /// Largest element over `axes`.
     pub fn max(&self, axes: impl Axes, keepdim: bool) -> Tensor {
         let axes = axes.resolve("max", &self.shape());
         self.reduce(Ops::Max, axes, keepdim)
     }
+    /// Smallest element over `axes` (the max of the order-reversing `inverse`, exact for every dtype).
     pub fn min(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        self.neg().max(axes, keepdim).neg()
+        let axes = axes.resolve("min", &self.shape());
+        self.inverse().reduce(Ops::Max, axes, keepdim).inverse()
     }
-    /// Mean over `axes`, in float.
+    /// Mean over `axes`, in float (NaN over an empty axis, as torch).
     pub fn mean(&self, axes: impl Axes, keepdim: bool) -> Tensor {
         let shape = self.shape();
         let resolved = axes.resolve("mean", &shape);
         let count: usize = resolved.iter().map(|&a| shape[a]).product();
-        let ax: Vec<isize> = resolved.iter().map(|&a| a as isize).collect();
-        let s = self.sum(ax.as_slice(), keepdim);
+        let s = self.sum(isize_axes(&resolved).as_slice(), keepdim);
         let f = s.cast(s.dtype().to_float());
-        f.div(count.max(1) as f64).cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() })
+        f.div(count as f64).cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() })
+    }
+    /// Product over `axes` (a MUL reduce), in this tensor's dtype.
+    pub fn prod(&self, axes: impl Axes, keepdim: bool) -> Tensor {
+        let axes = axes.resolve("prod", &self.shape());
+        self.reduce(Ops::Mul, axes, keepdim)
+    }
+    /// Whether any element over `axes` is non-zero (bool).
+    pub fn any(&self, axes: impl Axes, keepdim: bool) -> Tensor {
+        let axes = axes.resolve("any", &self.shape());
+        self.cast(DType::BOOL).reduce(Ops::Max, axes, keepdim)
+    }
+    /// Whether every element over `axes` is non-zero (bool).
+    pub fn all(&self, axes: impl Axes, keepdim: bool) -> Tensor {
+        let axes = axes.resolve("all", &self.shape());
+        self.logical_not().reduce(Ops::Max, axes, keepdim).logical_not()
+    }
+    /// Variance over `axes`, dividing by `n - correction` (Bessel's correction is 1).
+    pub fn var(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
+        let shape = self.shape();
+        let ax = axes.resolve("var", &shape);
+        let n: usize = ax.iter().map(|&a| shape[a]).product();
+        let ax = isize_axes(&ax);
+        let d = self.sub(self.mean(ax.as_slice(), true));
+        d.square().sum(ax.as_slice(), keepdim).div(n.saturating_sub(correction) as f64)
+    }
+    /// Standard deviation over `axes` (the square root of `var`).
+    pub fn std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
+        self.var(axes, keepdim, correction).sqrt()
+    }
+    /// `(var, mean)` over `axes`.
+    pub fn var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
+        let ax = isize_axes(&axes.resolve("var_mean", &self.shape()));
+        (self.var(ax.as_slice(), keepdim, correction), self.mean(ax.as_slice(), keepdim))
+    }
+    /// `(std, mean)` over `axes`.
+    pub fn std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
+        let (v, m) = self.var_mean(axes, keepdim, correction);
+        (v.sqrt(), m)
+    }
+    /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
+    fn softmax_parts(&self, axis: isize) -> (Tensor, Tensor, Tensor) {
+        let x = self.cast(self.dtype().to_float());
+        let m = x.sub(x.max(axis, true).detach());
+        let e = m.exp();
+        let s = e.sum(axis, true);
+        (m, e, s)
+    }
+    /// `exp(x) / sum(exp(x))` along `axis`, computed stably.
+    pub fn softmax(&self, axis: isize) -> Tensor {
+        let (_, e, s) = self.softmax_parts(axis);
+        e.div(&s)
+    }
+    /// `log(softmax(x))` along `axis`, computed stably.
+    pub fn log_softmax(&self, axis: isize) -> Tensor {
+        let (m, _, s) = self.softmax_parts(axis);
+        m.sub(s.log())
+    }
+    /// `log(sum(exp(x)))` over `axes`, computed stably.
+    pub fn logsumexp(&self, axes: impl Axes, keepdim: bool) -> Tensor {
+        let ax = isize_axes(&axes.resolve("logsumexp", &self.shape()));
+        let x = self.cast(self.dtype().to_float());
+        let m = x.max(ax.as_slice(), true);
+        let out = x.sub(&m).exp().sum(ax.as_slice(), keepdim).log();
+        out.add(&if keepdim { m } else { m.reshape(&out.shape()) })
+    }
+    /// Index (int32) of the first largest element along `axis` (`None`: of the flattened tensor).
+    pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
+        let shape = self.shape();
+        let Some(axis) = axis else {
+            let out = self.flatten(0, -1).argmax(Some(0), false);
+            return if keepdim { out.reshape(&vec![1; shape.len()]) } else { out };
+        };
+        let a = resolve_axis("argmax", axis, shape.len(), &shape);
+        let n = shape[a];
+        let hit = self.eq(self.max(axis, true));
+        let mut ramp_shape = vec![1; shape.len() - a];
+        ramp_shape[0] = n;
+        let rev = self.ramp(n).neg().add(n as i64).reshape(&ramp_shape);
+        let idx = hit.where_(&rev, 0).max(axis, keepdim);
+        idx.neg().add(n as i64).cast(DType::INT32)
+    }
+    /// Index (int32) of the first smallest element along `axis` (`None`: of the flattened tensor).
+    pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
+        self.inverse().argmax(axis, keepdim)
+    }
+    /// Elementwise `|self - other| <= atol + rtol * |other|`; infinities must match exactly and NaNs
+    /// count as close only with `equal_nan`.
+    pub fn isclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Tensor {
+        let dtype = DType::least_upper(self.dtype(), other.dtype()).to_float();
+        let (a, b) = (self.cast(dtype), other.cast(dtype));
+        let near = a.sub(&b).abs().le(b.abs().mul(rtol).add(atol));
+        let finite_close = a.isfinite().bitwise_and(b.isfinite()).bitwise_and(&near);
+        let inf_close = a.isinf().bitwise_or(b.isinf()).bitwise_and(a.eq(&b));
+        let close = finite_close.bitwise_or(&inf_close);
+        if equal_nan {
+            close.bitwise_or(a.isnan().bitwise_and(b.isnan()))
+        } else {
+            close
+        }
+    }
+    /// Whether every element `isclose` (realizes; returns a Rust bool).
+    pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> bool {
+        self.isclose(other, rtol, atol, equal_nan).all(None::<isize>, false).item::<bool>()
+    }
+}
+
+/// Helpers the composed ops share (private to the tensor module).
+impl Tensor {
+    /// An order-reversing bijection (tinygrad's `_inverse`): `-x` for floats, `!x` for ints and bools.
+    pub(super) fn inverse(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.neg()
+        } else {
+            self.bitwise_not()
+        }
+    }
+    /// `0..n` as int32 on this tensor's device.
+    pub(super) fn ramp(&self, n: usize) -> Tensor {
+        Tensor::arange(n).to(self.device())
+    }
+    /// Pad each axis by `(before, after)` filled with `value`; negative amounts crop.
+    pub(super) fn pad_value(&self, pads: &[(isize, isize)], value: Scalar) -> Tensor {
+        self.pad_with(pads, PadMode::Constant, value)
+    }
+}
+
+/// Axes as `isize`, for passing resolved axes back into `impl Axes` APIs.
+pub(super) fn isize_axes(axes: &[usize]) -> Vec<isize> {
+    axes.iter().map(|&a| a as isize).collect()
+}
+
+/// The smallest value of `dtype` (`-inf` for floats), as tinygrad's `dtypes.min`.
+pub(super) fn dtype_min(dtype: DType) -> Scalar {
+    match dtype {
+        d if d.is_float() => Scalar::Float(f64::NEG_INFINITY),
+        d if d.is_bool() => Scalar::Bool(false),
+        d => Scalar::Int(d.int_range().0.max(i64::MIN as i128) as i64),
+    }
+}
+
+/// The largest value of `dtype` (`inf` for floats), as tinygrad's `dtypes.max`.
+pub(super) fn dtype_max(dtype: DType) -> Scalar {
+    match dtype {
+        d if d.is_float() => Scalar::Float(f64::INFINITY),
+        d if d.is_bool() => Scalar::Bool(true),
+        d => Scalar::Int(d.int_range().1 as i64),
+    }
+}
+
+/// The neutral element of a cumulative `op` for `dtype`.
+fn identity(op: Ops, dtype: DType) -> Scalar {
+    match op {
+        Ops::Add => Scalar::Int(0),
+        Ops::Mul => Scalar::Int(1),
+        _ => dtype_min(dtype),
+    }
+}
+
+/// Cumulative (scan) ops: each output is the reduce of a window that a pad + pool builds.
+impl Tensor {
+    /// Inclusive scan of `op` along `axis` as one windowed reduce (exclusive with `initial`).
+    fn cumalu(&self, axis: usize, op: Ops, initial: bool) -> Tensor {
+        let n = self.shape()[axis];
+        let x = self.transpose(axis as isize, -1);
+        let mut pads = vec![(0, 0); x.ndim()];
+        *pads.last_mut().unwrap() = ((n - usize::from(!initial)) as isize, -isize::from(initial));
+        let windows = x.pad_value(&pads, identity(op, self.dtype())).pool(&[n], &[1], &[1]);
+        let out = match op {
+            Ops::Add => windows.sum(-1isize, false),
+            Ops::Mul => windows.prod(-1isize, false),
+            _ => windows.max(-1isize, false),
+        };
+        out.transpose(axis as isize, -1)
+    }
+    /// A scan that splits long axes into blocks of 256: scan the blocks, then add their prefixes.
+    fn split_cumalu(&self, axis: isize, op: Ops, name: &str) -> Tensor {
+        let shape = self.shape();
+        if shape.is_empty() || shape.contains(&0) {
+            return self.clone();
+        }
+        let a = resolve_axis(name, axis, shape.len(), &shape);
+        const SPLIT: usize = 256;
+        let s = shape[a];
+        if s <= 2 * SPLIT {
+            return self.cumalu(a, op, false);
+        }
+        let padded = s.div_ceil(SPLIT) * SPLIT;
+        let x = self.transpose(a as isize, -1);
+        let mut pads = vec![(0, 0); x.ndim()];
+        *pads.last_mut().unwrap() = ((padded - s) as isize, 0);
+        let mut blocks: Vec<isize> = x.shape()[..x.ndim() - 1].iter().map(|&d| d as isize).collect();
+        blocks.extend([(padded / SPLIT) as isize, SPLIT as isize]);
+        let ret = x.pad_value(&pads, identity(op, self.dtype())).reshape(&blocks).cumalu(blocks.len() - 1, op, false);
+        let nd = ret.ndim();
+        let mut last = ret.shape().iter().map(|&d| (0, d)).collect::<Vec<_>>();
+        last[nd - 1] = (SPLIT - 1, SPLIT);
+        let base = ret.shrink(&last).squeeze(Some(-1)).cumalu(nd - 2, op, true).unsqueeze(-1).expand(&ret.shape());
+        let fix = |t: &Tensor| {
+            let f = t.flatten(-2, -1);
+            let mut keep: Vec<(usize, usize)> = f.shape().iter().map(|&d| (0, d)).collect();
+            keep[nd - 2] = (padded - s, padded);
+            f.shrink(&keep).transpose(a as isize, -1)
+        };
+        let (r, b) = (fix(&ret), fix(&base));
+        match op {
+            Ops::Add => r.add(&b),
+            Ops::Mul => r.mul(&b),
+            _ => r.maximum(&b),
+        }
+    }
+    /// Running sum along `axis` (ints accumulate as in `sum`).
+    pub fn cumsum(&self, axis: isize) -> Tensor {
+        self.split_cumalu(axis, Ops::Add, "cumsum")
+    }
+    /// Running product along `axis`.
+    pub fn cumprod(&self, axis: isize) -> Tensor {
+        self.split_cumalu(axis, Ops::Mul, "cumprod")
+    }
+    /// Running maximum along `axis` and, as torch, the (last) index where it was attained (int32).
+    pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
+        let shape = self.shape();
+        if shape.is_empty() {
+            return (self.clone(), self.full_like(0).cast(DType::INT32));
+        }
+        let a = resolve_axis("cummax", axis, shape.len(), &shape);
+        let values = self.split_cumalu(axis, Ops::Max, "cummax");
+        let n = shape[a];
+        let (x, v) = (self.transpose(a as isize, -1), values.transpose(a as isize, -1));
+        let (j, i) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));
+        let hit = x.unsqueeze(-1).eq(v.unsqueeze(-2)).bitwise_and(j.le(&i));
+        let idx = hit.where_(&j, 0).max(-2isize, false).cast(DType::INT32);
+        (values, idx.transpose(-1, a as isize))
+    }
+    /// `log(cumsum(exp(x)))` along `axis`, computed stably.
+    pub fn logcumsumexp(&self, axis: isize) -> Tensor {
+        let shape = self.shape();
+        if shape.is_empty() {
+            return self.clone();
+        }
+        let a = resolve_axis("logcumsumexp", axis, shape.len(), &shape) as isize;
+        let x = self.cast(self.dtype().to_float()).transpose(a, -1);
+        let n = shape[a as usize];
+        let mut square = x.shape();
+        square.push(n);
+        let xs = x.unsqueeze(-2).expand(&square);
+        let m = x.cummax(-1).0;
+        let upto = self.ramp(n).reshape(&[1, n]).le(self.ramp(n).reshape(&[n, 1]));
+        let shifted = xs.sub(m.unsqueeze(-1));
+        let terms = upto.where_(&shifted, dtype_min(shifted.dtype()));
+        terms.exp().sum(-1isize, false).log().add(&m).transpose(-1, a)
     }
 }

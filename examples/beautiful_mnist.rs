@@ -1,0 +1,112 @@
+//! tinygrad's beautiful_mnist in lazygrad: a small conv net trained with a JIT'd step.
+//!
+//! `cargo run --release --example beautiful_mnist`; settings: `BS` (512), `STEPS` (70),
+//! `FASHION=1` (Fashion-MNIST), `SGD=1` / `MUON=1` (optimizer; Adam by default), `LR`,
+//! `TARGET_EVAL_ACC_PCT` (exit non-zero below it), `SEED`.
+
+use std::io::Write;
+use std::time::Instant;
+
+use lazygrad::helpers::{getenv, getenv_str};
+use lazygrad::nn::datasets::mnist;
+use lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
+use lazygrad::nn::optim::{adam, muon, Optimizer, SGD};
+use lazygrad::nn::state::get_parameters;
+use lazygrad::tensor::{ConvOpts, Idx, PoolOpts, Reduction};
+use lazygrad::{module, Context, DType, Jit, Tensor};
+
+struct Model {
+    c1: Conv2d,
+    c2: Conv2d,
+    bn1: BatchNorm,
+    c3: Conv2d,
+    c4: Conv2d,
+    bn2: BatchNorm,
+    fc: Linear,
+}
+module!(Model { c1, c2, bn1, c3, c4, bn2, fc });
+
+impl Model {
+    fn new() -> Model {
+        let conv = |cin, cout, k| Conv2d::new(cin, cout, k, ConvOpts::default(), true);
+        Model {
+            c1: conv(1, 32, 5),
+            c2: conv(32, 32, 5),
+            bn1: BatchNorm::with_size(32),
+            c3: conv(32, 64, 3),
+            c4: conv(64, 64, 3),
+            bn2: BatchNorm::with_size(64),
+            fc: Linear::new(576, 10, true),
+        }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let pool = PoolOpts::default();
+        let x = self.c2.forward(&self.c1.forward(x).relu()).relu();
+        let x = self.bn1.forward(&x).max_pool2d(&pool);
+        let x = self.c4.forward(&self.c3.forward(&x).relu()).relu();
+        let x = self.bn2.forward(&x).max_pool2d(&pool);
+        self.fc.forward(&x.flatten(1, -1))
+    }
+}
+
+fn main() -> lazygrad::Result<()> {
+    let fashion = getenv("FASHION", 0) != 0;
+    let data = mnist(fashion)?;
+    let (bs, steps) = (getenv("BS", 512) as usize, getenv("STEPS", 70) as usize);
+    Tensor::manual_seed(getenv("SEED", 42) as u64);
+    let model = Model::new();
+    let params = get_parameters(&model);
+    let lr = |default: f64| getenv_str("LR").and_then(|v| v.parse().ok()).unwrap_or(default);
+    let mut opt: Box<dyn Optimizer> = if getenv("SGD", 0) != 0 {
+        Box::new(SGD::new(&params, lr(0.01), 0.9, 0.0, true))
+    } else if getenv("MUON", 0) != 0 {
+        Box::new(muon(&params, lr(0.02), 0.95, 0.0, 5))
+    } else {
+        Box::new(adam(&params, lr(0.001)))
+    };
+
+    let mut train_step = Jit::new(|batch: &[Tensor]| {
+        let _training = Context::new(&[("TRAINING", 1)]);
+        opt.zero_grad();
+        let loss = model.forward(&batch[0]).sparse_categorical_crossentropy(&batch[1], -1, 0.0, Reduction::Mean);
+        loss.backward();
+        let mut out = vec![loss];
+        out.extend(opt.schedule_step());
+        out
+    });
+    let mut test_acc = Jit::new(|test: &[Tensor]| {
+        let pred = model.forward(&test[0]).argmax(Some(1), false);
+        vec![pred.eq(&test[1]).cast(DType::FLOAT32).mean(None, false) * 100.0]
+    });
+    let x_test = data.x_test.cast(DType::FLOAT32).realize();
+    let y_test = data.y_test.cast(DType::INT32).realize();
+
+    let (mut acc, start) = (f32::NAN, Instant::now());
+    let mut step_times = vec![];
+    for i in 0..steps {
+        let t0 = Instant::now();
+        let samples = Tensor::randint(&[bs], 0, data.x_train.shape()[0] as i64);
+        let x = data.x_train.index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
+        let y = data.y_train.index(&[Idx::Tensor(samples)]).cast(DType::INT32);
+        let out = train_step.call(&[x, y])?;
+        let loss = out[0].item::<f32>();
+        step_times.push(t0.elapsed().as_secs_f64());
+        if i % 10 == 9 || i + 1 == steps {
+            acc = test_acc.call(&[x_test.clone(), y_test.clone()])?[0].item::<f32>();
+        }
+        eprint!("\rstep {:4}/{steps} loss {loss:6.3} test_accuracy {acc:5.2}% ({:.2} s/step)", i + 1, step_times[i]);
+        let _ = std::io::stderr().flush();
+    }
+    let steady: Vec<f64> = step_times.iter().skip(3).copied().collect();
+    eprintln!(
+        "\n{steps} steps in {:.1} s, {:.3} s/step after warm-up, test accuracy {acc:.2}%",
+        start.elapsed().as_secs_f64(),
+        steady.iter().sum::<f64>() / steady.len().max(1) as f64
+    );
+    let target = getenv_str("TARGET_EVAL_ACC_PCT").and_then(|v| v.parse::<f32>().ok()).unwrap_or(0.0);
+    if acc < target {
+        eprintln!("test accuracy {acc:.2}% is below the target {target}%");
+        std::process::exit(1);
+    }
+    Ok(())
+}

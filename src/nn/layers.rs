@@ -1,0 +1,273 @@
+//! Layers as plain structs, initialized as tinygrad initializes them. Each implements `Module`
+//! (so its tensors have dotted names) and has a `forward`.
+
+use crate::dtype::DType;
+use crate::helpers::getenv;
+use crate::module;
+use crate::tensor::{ConvOpts, Tensor};
+
+/// A parameter filled with `v`: its own storage (constants alone would be shared between
+/// equal tensors, and an in-place update of one would change the others).
+fn filled(shape: &[usize], v: f64) -> Tensor {
+    Tensor::full_dtype(shape, v, DType::FLOAT32).contiguous()
+}
+
+fn uniform_bound(shape: &[usize], fan_in: usize) -> Tensor {
+    let bound = 1.0 / (fan_in as f64).sqrt();
+    Tensor::uniform(shape, -bound, bound)
+}
+
+/// Shape `[1, -1, 1, ...]` of a per-channel vector broadcast against a rank-`ndim` input.
+fn channel_view(t: &Tensor, ndim: usize) -> Tensor {
+    let mut shape = vec![1isize, -1];
+    shape.extend(std::iter::repeat_n(1, ndim.saturating_sub(2)));
+    t.reshape(&shape)
+}
+
+/// `y = x W^T + b`.
+pub struct Linear {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+}
+module!(Linear { weight, bias });
+
+impl Linear {
+    pub fn new(in_features: usize, out_features: usize, bias: bool) -> Linear {
+        let weight = Tensor::kaiming_uniform(&[out_features, in_features], 5f64.sqrt());
+        Linear { weight, bias: bias.then(|| uniform_bound(&[out_features], in_features)) }
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        x.linear(&self.weight.T(), self.bias.as_ref())
+    }
+}
+
+/// A 2-D convolution over `[N, C, H, W]` inputs.
+pub struct Conv2d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvOpts,
+}
+module!(Conv2d { weight, bias });
+
+impl Conv2d {
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> Conv2d {
+        let shape = [out_channels, in_channels / opts.groups, kernel, kernel];
+        let fan_in = shape[1..].iter().product();
+        let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
+        Conv2d { weight, bias: bias.then(|| uniform_bound(&[out_channels], fan_in)), opts }
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        x.conv2d(&self.weight, self.bias.as_ref(), &self.opts)
+    }
+}
+
+/// The transpose (gradient) of a 2-D convolution.
+pub struct ConvTranspose2d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub opts: ConvOpts,
+}
+module!(ConvTranspose2d { weight, bias });
+
+impl ConvTranspose2d {
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> ConvTranspose2d {
+        let shape = [in_channels, out_channels / opts.groups, kernel, kernel];
+        let fan_in = shape[1..].iter().product();
+        let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
+        ConvTranspose2d { weight, bias: bias.then(|| uniform_bound(&[out_channels], fan_in)), opts }
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
+    }
+}
+
+/// Batch normalization over every axis but the channel axis 1 (1-D and 2-D alike). In
+/// training mode (`TRAINING=1`) it uses batch statistics and updates the running ones.
+pub struct BatchNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub running_mean: Option<Tensor>,
+    pub running_var: Option<Tensor>,
+    pub num_batches_tracked: Tensor,
+    pub eps: f64,
+    pub momentum: f64,
+}
+module!(BatchNorm { weight, bias, running_mean, running_var, num_batches_tracked });
+
+/// tinygrad's `BatchNorm2d` and `BatchNorm1d` are the same layer.
+pub type BatchNorm2d = BatchNorm;
+
+impl BatchNorm {
+    pub fn new(size: usize, eps: f64, affine: bool, track_running_stats: bool, momentum: f64) -> BatchNorm {
+        let stat = |v: f64| filled(&[size], v).requires_grad(false);
+        BatchNorm {
+            weight: affine.then(|| filled(&[size], 1.0)),
+            bias: affine.then(|| filled(&[size], 0.0)),
+            running_mean: track_running_stats.then(|| stat(0.0)),
+            running_var: track_running_stats.then(|| stat(1.0)),
+            num_batches_tracked: Tensor::full_dtype(&[1], 0, DType::INT32).contiguous().requires_grad(false),
+            eps,
+            momentum,
+        }
+    }
+    /// tinygrad's defaults: eps 1e-5, affine, running statistics, momentum 0.1.
+    pub fn with_size(size: usize) -> BatchNorm {
+        BatchNorm::new(size, 1e-5, true, true, 0.1)
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let training = getenv("TRAINING", 0) != 0;
+        let axes: Vec<isize> = (0..x.ndim() as isize).filter(|&a| a != 1).collect();
+        let (mean, var) = match (&self.running_mean, &self.running_var, training) {
+            (Some(m), Some(v), false) => (m.clone(), v.clone()),
+            _ => {
+                let mean = x.mean(axes.as_slice(), false);
+                // the variance's gradient does not flow into the mean
+                let y = x - &channel_view(&mean.detach(), x.ndim());
+                (mean, (&y * &y).mean(axes.as_slice(), false))
+            }
+        };
+        if let (Some(rm), Some(rv), true) = (&self.running_mean, &self.running_var, training) {
+            let n = x.numel() as f64;
+            let unbiased = n / (n - x.shape()[1] as f64).max(1.0);
+            rm.assign(&(rm * (1.0 - self.momentum) + &(mean.detach() * self.momentum)));
+            rv.assign(&(rv * (1.0 - self.momentum) + &(var.detach() * (self.momentum * unbiased))));
+            self.num_batches_tracked.assign(&(&self.num_batches_tracked + 1));
+        }
+        x.batchnorm(self.weight.as_ref(), self.bias.as_ref(), &mean, &(var + self.eps).rsqrt())
+    }
+}
+
+/// Normalization over the last `normalized_shape.len()` axes, with an elementwise affine part.
+pub struct LayerNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub axes: usize,
+    pub eps: f64,
+}
+module!(LayerNorm { weight, bias });
+
+impl LayerNorm {
+    pub fn new(normalized_shape: &[usize], eps: f64, affine: bool) -> LayerNorm {
+        LayerNorm {
+            weight: affine.then(|| filled(normalized_shape, 1.0)),
+            bias: affine.then(|| filled(normalized_shape, 0.0)),
+            axes: normalized_shape.len(),
+            eps,
+        }
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let axes: Vec<isize> = (0..self.axes as isize).map(|i| -1 - i).collect();
+        let y = x.layernorm(axes.as_slice(), self.eps);
+        match (&self.weight, &self.bias) {
+            (Some(w), Some(b)) => &y * w + b,
+            _ => y,
+        }
+    }
+}
+
+/// Root-mean-square normalization over the last axis.
+pub struct RMSNorm {
+    pub weight: Option<Tensor>,
+    pub eps: f64,
+}
+module!(RMSNorm { weight });
+
+impl RMSNorm {
+    pub fn new(dim: usize, eps: f64, affine: bool) -> RMSNorm {
+        RMSNorm { weight: affine.then(|| filled(&[dim], 1.0)), eps }
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let y = x * &(x * x).mean(-1isize, true).add(self.eps).rsqrt();
+        match &self.weight {
+            Some(w) => &y * w,
+            None => y,
+        }
+    }
+}
+
+/// Normalization of each group of channels (`InstanceNorm` is one group per channel).
+pub struct GroupNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub groups: usize,
+    pub eps: f64,
+}
+module!(GroupNorm { weight, bias });
+
+/// tinygrad's `InstanceNorm`: a `GroupNorm` with one group per channel.
+pub type InstanceNorm = GroupNorm;
+
+impl GroupNorm {
+    pub fn new(groups: usize, channels: usize, eps: f64, affine: bool) -> GroupNorm {
+        GroupNorm {
+            weight: affine.then(|| filled(&[channels], 1.0)),
+            bias: affine.then(|| filled(&[channels], 0.0)),
+            groups,
+            eps,
+        }
+    }
+    /// One group per channel.
+    pub fn instance(channels: usize, eps: f64, affine: bool) -> GroupNorm {
+        GroupNorm::new(channels, channels, eps, affine)
+    }
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let shape = x.shape();
+        let y = x.reshape(&[shape[0] as isize, self.groups as isize, -1]).layernorm(-1isize, self.eps).reshape(&shape);
+        match (&self.weight, &self.bias) {
+            (Some(w), Some(b)) => &y * &channel_view(w, shape.len()) + &channel_view(b, shape.len()),
+            _ => y,
+        }
+    }
+}
+
+/// A lookup table of `vocab_size` vectors of size `embed_size`.
+pub struct Embedding {
+    pub weight: Tensor,
+}
+module!(Embedding { weight });
+
+impl Embedding {
+    pub fn new(vocab_size: usize, embed_size: usize) -> Embedding {
+        Embedding { weight: Tensor::glorot_uniform(&[vocab_size, embed_size]) }
+    }
+    /// Rows of the table for integer indices of any shape (output shape: `[..., embed_size]`).
+    pub fn forward(&self, idx: &Tensor) -> Tensor {
+        let vocab = self.weight.shape()[0];
+        idx.one_hot(vocab).cast(self.weight.dtype()).matmul(&self.weight)
+    }
+}
+
+/// One step of a long short-term memory cell.
+pub struct LSTMCell {
+    pub weight_ih: Tensor,
+    pub weight_hh: Tensor,
+    pub bias_ih: Option<Tensor>,
+    pub bias_hh: Option<Tensor>,
+}
+module!(LSTMCell { weight_ih, weight_hh, bias_ih, bias_hh });
+
+impl LSTMCell {
+    pub fn new(input_size: usize, hidden_size: usize, bias: bool) -> LSTMCell {
+        let std = 1.0 / (hidden_size as f64).sqrt();
+        LSTMCell {
+            weight_ih: Tensor::uniform(&[hidden_size * 4, input_size], -std, std),
+            weight_hh: Tensor::uniform(&[hidden_size * 4, hidden_size], -std, std),
+            bias_ih: bias.then(|| filled(&[hidden_size * 4], 0.0)),
+            bias_hh: bias.then(|| filled(&[hidden_size * 4], 0.0)),
+        }
+    }
+    /// The new `(h, c)` from input `x` `[batch, input]` and the previous state (zeros if none).
+    pub fn forward(&self, x: &Tensor, hc: Option<(&Tensor, &Tensor)>) -> (Tensor, Tensor) {
+        let hidden = self.weight_hh.shape()[1];
+        let zeros = Tensor::zeros(&[x.shape()[0], hidden]);
+        let (h, c) = hc.unwrap_or((&zeros, &zeros));
+        let gates =
+            x.linear(&self.weight_ih.T(), self.bias_ih.as_ref()) + h.linear(&self.weight_hh.T(), self.bias_hh.as_ref());
+        let batch = gates.shape()[0];
+        let gate = |k: usize| gates.shrink(&[(0, batch), (k * hidden, (k + 1) * hidden)]);
+        let (i, f, g, o) = (gate(0).sigmoid(), gate(1).sigmoid(), gate(2).tanh(), gate(3).sigmoid());
+        let c = &f * c + &(&i * &g);
+        let h = &o * &c.tanh();
+        (h.contiguous(), c.contiguous())
+    }
+}

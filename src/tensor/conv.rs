@@ -1,0 +1,344 @@
+//! Sliding windows (`pool`) built from movement ops, and the convolutions and poolings on top of
+//! them: a window view, then an elementwise multiply and a reduce. No handwritten kernels.
+
+use super::elementwise::Scalar;
+use super::reduce::dtype_min;
+use super::Tensor;
+
+/// A size per spatial dimension: one value for all of them, or one each (`2`, `[1, 2]`, `vec![..]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spatial(pub Vec<usize>);
+
+impl Spatial {
+    /// The values for `n` dimensions (a single value repeats), naming `op` on a length mismatch.
+    fn get(&self, op: &str, what: &str, n: usize) -> Vec<usize> {
+        match self.0.len() {
+            1 => vec![self.0[0]; n],
+            l if l == n => self.0.clone(),
+            l => panic!("{op}: {what} has {l} values {:?} for {n} spatial dimensions", self.0),
+        }
+    }
+    /// Padding as `(before, after)` per dimension: one value, one per dimension, or torch's flat
+    /// `[left, right, top, bottom]` order (last dimension first).
+    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
+        let p: Vec<isize> = self.0.iter().map(|&v| v as isize).collect();
+        match p.len() {
+            1 => vec![(p[0], p[0]); n],
+            l if l == n => p.iter().map(|&v| (v, v)).collect(),
+            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
+            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
+        }
+    }
+}
+impl From<usize> for Spatial {
+    fn from(v: usize) -> Spatial {
+        Spatial(vec![v])
+    }
+}
+impl<const N: usize> From<[usize; N]> for Spatial {
+    fn from(v: [usize; N]) -> Spatial {
+        Spatial(v.to_vec())
+    }
+}
+impl From<Vec<usize>> for Spatial {
+    fn from(v: Vec<usize>) -> Spatial {
+        Spatial(v)
+    }
+}
+impl From<&[usize]> for Spatial {
+    fn from(v: &[usize]) -> Spatial {
+        Spatial(v.to_vec())
+    }
+}
+
+/// Options of `conv2d` / `conv_transpose2d` (torch's defaults: groups 1, stride 1, no padding).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvOpts {
+    pub groups: usize,
+    pub stride: Spatial,
+    pub dilation: Spatial,
+    pub padding: Spatial,
+    /// Extra size on the high side of each output dimension (`conv_transpose2d` only).
+    pub output_padding: Spatial,
+}
+impl Default for ConvOpts {
+    fn default() -> ConvOpts {
+        ConvOpts { groups: 1, stride: 1.into(), dilation: 1.into(), padding: 0.into(), output_padding: 0.into() }
+    }
+}
+impl ConvOpts {
+    /// Split channels into this many independent groups.
+    pub fn groups(self, groups: usize) -> ConvOpts {
+        ConvOpts { groups, ..self }
+    }
+    /// Step between windows.
+    pub fn stride(self, stride: impl Into<Spatial>) -> ConvOpts {
+        ConvOpts { stride: stride.into(), ..self }
+    }
+    /// Spacing between kernel taps.
+    pub fn dilation(self, dilation: impl Into<Spatial>) -> ConvOpts {
+        ConvOpts { dilation: dilation.into(), ..self }
+    }
+    /// Zero padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
+    pub fn padding(self, padding: impl Into<Spatial>) -> ConvOpts {
+        ConvOpts { padding: padding.into(), ..self }
+    }
+    /// Extra output size on the high side (`conv_transpose2d`).
+    pub fn output_padding(self, output_padding: impl Into<Spatial>) -> ConvOpts {
+        ConvOpts { output_padding: output_padding.into(), ..self }
+    }
+}
+
+/// Options of `avg_pool2d` / `max_pool2d` (torch's defaults: 2×2 kernel, stride = kernel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolOpts {
+    pub kernel: Spatial,
+    /// `None`: the kernel size.
+    pub stride: Option<Spatial>,
+    pub dilation: Spatial,
+    pub padding: Spatial,
+    /// Round the output size up, so a last partial window still counts.
+    pub ceil_mode: bool,
+    /// Whether `avg_pool2d` divides by the full window, padding included.
+    pub count_include_pad: bool,
+}
+impl Default for PoolOpts {
+    fn default() -> PoolOpts {
+        PoolOpts {
+            kernel: 2.into(),
+            stride: None,
+            dilation: 1.into(),
+            padding: 0.into(),
+            ceil_mode: false,
+            count_include_pad: true,
+        }
+    }
+}
+impl PoolOpts {
+    /// Default options with this kernel size.
+    pub fn kernel(kernel: impl Into<Spatial>) -> PoolOpts {
+        PoolOpts { kernel: kernel.into(), ..PoolOpts::default() }
+    }
+    /// Step between windows (default: the kernel size).
+    pub fn stride(self, stride: impl Into<Spatial>) -> PoolOpts {
+        PoolOpts { stride: Some(stride.into()), ..self }
+    }
+    /// Spacing between kernel taps.
+    pub fn dilation(self, dilation: impl Into<Spatial>) -> PoolOpts {
+        PoolOpts { dilation: dilation.into(), ..self }
+    }
+    /// Padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
+    pub fn padding(self, padding: impl Into<Spatial>) -> PoolOpts {
+        PoolOpts { padding: padding.into(), ..self }
+    }
+    /// Round the output size up.
+    pub fn ceil_mode(self, ceil_mode: bool) -> PoolOpts {
+        PoolOpts { ceil_mode, ..self }
+    }
+    /// Whether `avg_pool2d` counts padding in the divisor.
+    pub fn count_include_pad(self, count_include_pad: bool) -> PoolOpts {
+        PoolOpts { count_include_pad, ..self }
+    }
+}
+
+/// Kernel, stride, dilation and `(before, after)` pads of a pooling call.
+type PoolParams = (Vec<usize>, Vec<usize>, Vec<usize>, Vec<(isize, isize)>);
+
+/// `(before, after)` pads on the spatial axes after `lead` untouched ones.
+fn lead_pads(lead: usize, pads: &[(isize, isize)]) -> Vec<(isize, isize)> {
+    let mut all = vec![(0, 0); lead];
+    all.extend_from_slice(pads);
+    all
+}
+
+impl Tensor {
+    /// Sliding windows over the last `k.len()` axes: `(..., i...)` becomes `(..., o..., k...)` with
+    /// `o = ceil((i - d*(k-1)) / s)`. Overlapping windows come from repeating the axis and reading
+    /// it with a row length of `i*f + d`, so that each row starts `d` further on.
+    pub(super) fn pool(&self, k: &[usize], s: &[usize], d: &[usize]) -> Tensor {
+        let shape = self.shape();
+        let nd = k.len();
+        assert!(shape.len() >= nd, "pool: can't pool shape {shape:?} with kernel {k:?}");
+        let lead = shape.len() - nd;
+        let (noop, i_) = shape.split_at(lead);
+        let fits = (0..nd).all(|j| k[j] > 0 && s[j] > 0 && d[j] * (k[j] - 1) < i_[j]);
+        assert!(fits, "pool: kernel {k:?} (stride {s:?}, dilation {d:?}) does not fit input {shape:?}");
+        let o: Vec<usize> = (0..nd).map(|j| (i_[j] - d[j] * (k[j] - 1)).div_ceil(s[j])).collect();
+        // helpers that leave the leading axes alone
+        let keep = |v: Vec<(usize, usize)>| noop.iter().map(|&n| (0, n)).chain(v).collect::<Vec<_>>();
+        let dims = |v: Vec<usize>| noop.iter().copied().chain(v).collect::<Vec<_>>();
+        let each = |f: &dyn Fn(usize) -> Vec<usize>| (0..nd).flat_map(f).collect::<Vec<_>>();
+        let spans = |f: &dyn Fn(usize) -> Vec<usize>| keep(each(f).into_iter().map(|e| (0, e)).collect());
+        let perm = |first: usize, second: usize| {
+            let mut p: Vec<isize> = (0..lead as isize).collect();
+            p.extend((0..nd).map(|j| (lead + 2 * j + first) as isize));
+            p.extend((0..nd).map(|j| (lead + 2 * j + second) as isize));
+            p
+        };
+        if (0..nd).any(|j| k[j] > s[j] || d[j] != 1) {
+            // row length i*f + d (the smallest f >= 1 that leaves room for o*s columns): row r of the
+            // repeated axis then starts at element r*d
+            let row: Vec<usize> =
+                (0..nd).map(|j| i_[j] * (o[j] * s[j]).saturating_sub(d[j]).div_ceil(i_[j]).max(1) + d[j]).collect();
+            let reps: Vec<usize> = (0..nd).map(|j| (k[j] * row[j]).div_ceil(i_[j])).collect();
+            let x = self.repeat(&[vec![1; lead], reps].concat());
+            let x = x.shrink(&spans(&|j| vec![k[j] * row[j]])).reshape(&dims(each(&|j| vec![k[j], row[j]])));
+            let x = x.shrink(&spans(&|j| vec![k[j], o[j] * s[j]])).reshape(&dims(each(&|j| vec![k[j], o[j], s[j]])));
+            let x = x.shrink(&spans(&|j| vec![k[j], o[j], 1])).reshape(&dims(each(&|j| vec![k[j], o[j]])));
+            return x.permute(&perm(1, 0));
+        }
+        // windows no longer than the stride: pad to o*s, split into (o, s) and keep the first k of each
+        let grow: Vec<(usize, usize)> =
+            noop.iter().map(|_| (0, 0)).chain((0..nd).map(|j| (0, (o[j] * s[j]).saturating_sub(i_[j])))).collect();
+        let x = self.pad(&grow).shrink(&spans(&|j| vec![o[j] * s[j]]));
+        let x = x.reshape(&dims(each(&|j| vec![o[j], s[j]]))).shrink(&spans(&|j| vec![o[j], k[j]]));
+        x.permute(&perm(0, 1))
+    }
+    /// N-d convolution (`weight` is `(cout, cin/groups, k...)`, the input `(batch, cin, i...)`)
+    /// with tinygrad's construction: pad, pool into windows, multiply with the weight, sum.
+    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Tensor {
+        let (xs, ws) = (self.shape(), weight.shape());
+        assert!(
+            xs.len() == ws.len() && xs.len() >= 3,
+            "conv2d: input {xs:?} and weight {ws:?} need the same rank (at least 3)"
+        );
+        let nd = ws.len() - 2;
+        self.conv_pads(
+            weight,
+            bias,
+            opts.groups,
+            &opts.stride.get("conv2d", "stride", nd),
+            &opts.dilation.get("conv2d", "dilation", nd),
+            &opts.padding.pads("conv2d", nd),
+        )
+    }
+    /// `conv2d` with explicit `(before, after)` pads, negative ones cropping.
+    fn conv_pads(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        groups: usize,
+        stride: &[usize],
+        dilation: &[usize],
+        pads: &[(isize, isize)],
+    ) -> Tensor {
+        let (xs, ws) = (self.shape(), weight.shape());
+        let (bs, cin_, cout, cin) = (xs[0], xs[1], ws[0], ws[1]);
+        let hw = &ws[2..];
+        let nd = hw.len();
+        assert!(
+            groups > 0 && groups * cin == cin_ && cout % groups == 0,
+            "conv2d: input {xs:?} does not match weight {ws:?} with groups={groups}"
+        );
+        let x = self.pad_value(&lead_pads(2, pads), Scalar::Int(0)).pool(hw, stride, dilation);
+        let oyx: Vec<usize> = x.shape()[2..2 + nd].to_vec();
+        let rcout = cout / groups;
+        let cat = |a: &[usize], b: &[usize], c: &[usize]| [a, b, c].concat();
+        let x = x.reshape(&cat(&[bs, groups, cin, 1], &oyx, hw)).expand(&cat(&[bs, groups, cin, rcout], &oyx, hw));
+        let mut order: Vec<isize> = vec![0, 1, 3];
+        order.extend((0..nd).map(|j| (4 + j) as isize));
+        order.push(2);
+        order.extend((0..nd).map(|j| (4 + nd + j) as isize));
+        let x = x.permute(&order);
+        let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
+        let reduce: Vec<isize> = (0..=nd).map(|j| -1 - j as isize).collect();
+        let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
+        match bias {
+            Some(b) => out.add(b.reshape(&cat(&[1, cout], &vec![1; nd], &[]))),
+            None => out,
+        }
+    }
+    /// Transposed convolution (`weight` is `(cin, cout/groups, k...)`): the gradient of `conv2d`,
+    /// built as a conv over the input with zeros inserted between elements for the stride.
+    pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Tensor {
+        let (xs, ws) = (self.shape(), weight.shape());
+        assert!(
+            xs.len() == ws.len() && xs.len() >= 3,
+            "conv_transpose2d: input {xs:?} and weight {ws:?} need the same rank (at least 3)"
+        );
+        let (g, nd) = (opts.groups, ws.len() - 2);
+        assert!(g > 0 && ws[0] % g == 0, "conv_transpose2d: weight {ws:?} does not split into {g} groups");
+        let hw = &ws[2..];
+        let mut unflat = vec![g, ws[0] / g];
+        unflat.extend_from_slice(&ws[1..]);
+        let flips: Vec<isize> = (3..3 + nd as isize).collect();
+        let w = weight.reshape(&unflat).transpose(1, 2).flip(&flips).flatten(0, 1);
+        let name = "conv_transpose2d";
+        let (stride, dilation) = (opts.stride.get(name, "stride", nd), opts.dilation.get(name, "dilation", nd));
+        let out_pad = opts.output_padding.get(name, "output_padding", nd);
+        let pads: Vec<(isize, isize)> = opts
+            .padding
+            .pads(name, nd)
+            .iter()
+            .enumerate()
+            .map(|(j, &(b, a))| {
+                let span = ((hw[j] - 1) * dilation[j]) as isize;
+                (span - b, span - a + out_pad[j] as isize)
+            })
+            .collect();
+        let mut x = self.clone();
+        if stride.iter().any(|&s| s > 1) {
+            let sp = &xs[2..];
+            let spread: Vec<usize> = xs[..2].iter().copied().chain(sp.iter().flat_map(|&k| [k, 1])).collect();
+            let grow: Vec<(usize, usize)> =
+                [(0, 0); 2].into_iter().chain((0..nd).flat_map(|j| [(0, 0), (0, stride[j] - 1)])).collect();
+            let merged: Vec<usize> = xs[..2].iter().copied().chain((0..nd).map(|j| sp[j] * stride[j])).collect();
+            let keep: Vec<(usize, usize)> = merged
+                .iter()
+                .enumerate()
+                .map(|(j, &m)| if j < 2 { (0, m) } else { (0, m - (stride[j - 2] - 1)) })
+                .collect();
+            x = x.reshape(&spread).pad(&grow).reshape(&merged).shrink(&keep);
+        }
+        x.conv_pads(&w, bias, g, &vec![1; nd], &dilation, &pads)
+    }
+
+    /// `(kernel, stride, dilation, pads)` of a pooling call, with ceil-mode pads applied.
+    fn pool_params(&self, op: &str, opts: &PoolOpts, ceil: bool) -> PoolParams {
+        let nd = if opts.kernel.0.len() == 1 { 2 } else { opts.kernel.0.len() };
+        let k = opts.kernel.get(op, "kernel", nd);
+        let s = opts.stride.as_ref().map_or_else(|| k.clone(), |s| s.get(op, "stride", nd));
+        let d = opts.dilation.get(op, "dilation", nd);
+        let mut pads = opts.padding.pads(op, nd);
+        let shape = self.shape();
+        assert!(shape.len() >= nd, "{op}: input {shape:?} has fewer than {nd} dimensions");
+        if ceil {
+            let i_ = &shape[shape.len() - nd..];
+            for j in 0..nd {
+                let (i, k, s, d) = (i_[j] as isize, k[j] as isize, s[j] as isize, d[j] as isize);
+                let (b, a) = pads[j];
+                let o = (i + b + a - (d * (k - 1) + 1) + s - 1).div_euclid(s) + 1;
+                pads[j].1 += s * (o - 1) + (d * (k - 1) + 1) - (i + b + a) - (s * (o - 1) - (b + i - 1)).max(0);
+            }
+        }
+        (k, s, d, pads)
+    }
+    /// Average over sliding windows of the last `kernel.len()` axes (2 for a single kernel size).
+    pub fn avg_pool2d(&self, opts: &PoolOpts) -> Tensor {
+        let (k, s, d, reg) = self.pool_params("avg_pool2d", opts, false);
+        let (_, _, _, ceil) = self.pool_params("avg_pool2d", opts, opts.ceil_mode);
+        let lead = self.ndim() - k.len();
+        let axes: Vec<isize> = (0..k.len()).map(|j| -1 - j as isize).collect();
+        let pool = |x: &Tensor, pads: &[(isize, isize)]| {
+            x.pad_value(&lead_pads(lead, pads), Scalar::Int(0)).pool(&k, &s, &d).sum(axes.as_slice(), false)
+        };
+        let x = self.cast(self.dtype().to_float());
+        if !opts.count_include_pad {
+            return pool(&x, &ceil).div(pool(&x.ones_like(), &ceil));
+        }
+        if !opts.ceil_mode {
+            return x.pad_value(&lead_pads(lead, &reg), Scalar::Int(0)).pool(&k, &s, &d).mean(axes.as_slice(), false);
+        }
+        let extra: Vec<(isize, isize)> = ceil.iter().zip(&reg).map(|(c, r)| (c.0 - r.0, c.1 - r.1)).collect();
+        let ones = x.pad_value(&lead_pads(lead, &reg), Scalar::Int(0)).ones_like();
+        pool(&x, &ceil).div(pool(&ones, &extra))
+    }
+    /// Maximum over sliding windows of the last `kernel.len()` axes (2 for a single kernel size).
+    pub fn max_pool2d(&self, opts: &PoolOpts) -> Tensor {
+        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode);
+        let lead = self.ndim() - k.len();
+        let axes: Vec<isize> = (0..k.len()).map(|j| -1 - j as isize).collect();
+        let x = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
+        x.max(axes.as_slice(), false)
+    }
+}

@@ -1,0 +1,188 @@
+//! Reading `fixtures/torch_ref.bin` (format documented in `tools/gen_reference.py`) and comparing
+//! lazygrad's results with the stored ones.
+
+use half::{bf16, f16};
+use lazygrad::DType;
+
+/// A host array as stored: dtype, shape and row-major little-endian bytes.
+#[derive(Clone, Debug)]
+pub struct Array {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+/// One stored input: its data and whether the reference took a gradient for it.
+#[derive(Debug)]
+pub struct Input {
+    pub array: Array,
+    pub requires_grad: bool,
+}
+
+/// One stored output and the `upstream` its gradient contribution is weighted with (floats only).
+#[derive(Debug)]
+pub struct Output {
+    pub value: Array,
+    pub upstream: Option<Array>,
+}
+
+/// Comparison tolerances: `|got - want| <= atol + rtol * |want|` (floats; others are exact).
+#[derive(Clone, Copy, Debug)]
+pub struct Tol {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+#[derive(Debug)]
+pub struct Case {
+    pub name: String,
+    pub group: String,
+    pub op: String,
+    pub params: String,
+    pub tol: Tol,
+    pub grad_tol: Tol,
+    pub inputs: Vec<Input>,
+    pub outputs: Vec<Output>,
+    /// `(input index, gradient)` for every input the reference has a gradient for.
+    pub grads: Vec<(usize, Array)>,
+}
+
+/// The dtype torch calls `name` (without the `torch.` prefix).
+pub fn dtype_from_name(name: &str) -> DType {
+    match name {
+        "bool" => DType::BOOL,
+        "int8" => DType::INT8,
+        "int16" => DType::INT16,
+        "int32" => DType::INT32,
+        "int64" => DType::INT64,
+        "uint8" => DType::UINT8,
+        "uint16" => DType::UINT16,
+        "uint32" => DType::UINT32,
+        "uint64" => DType::UINT64,
+        "float16" => DType::FLOAT16,
+        "bfloat16" => DType::BFLOAT16,
+        "float32" => DType::FLOAT32,
+        "float64" => DType::FLOAT64,
+        other => panic!("torch_ref.bin: unknown dtype {other:?}"),
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        assert!(self.pos + n <= self.data.len(), "torch_ref.bin truncated at byte {}", self.pos);
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        s
+    }
+    fn u8(&mut self) -> u8 {
+        self.take(1)[0]
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.take(2).try_into().expect("2 bytes"))
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes"))
+    }
+    fn f64(&mut self) -> f64 {
+        f64::from_le_bytes(self.take(8).try_into().expect("8 bytes"))
+    }
+    fn str(&mut self) -> String {
+        let n = self.u16() as usize;
+        String::from_utf8(self.take(n).to_vec()).expect("torch_ref.bin string is UTF-8")
+    }
+    fn array(&mut self) -> Array {
+        let dtype = dtype_from_name(&self.str());
+        let ndim = self.u8() as usize;
+        let shape: Vec<usize> = (0..ndim).map(|_| self.u32() as usize).collect();
+        let n = self.u32() as usize;
+        let bytes = self.take(n).to_vec();
+        assert_eq!(n, shape.iter().product::<usize>() * dtype.itemsize(), "torch_ref.bin: array size mismatch");
+        Array { dtype, shape, bytes }
+    }
+}
+
+/// Every case in the fixture file.
+pub fn parse(data: &[u8]) -> Vec<Case> {
+    let mut r = Reader { data, pos: 0 };
+    assert_eq!(r.take(4), b"LGTR", "torch_ref.bin: bad magic");
+    assert_eq!(r.u32(), 1, "torch_ref.bin: unsupported version");
+    let n = r.u32() as usize;
+    let cases: Vec<Case> = (0..n)
+        .map(|_| {
+            let (name, group, op, params) = (r.str(), r.str(), r.str(), r.str());
+            let tol = Tol { atol: r.f64(), rtol: r.f64() };
+            let grad_tol = Tol { atol: r.f64(), rtol: r.f64() };
+            let inputs =
+                (0..r.u8()).map(|_| Input { requires_grad: r.u8() != 0, array: r.array() }).collect::<Vec<_>>();
+            let outputs = (0..r.u8())
+                .map(|_| {
+                    let value = r.array();
+                    let upstream = (r.u8() != 0).then(|| r.array());
+                    Output { value, upstream }
+                })
+                .collect();
+            let grads = (0..r.u8()).map(|_| (r.u8() as usize, r.array())).collect();
+            Case { name, group, op, params, tol, grad_tol, inputs, outputs, grads }
+        })
+        .collect();
+    assert_eq!(r.pos, data.len(), "torch_ref.bin: trailing bytes");
+    cases
+}
+
+/// The elements of a float array as f64.
+fn floats(a: &Array) -> Vec<f64> {
+    let it = a.dtype.itemsize();
+    a.bytes
+        .chunks_exact(it)
+        .map(|c| match a.dtype {
+            DType::FLOAT16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
+            DType::BFLOAT16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+            DType::FLOAT32 => f32::from_le_bytes(c.try_into().expect("4 bytes")) as f64,
+            DType::FLOAT64 => f64::from_le_bytes(c.try_into().expect("8 bytes")),
+            d => unreachable!("not a float dtype: {d:?}"),
+        })
+        .collect()
+}
+
+/// `Err` with a short description when `got` differs from `want`: dtype, shape, then values
+/// (floats within `tol`, NaN matching NaN and infinities matching exactly; everything else bitwise).
+pub fn compare(what: &str, got: &Array, want: &Array, tol: Tol) -> Result<(), String> {
+    if got.dtype != want.dtype {
+        return Err(format!("{what}: dtype {:?}, want {:?}", got.dtype, want.dtype));
+    }
+    if got.shape != want.shape {
+        return Err(format!("{what}: shape {:?}, want {:?}", got.shape, want.shape));
+    }
+    if !want.dtype.is_float() {
+        return match got.bytes == want.bytes {
+            true => Ok(()),
+            false => Err(format!("{what}: {:?} data differs (exact compare)", want.dtype)),
+        };
+    }
+    let (g, w) = (floats(got), floats(want));
+    let bad: Vec<usize> = (0..w.len())
+        .filter(|&i| {
+            let (a, b) = (g[i], w[i]);
+            let same_special = (a.is_nan() && b.is_nan()) || (a.is_infinite() && a == b);
+            let close = (a - b).abs() <= tol.atol + tol.rtol * b.abs(); // false when `a` is NaN
+            !same_special && !close
+        })
+        .collect();
+    match bad.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{what}: {} of {} values off, first at flat index {i}: got {}, want {} (atol {}, rtol {})",
+            bad.len(),
+            w.len(),
+            g[i],
+            w[i],
+            tol.atol,
+            tol.rtol
+        )),
+    }
+}
