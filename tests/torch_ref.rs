@@ -13,7 +13,7 @@
 //! `TORCH_REF_ONLY=substr` runs only cases whose `group/name` contains `substr` (`reduce/`,
 //! `softmax[`); `TORCH_REF_TRACE=1`
 //! prints each case before it runs (to find one that crashes the process); `TORCH_REF_SKIP=a,b`
-//! treats the named cases as known failures.
+//! treats the named cases as known failures; `TORCH_REF_THREADS=1` runs the cases on one thread.
 
 #[path = "torch_ref/fixture.rs"]
 mod fixture;
@@ -148,25 +148,39 @@ fn check(case: &Case, op: &OpFn, trace: bool) -> Outcome {
     Outcome::Pass
 }
 
-/// Run `cases` (quietly: panics become failures), returning each one's outcome.
+/// Run `cases` (quietly: panics become failures) on worker threads (`TORCH_REF_THREADS`, default:
+/// the available cores, at most 4; kernel compiles dominate a cold run), returning each outcome.
 fn run_all(cases: &[Case], ops: &HashMap<&'static str, OpFn>, skip_known: bool) -> Vec<Outcome> {
     let trace = std::env::var("TORCH_REF_TRACE").is_ok_and(|v| v != "0");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let threads = std::env::var("TORCH_REF_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(cores).max(1);
+    let run = |c: &Case| match ops.get(c.op.as_str()) {
+        None => Outcome::Missing,
+        Some(_) if skip_known && is_known(c) => Outcome::Known,
+        Some(op) => {
+            let o = check(c, op, trace);
+            if let (true, Outcome::Fail(e)) = (trace, &o) {
+                println!("FAIL {}: {e}", c.name);
+            }
+            o
+        }
+    };
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let outcomes = cases
-        .iter()
-        .map(|c| match ops.get(c.op.as_str()) {
-            None => Outcome::Missing,
-            Some(_) if skip_known && is_known(c) => Outcome::Known,
-            Some(op) => {
-                let o = check(c, op, trace);
-                if let (true, Outcome::Fail(e)) = (trace, &o) {
-                    println!("FAIL {}: {e}", c.name);
-                }
-                o
+    let mut outcomes = vec![Outcome::Missing; cases.len()];
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|k| {
+                let run = &run;
+                s.spawn(move || (k..cases.len()).step_by(threads).map(|i| (i, run(&cases[i]))).collect::<Vec<_>>())
+            })
+            .collect();
+        for w in workers {
+            for (i, o) in w.join().expect("torch_ref worker thread") {
+                outcomes[i] = o;
             }
-        })
-        .collect();
+        }
+    });
     std::panic::set_hook(hook);
     outcomes
 }

@@ -44,7 +44,9 @@ impl Compiler for CCompiler {
     fn compile(&self, src: &str) -> Result<PathBuf> {
         let dir = cache_dir().join("cpu");
         std::fs::create_dir_all(&dir)?;
-        let key = stable_hash(&(&self.cc, FLAGS, src));
+        // gcc 12's vectorizer turns `(double)(_Float16)x` into `(double)x`, skipping the rounding
+        let extra: &[&str] = if src.contains("_Float16") { &["-fno-tree-vectorize"] } else { &[] };
+        let key = stable_hash(&(&self.cc, FLAGS, extra, src));
         let so = dir.join(format!("{key:016x}.so"));
         if so.exists() {
             return Ok(so);
@@ -55,7 +57,7 @@ impl Compiler for CCompiler {
         let c_path = dir.join(format!("{tmp}.c"));
         let so_tmp = dir.join(format!("{tmp}.so"));
         std::fs::write(&c_path, src)?;
-        let out = Command::new(&self.cc).args(FLAGS).arg("-o").arg(&so_tmp).arg(&c_path).output()?;
+        let out = Command::new(&self.cc).args(FLAGS).args(extra).arg("-o").arg(&so_tmp).arg(&c_path).output()?;
         let _ = std::fs::remove_file(&c_path);
         if !out.status.success() {
             return Err(Error::Compile(format!(

@@ -71,7 +71,12 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
         grad_rule(Ops::Sqrt, |k, _, g| vec![Some(g / (k * 2.0))]),
         grad_rule(Ops::Recip, |k, _, g| vec![Some(-(g * k * k))]),
         grad_rule(Ops::Trunc, |_, s, _| vec![Some(s[0].zeros_like())]),
-        grad_rule(Ops::Pow, |k, s, g| vec![Some(g * k * &s[1] / &s[0]), Some(g * k * s[0].log())]),
+        // d/da a^b = b a^(b-1) (finite at a = 0); d/db a^b = a^b ln a, taken as 0 at a = 0
+        grad_rule(Ops::Pow, |k, s, g| {
+            let dbase = g * &s[1] * s[0].pow(&s[1] - 1.0);
+            let dexp = s[0].eq(0.0).where_(0.0, g * k * s[0].log());
+            vec![Some(dbase), Some(dexp)]
+        }),
         grad_rule(Ops::Reshape, |_, s, g| vec![Some(g.reshape(&s[0].shape()))]),
         grad_rule(Ops::Permute, |k, _, g| {
             let Arg::Axes(order) = k.uop().arg().clone() else { unreachable!("PERMUTE has an order") };

@@ -129,7 +129,8 @@ impl Lin {
                 _ => {
                     // pull constant coefficients out of a product: (a*2)*(b*3) -> (a*b)*6
                     let (ta, ca) = Lin::split_coef(&s[0]);
-                    let (tb, cb) = Lin::split_coef(&s[1]);
+                    // a square splits its factor once (chains of squarings stay linear)
+                    let (tb, cb) = if s[1] == s[0] { (ta.clone(), ca) } else { Lin::split_coef(&s[1]) };
                     self.term(mul_sorted(&ta, &tb), wrap(f.wrapping_mul(ca.wrapping_mul(cb)), d));
                 }
             },

@@ -11,7 +11,7 @@ use super::fixture::dtype_from_name;
 use super::params::{Json, Params};
 
 /// An op: inputs and parameters to its outputs (most ops have one).
-pub type OpFn = Box<dyn Fn(&[Tensor], &Params) -> Vec<Tensor>>;
+pub type OpFn = Box<dyn Fn(&[Tensor], &Params) -> Vec<Tensor> + Send + Sync>;
 
 /// What an op closure may return.
 pub trait IntoOuts {
@@ -33,7 +33,7 @@ impl IntoOuts for (Tensor, Tensor) {
     }
 }
 
-fn op<R: IntoOuts>(f: impl Fn(&[Tensor], &Params) -> R + 'static) -> OpFn {
+fn op<R: IntoOuts>(f: impl Fn(&[Tensor], &Params) -> R + Send + Sync + 'static) -> OpFn {
     Box::new(move |x, p| f(x, p).outs())
 }
 
