@@ -9,11 +9,12 @@
 //! within atol 1e-4 / rtol 1e-3 (tinygrad's tolerances), integers and bools exactly, and shapes
 //! and dtypes always.
 //!
-//! `cargo test --test torch_ref -- --nocapture` prints a table per group. Environment knobs:
-//! `TORCH_REF_ONLY=substr` runs only cases whose `group/name` contains `substr` (`reduce/`,
-//! `softmax[`); `TORCH_REF_TRACE=1`
-//! prints each case before it runs (to find one that crashes the process); `TORCH_REF_SKIP=a,b`
-//! treats the named cases as known failures; `TORCH_REF_THREADS=1` runs the cases on one thread.
+//! Cases run on a few worker threads (a cold run is dominated by compiling the CPU kernels, which
+//! are cached on disk afterwards). `cargo test --test torch_ref -- --nocapture` prints a table per
+//! group. Environment knobs: `TORCH_REF_ONLY=substr` runs only the cases whose `group/name`
+//! contains `substr` (`reduce/`, `softmax[`); `TORCH_REF_TRACE=1` prints each case before it runs
+//! (to find one that crashes the process); `TORCH_REF_SKIP=a,b` treats the named cases as known
+//! failures; `TORCH_REF_THREADS=n` sets the number of worker threads.
 
 #[path = "torch_ref/fixture.rs"]
 mod fixture;
@@ -39,8 +40,8 @@ const DEVICES: [&str; 2] = ["CPU", "INTERP"];
 const ALLOWED_MISSING: &[(&str, &str)] = &[("eye_nm", "Tensor::eye(n) takes no column count (tinygrad: eye(n, m))")];
 
 /// Cases that src/ gets wrong, matched by op key or by exact case name, each with the reason and a
-/// minimal repro. They are skipped by `torch_reference` (some crash the process) and counted as
-/// "known"; `known_failures` (ignored by default) runs them to see which are fixed.
+/// minimal repro. They are skipped by `torch_reference` (a bug may crash the process) and counted
+/// as "known"; `known_failures` (ignored by default) runs them to see which are fixed.
 const KNOWN_FAILURES: &[(&str, &str)] = &[
     // src bug: gradient() of a size-0 input that cat/pad_with optimize away is an error; torch gives an
     // empty gradient. Repro: `let x = Tensor::from_slice::<f32>(&[], &[0, 3]);
@@ -114,7 +115,7 @@ fn run_on(case: &Case, op: &OpFn, device: &str) -> Result<(), String> {
     let grads = match (targets.is_empty(), loss) {
         (true, _) => vec![],
         (false, None) => return Err("no float output to take gradients of".into()),
-        (false, Some(l)) => l.try_gradient(&targets).map_err(|e| format!("gradient: {e}"))?,
+        (false, Some(l)) => l.try_gradient(&targets).map_err(|e| e.to_string())?,
     };
     let all: Vec<Tensor> = outs.iter().chain(&grads).cloned().collect();
     Tensor::realize_all(&all).map_err(|e| format!("realize: {e}"))?;

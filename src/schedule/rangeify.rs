@@ -57,12 +57,22 @@ fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
         if !seen.insert(n.clone()) || realize.contains(&n) || n.op() == Ops::Buffer {
             continue;
         }
+        // a reduce over constants only (an arange) is recomputed where it is used: the
+        // reduce-folding pass turns it into index arithmetic there
+        if n.op() == Ops::ReduceAxis && !reads_memory(&n) {
+            continue;
+        }
         if n.op() == Ops::ReduceAxis {
             realize.insert(n);
             continue;
         }
         stack.extend(n.src().iter().cloned());
     }
+}
+
+/// Whether computing `u` loads from any buffer.
+fn reads_memory(u: &UOp) -> bool {
+    u.toposort().iter().any(|n| matches!(n.op(), Ops::Buffer | Ops::Copy | Ops::Contiguous | Ops::Assign))
 }
 
 /// Row-major strides of `shape`.

@@ -5,11 +5,9 @@ use std::sync::Arc;
 use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::{DType, Element};
-use crate::runtime::interp::write_elem;
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::buffer_view;
-use crate::uop::exec::cast_const;
-use crate::uop::{Arg, ConstValue, Ops, UOp};
+use crate::uop::{Arg, Ops, UOp};
 
 /// Rust values a tensor can be built from: scalars, `Vec`s, slices and nested arrays.
 pub trait TensorData {
@@ -131,15 +129,32 @@ impl Tensor {
         Tensor::arange_step(0.0, n as f64, 1.0, DType::INT32)
     }
     /// `start, start+step, ...` below `stop` (above, for a negative step), as `dtype`.
+    ///
+    /// Built on the device as tinygrad builds it: a running sum of ones (a reduction over
+    /// windows of a padded vector), which the reduce-folding pass turns back into the loop index,
+    /// so a kernel using it computes `i` instead of loading or summing anything.
     pub fn arange_step(start: f64, stop: f64, step: f64, dtype: DType) -> Tensor {
         assert!(step != 0.0, "arange: step must be non-zero");
         let n = ((stop - start) / step).ceil().max(0.0) as usize;
-        let mut bytes = Vec::with_capacity(n * dtype.itemsize());
-        for i in 0..n {
-            let v = cast_const(ConstValue::Float(start + i as f64 * step), dtype);
-            bytes.extend(write_elem(v, dtype));
+        if n == 0 {
+            return Tensor::empty(&[0], dtype);
         }
-        Tensor::from_bytes(&bytes, &[n], dtype, &default_device())
+        let (len, w) = (2 * n - 1, n as isize);
+        // W[i][k] = padded[i + k]: one row per output, a window of n each
+        let windows = Tensor::full_dtype(&[n], 1, DType::INT32)
+            .pad(&[(n - 1, 0)])
+            .reshape(&[1, len])
+            .expand(&[n + 1, len])
+            .reshape(&[((n + 1) * len) as isize])
+            .shrink(&[(0, n * (len + 1))])
+            .reshape(&[w, len as isize + 1])
+            .shrink(&[(0, n), (0, n)]);
+        let index = windows.sum(1, false) - 1;
+        if dtype.is_int() && step == 1.0 && start == 0.0 {
+            return index.cast(dtype);
+        }
+        let (index, dtype_f) = (index.cast(DType::FLOAT64), dtype);
+        (index * step + start).cast(dtype_f)
     }
     /// `steps` evenly spaced float32 values from `start` to `stop`, both included.
     pub fn linspace(start: f64, stop: f64, steps: usize) -> Tensor {
