@@ -37,20 +37,12 @@ const DEVICES: [&str; 2] = ["CPU", "INTERP"];
 
 /// Op keys of the fixture that may still lack a mapping in `table.rs`, each with the reason.
 /// Any other unmapped key fails the test. The goal is an empty list.
-const ALLOWED_MISSING: &[(&str, &str)] = &[("eye_nm", "Tensor::eye(n) takes no column count (tinygrad: eye(n, m))")];
+const ALLOWED_MISSING: &[(&str, &str)] = &[];
 
 /// Cases that src/ gets wrong, matched by op key or by exact case name, each with the reason and a
 /// minimal repro. They are skipped by `torch_reference` (a bug may crash the process) and counted
 /// as "known"; `known_failures` (ignored by default) runs them to see which are fixed.
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    // src bug: gradient() of a size-0 input that cat/pad_with optimize away is an error; torch gives an
-    // empty gradient. Repro: `let x = Tensor::from_slice::<f32>(&[], &[0, 3]);
-    // Tensor::cat(&[&Tensor::ones(&[2, 3]), &x], 0).sum(None::<isize>, false).gradient(&[&x])` (or
-    // `x.pad_with(&[(1, 1), (0, 0)], PadMode::Constant, 0.0).sum(..)`) panics "gradient: the loss does
-    // not depend on tensor of shape [0, 3]"; want zeros of shape [0, 3] (`x.pad(..)` and `x.exp()` work).
-    ("pad[0x3]", "gradient of an optimized-away size-0 input errors"),
-    ("cat[2x3_0x3]", "gradient of an optimized-away size-0 input errors"),
-];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// What happened to one case.
 #[derive(Clone, Debug, PartialEq)]

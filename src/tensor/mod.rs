@@ -196,7 +196,10 @@ impl Tensor {
         targets
             .iter()
             .map(|t| {
-                grads.get(&t.grad_key()).map(|g| t.lift(g.clone()).reshape(&t.shape())).ok_or_else(|| {
+                let found = grads.get(&t.grad_key()).map(|g| t.lift(g.clone()).reshape(&t.shape()));
+                // an empty tensor can be dropped from the graph (by cat or pad): its gradient is empty
+                let found = found.or_else(|| (t.numel() == 0).then(|| t.zeros_like()));
+                found.ok_or_else(|| {
                     Error::Invalid(format!("gradient: the loss does not depend on tensor of shape {:?}", t.shape()))
                 })
             })

@@ -131,6 +131,7 @@ pub fn table() -> HashMap<&'static str, OpFn> {
         ("arange", op(|_, p| Tensor::arange_step(p.f("start"), p.f("stop"), p.f("step"), dtype(p)))),
         ("linspace", op(|_, p| Tensor::linspace(p.f("start"), p.f("stop"), p.u("steps")).cast(dtype(p)))),
         ("eye", op(|_, p| Tensor::eye(p.u("n")))),
+        ("eye_nm", op(|_, p| Tensor::eye_rect(p.u("n"), p.u("m")))),
         ("full", op(|_, p| Tensor::full_dtype(&p.us("shape"), p.scalar("value"), dtype(p)))),
         ("zeros", op(|_, p| Tensor::zeros(&p.us("shape")))),
         ("ones", op(|_, p| Tensor::ones(&p.us("shape")))),
