@@ -121,6 +121,26 @@ impl DType {
     pub fn bits(self) -> u32 {
         (self.itemsize() * 8) as u32
     }
+    /// The dtype numpy and torch call `name` (`"int8"`, `"uint64"`, `"bfloat16"`, `"float32"`, ...;
+    /// torch's without the `torch.` prefix), or `None` for any other name.
+    pub fn from_name(name: &str) -> Option<DType> {
+        Some(match name {
+            "bool" => DType::BOOL,
+            "int8" => DType::INT8,
+            "int16" => DType::INT16,
+            "int32" => DType::INT32,
+            "int64" => DType::INT64,
+            "uint8" => DType::UINT8,
+            "uint16" => DType::UINT16,
+            "uint32" => DType::UINT32,
+            "uint64" => DType::UINT64,
+            "float16" => DType::FLOAT16,
+            "bfloat16" => DType::BFLOAT16,
+            "float32" => DType::FLOAT32,
+            "float64" => DType::FLOAT64,
+            _ => return None,
+        })
+    }
     /// tinygrad's name of the dtype.
     pub fn name(self) -> &'static str {
         match self.scalar {
@@ -299,5 +319,20 @@ mod tests {
         assert_eq!(DType::UINT16.int_range(), (0, 65535));
         assert_eq!(DType::BFLOAT16.itemsize(), 2);
         assert_eq!(DType::FLOAT32.ptr(AddrSpace::Global).base(), DType::FLOAT32);
+    }
+
+    #[test]
+    fn from_numpy_and_torch_names() {
+        let names = [
+            "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+            "float32", "float64",
+        ];
+        // Every tensor dtype has exactly its numpy/torch name (same order as `ALL`).
+        for (name, dtype) in names.iter().zip(DType::ALL) {
+            assert_eq!(DType::from_name(name), Some(dtype), "{name:?}");
+        }
+        for name in ["float", "int", "half", "index", "void", "torch.float32", ""] {
+            assert_eq!(DType::from_name(name), None, "{name:?}");
+        }
     }
 }

@@ -2,43 +2,21 @@
 //! `fetch` from a loopback HTTP server (no internet needed), and the Fashion-MNIST system
 //! package when it is installed.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use common::TempDir;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use lazygrad::helpers::fetch::{download, fetch_with, md5_hex, sha256_hex, Checksum, FetchOptions};
 use lazygrad::nn::datasets::{mnist_from_dir, parse_idx, read_idx, MnistSearch, FASHION_SYSTEM_DIR, MNIST_FILES};
 use lazygrad::runtime::default_device;
 use lazygrad::{DType, Error};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "lazygrad-datasets-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An IDX file: type code, dims, big-endian element bytes.
 fn idx(code: u8, dims: &[u32], data_be: &[u8]) -> Vec<u8> {

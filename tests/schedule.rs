@@ -12,7 +12,8 @@ fn kernels(t: &Tensor) -> usize {
 
 fn inputs() -> (Tensor, Tensor, Tensor) {
     Tensor::manual_seed(1);
-    (Tensor::rand(&[N, N]), Tensor::rand(&[N, N]), Tensor::rand(&[N, N]))
+    let r = || Tensor::rand(&[N, N]).realize();
+    (r(), r(), r())
 }
 
 #[test]

@@ -1,42 +1,18 @@
 //! State dicts and safetensors: bit-exact round trips for every dtype, `Module` naming,
 //! `load_state_dict` errors, and corrupt or truncated files giving errors (never panics).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use common::TempDir;
 use lazygrad::nn::state::{
     get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save, safe_save_with_metadata,
     tensor_from_bytes, Module,
 };
 use lazygrad::runtime::default_device;
 use lazygrad::{module, DType, Error, Tensor};
-
-/// A fresh folder under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "lazygrad-state-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Deterministic pseudo-random bytes.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {

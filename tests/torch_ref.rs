@@ -16,6 +16,7 @@
 //! (to find one that crashes the process); `TORCH_REF_SKIP=a,b` treats the named cases as known
 //! failures; `TORCH_REF_THREADS=n` sets the number of worker threads.
 
+mod common;
 #[path = "torch_ref/fixture.rs"]
 mod fixture;
 #[path = "torch_ref/params.rs"]

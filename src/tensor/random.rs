@@ -11,22 +11,27 @@ use crate::helpers::getenv;
 static SEED: AtomicU64 = AtomicU64::new(0);
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Threefry-2x32 with 20 rounds: a keyed bijection on 64-bit counters.
-pub fn threefry2x32(key: u64, counter: u64) -> u64 {
-    const ROT: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
+/// Threefry-2x32's rotation constants (20 rounds, as in Random123 and JAX).
+const ROT: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
+
+/// Threefry-2x32 with 20 rounds, on the device: a keyed bijection of 64-bit counters given as
+/// their low and high uint32 halves; returns the two uint32 output words. Built from uint32
+/// add/xor/shift ops only, so every backend runs it as ordinary fused arithmetic.
+fn threefry(lo: &Tensor, hi: &Tensor, key: u64) -> (Tensor, Tensor) {
     let (k0, k1) = (key as u32, (key >> 32) as u32);
     let ks = [k0, k1, k0 ^ k1 ^ 0x1BD1_1BDA];
-    let (mut x0, mut x1) = ((counter as u32).wrapping_add(ks[0]), ((counter >> 32) as u32).wrapping_add(ks[1]));
+    let rotl = |x: &Tensor, r: u32| x.lshift(r as i64).bitwise_or(x.rshift(32 - r as i64));
+    let (mut x0, mut x1) = (lo + ks[0] as i64, hi + ks[1] as i64);
     for round in 0..5 {
         for r in 0..4 {
-            x0 = x0.wrapping_add(x1);
-            x1 = x1.rotate_left(ROT[(round % 2) * 4 + r]) ^ x0;
+            x0 = &x0 + &x1;
+            x1 = rotl(&x1, ROT[(round % 2) * 4 + r]).bitwise_xor(&x0);
         }
         let i = round + 1;
-        x0 = x0.wrapping_add(ks[i % 3]);
-        x1 = x1.wrapping_add(ks[(i + 1) % 3]).wrapping_add(i as u32);
+        x0 = &x0 + ks[i % 3] as i64;
+        x1 = &x1 + ks[(i + 1) % 3].wrapping_add(i as u32) as i64;
     }
-    ((x1 as u64) << 32) | x0 as u64
+    (x0, x1)
 }
 
 impl Tensor {
@@ -35,13 +40,15 @@ impl Tensor {
         SEED.store(seed, Ordering::Relaxed);
         COUNTER.store(0, Ordering::Relaxed);
     }
-    /// Uniform floats in `[0, 1)` (float32).
+    /// Uniform floats in `[0, 1)` (float32), generated on the device: the top 24 bits of
+    /// Threefry-2x32 of consecutive counters.
     pub fn rand(shape: &[usize]) -> Tensor {
         let n: usize = shape.iter().product();
         let (key, base) = (SEED.load(Ordering::Relaxed), COUNTER.fetch_add(n as u64, Ordering::Relaxed));
-        let data: Vec<f32> =
-            (0..n as u64).map(|i| (threefry2x32(key, base + i) >> 40) as f32 * (1.0 / (1u64 << 24) as f32)).collect();
-        Tensor::from_slice(&data, shape)
+        let counter = Tensor::arange(n).cast(DType::UINT64) + base as i64;
+        let (lo, hi) = (counter.cast(DType::UINT32), counter.rshift(32).cast(DType::UINT32));
+        let (_, x1) = threefry(&lo, &hi, key);
+        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape)
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
@@ -141,15 +148,42 @@ fn fan_in(shape: &[usize]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::threefry2x32;
+    use super::*;
+
+    /// Threefry-2x32 computed on the host, the reference for the device version.
+    fn threefry_host(key: u64, counter: u64) -> (u32, u32) {
+        let (k0, k1) = (key as u32, (key >> 32) as u32);
+        let ks = [k0, k1, k0 ^ k1 ^ 0x1BD1_1BDA];
+        let (mut x0, mut x1) = ((counter as u32).wrapping_add(ks[0]), ((counter >> 32) as u32).wrapping_add(ks[1]));
+        for round in 0..5 {
+            for r in 0..4 {
+                x0 = x0.wrapping_add(x1);
+                x1 = x1.rotate_left(ROT[(round % 2) * 4 + r]) ^ x0;
+            }
+            let i = round + 1;
+            x0 = x0.wrapping_add(ks[i % 3]);
+            x1 = x1.wrapping_add(ks[(i + 1) % 3]).wrapping_add(i as u32);
+        }
+        (x0, x1)
+    }
 
     #[test]
-    fn threefry_is_a_keyed_bijection_sample() {
-        let a: Vec<u64> = (0..64).map(|i| threefry2x32(7, i)).collect();
-        let mut b = a.clone();
-        b.sort();
-        b.dedup();
-        assert_eq!(b.len(), 64);
-        assert_ne!(threefry2x32(7, 0), threefry2x32(8, 0));
+    fn device_threefry_matches_the_host_reference() {
+        let key = 0x0123_4567_89ab_cdef;
+        let counters: Vec<u64> = vec![0, 1, 2, 0xffff_ffff, 0x1_0000_0000, 0xdead_beef_cafe_f00d];
+        let lo = Tensor::new(counters.iter().map(|&c| c as u32).collect::<Vec<_>>());
+        let hi = Tensor::new(counters.iter().map(|&c| (c >> 32) as u32).collect::<Vec<_>>());
+        let (x0, x1) = threefry(&lo, &hi, key);
+        let want: Vec<(u32, u32)> = counters.iter().map(|&c| threefry_host(key, c)).collect();
+        let got: Vec<(u32, u32)> = x0.to_vec::<u32>().into_iter().zip(x1.to_vec::<u32>()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn rand_is_the_top_bits_of_threefry() {
+        Tensor::manual_seed(5);
+        let r = Tensor::rand(&[2, 3]).to_vec::<f32>();
+        let want: Vec<f32> = (0..6).map(|c| (threefry_host(5, c).1 >> 8) as f32 / (1u32 << 24) as f32).collect();
+        assert_eq!(r, want);
     }
 }

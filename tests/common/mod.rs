@@ -1,5 +1,12 @@
-//! Shared helpers for the op tests: the numpy fixture reader (format in `tools/gen_fixtures.py`),
-//! host-side arrays, tolerant comparison and the parser for case expressions.
+//! Shared helpers for the integration tests: the numpy fixture reader (format in
+//! `tools/gen_fixtures.py`), host-side arrays, tolerant comparison, the parser for case
+//! expressions, a little-endian byte cursor and a self-removing temp folder.
+
+// Each test crate that declares `mod common;` uses only part of these helpers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use lazygrad::runtime::default_device;
 use lazygrad::{DType, Tensor};
@@ -34,66 +41,91 @@ pub struct Tol {
 
 /// The dtype numpy calls `name`.
 pub fn dtype_from_name(name: &str) -> DType {
-    match name {
-        "bool" => DType::BOOL,
-        "int8" => DType::INT8,
-        "int16" => DType::INT16,
-        "int32" => DType::INT32,
-        "int64" => DType::INT64,
-        "uint8" => DType::UINT8,
-        "uint16" => DType::UINT16,
-        "uint32" => DType::UINT32,
-        "uint64" => DType::UINT64,
-        "float16" => DType::FLOAT16,
-        "float32" => DType::FLOAT32,
-        "float64" => DType::FLOAT64,
-        other => panic!("unknown dtype name {other:?}"),
-    }
+    DType::from_name(name).unwrap_or_else(|| panic!("unknown dtype name {name:?}"))
 }
 
-/// A byte cursor over the fixture file.
-struct Reader<'a> {
+/// A little-endian byte cursor over a binary fixture file; `what` names the file in panics.
+pub struct Reader<'a> {
     data: &'a [u8],
+    what: String,
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        assert!(self.pos + n <= self.data.len(), "fixture truncated at byte {}", self.pos);
+    pub fn new(data: &'a [u8], what: &str) -> Reader<'a> {
+        Reader { data, what: what.to_string(), pos: 0 }
+    }
+    pub fn take(&mut self, n: usize) -> &'a [u8] {
+        assert!(self.pos + n <= self.data.len(), "{} truncated at byte {}", self.what, self.pos);
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
         s
     }
-    fn u8(&mut self) -> u8 {
+    pub fn u8(&mut self) -> u8 {
         self.take(1)[0]
     }
-    fn u16(&mut self) -> u16 {
+    pub fn u16(&mut self) -> u16 {
         u16::from_le_bytes(self.take(2).try_into().unwrap())
     }
-    fn u32(&mut self) -> u32 {
+    pub fn u32(&mut self) -> u32 {
         u32::from_le_bytes(self.take(4).try_into().unwrap())
     }
-    fn f64(&mut self) -> f64 {
+    pub fn f64(&mut self) -> f64 {
         f64::from_le_bytes(self.take(8).try_into().unwrap())
     }
-    fn str(&mut self) -> String {
+    /// A string: u16 byte length, then UTF-8.
+    pub fn str(&mut self) -> String {
         let n = self.u16() as usize;
-        String::from_utf8(self.take(n).to_vec()).expect("fixture string is UTF-8")
+        String::from_utf8(self.take(n).to_vec()).unwrap_or_else(|_| panic!("{}: string is not UTF-8", self.what))
     }
-    fn array(&mut self) -> Array {
-        let dtype = dtype_from_name(&self.str());
+    /// An array: dtype name, u8 ndim, u32 dims, u32 byte count, then the bytes.
+    pub fn array(&mut self) -> Array {
+        let name = self.str();
+        let dtype = DType::from_name(&name).unwrap_or_else(|| panic!("{}: unknown dtype {name:?}", self.what));
         let ndim = self.u8() as usize;
         let shape: Vec<usize> = (0..ndim).map(|_| self.u32() as usize).collect();
         let n = self.u32() as usize;
         let bytes = self.take(n).to_vec();
-        assert_eq!(n, shape.iter().product::<usize>() * dtype.itemsize(), "fixture array size");
+        assert_eq!(n, shape.iter().product::<usize>() * dtype.itemsize(), "{}: array size mismatch", self.what);
         Array { dtype, shape, bytes }
+    }
+    /// Panic unless every byte has been read.
+    pub fn finish(&self) {
+        assert_eq!(self.pos, self.data.len(), "{}: trailing bytes", self.what);
+    }
+}
+
+/// A fresh folder under the system temp dir (named after the test crate and `tag`), removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lazygrad-{}-{tag}-{}-{}",
+            env!("CARGO_CRATE_NAME"),
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    /// `name` inside the folder.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
 /// Parse a fixture file.
 pub fn parse_fixtures(data: &[u8]) -> Vec<Case> {
-    let mut r = Reader { data, pos: 0 };
+    let mut r = Reader::new(data, "fixture");
     assert_eq!(r.take(4), b"LGFX", "not a lazygrad fixture file");
     assert_eq!(r.u32(), 1, "unknown fixture version");
     let n = r.u32() as usize;
@@ -106,7 +138,7 @@ pub fn parse_fixtures(data: &[u8]) -> Vec<Case> {
             Case { name, group, text, expr, tol, inputs, expected: r.array() }
         })
         .collect();
-    assert_eq!(r.pos, data.len(), "trailing bytes in fixture file");
+    r.finish();
     cases
 }
 

@@ -5,12 +5,8 @@ use half::{bf16, f16};
 use lazygrad::DType;
 
 /// A host array as stored: dtype, shape and row-major little-endian bytes.
-#[derive(Clone, Debug)]
-pub struct Array {
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-    pub bytes: Vec<u8>,
-}
+pub use crate::common::Array;
+use crate::common::Reader;
 
 /// One stored input: its data and whether the reference took a gradient for it.
 #[derive(Debug)]
@@ -49,66 +45,12 @@ pub struct Case {
 
 /// The dtype torch calls `name` (without the `torch.` prefix).
 pub fn dtype_from_name(name: &str) -> DType {
-    match name {
-        "bool" => DType::BOOL,
-        "int8" => DType::INT8,
-        "int16" => DType::INT16,
-        "int32" => DType::INT32,
-        "int64" => DType::INT64,
-        "uint8" => DType::UINT8,
-        "uint16" => DType::UINT16,
-        "uint32" => DType::UINT32,
-        "uint64" => DType::UINT64,
-        "float16" => DType::FLOAT16,
-        "bfloat16" => DType::BFLOAT16,
-        "float32" => DType::FLOAT32,
-        "float64" => DType::FLOAT64,
-        other => panic!("torch_ref.bin: unknown dtype {other:?}"),
-    }
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        assert!(self.pos + n <= self.data.len(), "torch_ref.bin truncated at byte {}", self.pos);
-        let s = &self.data[self.pos..self.pos + n];
-        self.pos += n;
-        s
-    }
-    fn u8(&mut self) -> u8 {
-        self.take(1)[0]
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes(self.take(2).try_into().expect("2 bytes"))
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes"))
-    }
-    fn f64(&mut self) -> f64 {
-        f64::from_le_bytes(self.take(8).try_into().expect("8 bytes"))
-    }
-    fn str(&mut self) -> String {
-        let n = self.u16() as usize;
-        String::from_utf8(self.take(n).to_vec()).expect("torch_ref.bin string is UTF-8")
-    }
-    fn array(&mut self) -> Array {
-        let dtype = dtype_from_name(&self.str());
-        let ndim = self.u8() as usize;
-        let shape: Vec<usize> = (0..ndim).map(|_| self.u32() as usize).collect();
-        let n = self.u32() as usize;
-        let bytes = self.take(n).to_vec();
-        assert_eq!(n, shape.iter().product::<usize>() * dtype.itemsize(), "torch_ref.bin: array size mismatch");
-        Array { dtype, shape, bytes }
-    }
+    DType::from_name(name).unwrap_or_else(|| panic!("torch_ref.bin: unknown dtype {name:?}"))
 }
 
 /// Every case in the fixture file.
 pub fn parse(data: &[u8]) -> Vec<Case> {
-    let mut r = Reader { data, pos: 0 };
+    let mut r = Reader::new(data, "torch_ref.bin");
     assert_eq!(r.take(4), b"LGTR", "torch_ref.bin: bad magic");
     assert_eq!(r.u32(), 1, "torch_ref.bin: unsupported version");
     let n = r.u32() as usize;
@@ -130,7 +72,7 @@ pub fn parse(data: &[u8]) -> Vec<Case> {
             Case { name, group, op, params, tol, grad_tol, inputs, outputs, grads }
         })
         .collect();
-    assert_eq!(r.pos, data.len(), "torch_ref.bin: trailing bytes");
+    r.finish();
     cases
 }
 
