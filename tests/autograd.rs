@@ -45,3 +45,25 @@ fn assign_writes_in_place_after_old_readers() {
     w.assign(&w.flip(&[0])).realize();
     assert_eq!(w.to_vec::<f32>(), vec![30.0, 20.0, 10.0], "a value reading other elements is computed aside");
 }
+
+#[test]
+fn compound_assignment_updates_in_place() {
+    let mut w = Tensor::new([1.0f32, 2.0]).realize();
+    let alias = w.clone();
+    w += 1.0;
+    w *= &Tensor::new([2.0f32, 3.0]);
+    assert_eq!(alias.to_vec::<f32>(), vec![4.0, 9.0], "a clone shares the storage");
+    assert_eq!(
+        Tensor::new([[1i32, 2], [3, 4]]).tolist::<i32>(),
+        lazygrad::tensor::Nested::List(vec![
+            lazygrad::tensor::Nested::List(vec![
+                lazygrad::tensor::Nested::Scalar(1),
+                lazygrad::tensor::Nested::Scalar(2)
+            ]),
+            lazygrad::tensor::Nested::List(vec![
+                lazygrad::tensor::Nested::Scalar(3),
+                lazygrad::tensor::Nested::Scalar(4)
+            ]),
+        ])
+    );
+}

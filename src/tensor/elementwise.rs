@@ -737,3 +737,19 @@ impl ops::Not for Tensor {
         self.bitwise_not()
     }
 }
+
+macro_rules! assign_operator {
+    ($trait:ident, $method:ident, $op:ident) => {
+        /// In-place update: `t += x` assigns `t + x` into `t`'s storage (lazily, as `assign`).
+        impl<R: Operand> ops::$trait<R> for Tensor {
+            fn $method(&mut self, rhs: R) {
+                let value = Tensor::$op(self, rhs);
+                self.assign(&value);
+            }
+        }
+    };
+}
+assign_operator!(AddAssign, add_assign, add);
+assign_operator!(SubAssign, sub_assign, sub);
+assign_operator!(MulAssign, mul_assign, mul);
+assign_operator!(DivAssign, div_assign, div);

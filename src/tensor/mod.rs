@@ -34,6 +34,13 @@ struct TensorInner {
     grad: RwLock<Option<Tensor>>,
 }
 
+/// A tensor's values nested by dimension (`tolist`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Nested<T> {
+    Scalar(T),
+    List(Vec<Nested<T>>),
+}
+
 /// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
 #[derive(Clone)]
 pub struct Tensor(Arc<TensorInner>);
@@ -291,6 +298,19 @@ impl Tensor {
             u = c.uop();
         }
         view_buffer(&u).expect("realized tensor is a buffer").copyout()
+    }
+    /// The data nested by dimension, as tinygrad's `tolist` (a 0-d tensor gives `Scalar`).
+    pub fn tolist<T: Element>(&self) -> Nested<T> {
+        fn nest<T: Copy>(data: &[T], shape: &[usize]) -> Nested<T> {
+            match shape.split_first() {
+                None => Nested::Scalar(data[0]),
+                Some((&n, rest)) => {
+                    let step = rest.iter().product::<usize>();
+                    Nested::List((0..n).map(|i| nest(&data[i * step..(i + 1) * step], rest)).collect())
+                }
+            }
+        }
+        nest(&self.to_vec::<T>(), &self.shape())
     }
     /// The single element of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {
