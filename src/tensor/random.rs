@@ -48,7 +48,9 @@ impl Tensor {
         let counter = Tensor::arange(n).cast(DType::UINT64) + base as i64;
         let (lo, hi) = (counter.cast(DType::UINT32), counter.rshift(32).cast(DType::UINT32));
         let (_, x1) = threefry(&lo, &hi, key);
-        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape)
+        // its own storage: equal draws (same seed and counter) must stay separate tensors, so
+        // that updating one in place (a parameter) never changes the other
+        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape).contiguous()
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
