@@ -123,6 +123,17 @@ impl Program for CpuProgram {
     }
 }
 
+/// The kernel's machine code as `objdump` shows it (DEBUG=7), or why it can't be shown.
+fn disassemble(so: &Path, name: &str) -> String {
+    let out =
+        Command::new("objdump").args(["-d", "--no-show-raw-insn", &format!("--disassemble={name}")]).arg(so).output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => format!("objdump failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => format!("no disassembly: objdump not available ({e})"),
+    }
+}
+
 /// The CPU device.
 pub struct CpuDevice {
     compiler: CCompiler,
@@ -150,6 +161,9 @@ impl Device for CpuDevice {
         let so = self.compiler.compile(&spec.src)?;
         if crate::helpers::debug() >= 3 {
             eprintln!("compiled {} in {:.2} ms", spec.name, start.elapsed().as_secs_f64() * 1e3);
+        }
+        if crate::helpers::debug() >= 7 {
+            eprintln!("{}", disassemble(&so, &format!("{}_entry", spec.name)));
         }
         // codegen may fold away every read of a buffer, so count slots, not PARAMs
         let nbufs = spec
