@@ -291,13 +291,11 @@ impl Tensor {
     }
     /// The contiguous data as little-endian bytes.
     pub fn raw_bytes(&self) -> Result<Vec<u8>> {
-        let mut u = self.uop();
-        if view_buffer(&u).is_none() {
-            let c = self.contiguous();
-            c.try_realize()?;
-            u = c.uop();
+        // realizing stores the tensor itself (contiguous), so later graphs reuse the data
+        if view_buffer(&self.uop()).is_none() {
+            self.try_realize()?;
         }
-        view_buffer(&u).expect("realized tensor is a buffer").copyout()
+        view_buffer(&self.uop()).expect("a realized tensor is a buffer").copyout()
     }
     /// The data nested by dimension, as tinygrad's `tolist` (a 0-d tensor gives `Scalar`).
     pub fn tolist<T: Element>(&self) -> Nested<T> {
