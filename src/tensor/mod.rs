@@ -291,11 +291,22 @@ impl Tensor {
     }
     /// The contiguous data as little-endian bytes.
     pub fn raw_bytes(&self) -> Result<Vec<u8>> {
-        // realizing stores the tensor itself (contiguous), so later graphs reuse the data
-        if view_buffer(&self.uop()).is_none() {
-            self.try_realize()?;
+        let u = self.uop();
+        if view_buffer(&u).is_none() {
+            // a fresh CONTIGUOUS is stored for this tensor alone (an equal lazy graph elsewhere,
+            // maybe on another device, is left alone); this tensor then reads that buffer, so
+            // later graphs reuse the data instead of recomputing it
+            let c = self.contiguous();
+            c.try_realize()?;
+            let view = c.uop();
+            let mut slot = self.0.uop.write().unwrap_or_else(|e| e.into_inner());
+            if *slot == u {
+                *slot = view.clone();
+            }
+            drop(slot);
+            return view_buffer(&view).expect("a realized tensor is a buffer").copyout();
         }
-        view_buffer(&self.uop()).expect("a realized tensor is a buffer").copyout()
+        view_buffer(&u).expect("a realized tensor is a buffer").copyout()
     }
     /// The data nested by dimension, as tinygrad's `tolist` (a 0-d tensor gives `Scalar`).
     pub fn tolist<T: Element>(&self) -> Nested<T> {
