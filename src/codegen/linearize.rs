@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
-use super::lower::{open_ranges, RangeKey};
+use super::lower::open_ranges;
 use crate::dtype::DType;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -26,13 +26,12 @@ pub fn linearize(sink: &UOp) -> Vec<UOp> {
     let order = sink.toposort();
     let position: HashMap<UOp, usize> = order.iter().enumerate().map(|(i, u)| (u.clone(), i)).collect();
     let mut memo = HashMap::new();
-    let mut scope_of: HashMap<UOp, Scope> = HashMap::new();
-    for u in &order {
-        if u.op() != Ops::Range {
-            let set: BTreeSet<RangeKey> = open_ranges(u, &mut memo);
-            scope_of.insert(u.clone(), set.into_iter().next_back().map(|r| r.1 .0));
-        }
-    }
+    open_ranges(sink, &mut memo);
+    let scope_of: HashMap<UOp, Scope> = order
+        .iter()
+        .filter(|u| u.op() != Ops::Range)
+        .map(|u| (u.clone(), memo[u].values().next_back().cloned()))
+        .collect();
     // Output loops nest in id order; a reduce's loops nest, in id order, inside the innermost
     // loop its accumulator is defined under.
     let mut parent: HashMap<UOp, Scope> = HashMap::new();

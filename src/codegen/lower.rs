@@ -6,55 +6,43 @@
 //! accumulator read once the loops have ended. The outer ranges on DEFINE_REG place it (and so
 //! its reset) inside every loop the result depends on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::dtype::DType;
 use crate::uop::{rule_ctx, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+
+/// Open RANGEs by id: ids grow from outer to inner loops, so the last entry is the innermost.
+pub type Ranges = BTreeMap<usize, UOp>;
 
 /// Counts accumulators and remembers the open ranges of nodes already seen.
 #[derive(Default)]
 pub struct LowerCtx {
     accs: i64,
-    ranges: HashMap<UOp, BTreeSet<RangeKey>>,
-}
-
-/// A RANGE ordered by its id, so range sets iterate in creation order.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RangeKey(pub usize, pub UOpOrd);
-
-/// A UOp wrapper ordered by content key (only used inside `RangeKey`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct UOpOrd(pub UOp);
-impl PartialOrd for UOpOrd {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for UOpOrd {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.key().cmp(&other.0.key())
-    }
+    ranges: HashMap<UOp, Ranges>,
 }
 
 /// The RANGEs `u`'s value depends on, minus those closed by reduces (an AFTER depends only on
-/// the ranges its accumulator was defined under).
-pub fn open_ranges(u: &UOp, memo: &mut HashMap<UOp, BTreeSet<RangeKey>>) -> BTreeSet<RangeKey> {
+/// the ranges its accumulator was defined under). `memo` ends up holding every node below `u`.
+pub fn open_ranges(u: &UOp, memo: &mut HashMap<UOp, Ranges>) -> Ranges {
+    if let Some(r) = memo.get(u) {
+        return r.clone();
+    }
     for n in u.toposort() {
         if memo.contains_key(&n) {
             continue;
         }
-        let set: BTreeSet<RangeKey> = match (n.op(), n.arg()) {
-            (Ops::Range, Arg::Range(id, _)) => [RangeKey(*id, UOpOrd(n.clone()))].into(),
+        let union = |srcs: &mut dyn Iterator<Item = &UOp>| srcs.flat_map(|s| memo[s].clone()).collect::<Ranges>();
+        let set = match (n.op(), n.arg()) {
+            (Ops::Range, Arg::Range(id, _)) => [(*id, n.clone())].into(),
             // reading an accumulator: inside its loops (sources are ranges), or after them (the
             // source is the final update, whose loops are closed)
-            (Ops::After, _) => {
-                n.src().iter().filter(|s| s.op() != Ops::Assign).flat_map(|s| memo[s].iter().cloned()).collect()
-            }
+            (Ops::After, _) => union(&mut n.src().iter().filter(|s| s.op() != Ops::Assign)),
             (Ops::Reduce, _) => {
-                let closed: Vec<&UOp> = n.src()[1..].iter().collect();
-                memo[&n.src()[0]].iter().filter(|r| !closed.contains(&&r.1 .0)).cloned().collect()
+                let mut open = memo[&n.src()[0]].clone();
+                open.retain(|_, r| !n.src()[1..].contains(r));
+                open
             }
-            _ => n.src().iter().flat_map(|s| memo[s].iter().cloned()).collect(),
+            _ => union(&mut n.src().iter()),
         };
         memo.insert(n, set);
     }
@@ -78,7 +66,7 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         let red = &m["red"];
         let Arg::Reduce(op) = red.arg() else { return None };
         let val = &red.src()[0];
-        let outer: Vec<UOp> = open_ranges(red, &mut ctx.ranges).into_iter().map(|r| r.1 .0).collect();
+        let outer: Vec<UOp> = open_ranges(red, &mut ctx.ranges).into_values().collect();
         let mut acc_src = vec![UOp::constant(red.dtype(), identity(*op, red.dtype()))];
         acc_src.extend(outer);
         let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));

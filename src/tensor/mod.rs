@@ -24,7 +24,7 @@ use crate::engine::run_schedule;
 use crate::error::{Error, Result};
 use crate::runtime::default_device;
 use crate::schedule::{create_schedule, view_buffer, ScheduleItem};
-use crate::uop::{graph_rewrite, rule_ctx, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{substitute, Ops, UOp};
 
 struct TensorInner {
     uop: RwLock<UOp>,
@@ -39,6 +39,17 @@ struct TensorInner {
 pub enum Nested<T> {
     Scalar(T),
     List(Vec<Nested<T>>),
+}
+
+impl TensorInner {
+    /// Point the tensor at `new` if it still stands for `old` (another thread may have moved
+    /// it on since `old` was read).
+    fn replace_uop(&self, old: &UOp, new: UOp) {
+        let mut slot = self.uop.write().unwrap_or_else(|e| e.into_inner());
+        if *slot == *old {
+            *slot = new;
+        }
+    }
 }
 
 /// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
@@ -134,10 +145,6 @@ impl Tensor {
 
     /// Replace realized subgraphs by their buffers in every live tensor.
     fn apply_becomes(becomes: std::collections::HashMap<UOp, UOp>) {
-        let pm =
-            PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut std::collections::HashMap<UOp, UOp>| {
-                map.get(&m["x"]).cloned()
-            })]);
         let mut map = becomes;
         let live: Vec<Arc<TensorInner>> = {
             let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
@@ -149,13 +156,9 @@ impl Tensor {
             let new = match map.get(&old) {
                 Some(n) => n.clone(),
                 None if old.src().is_empty() => continue,
-                None => graph_rewrite(&old, &pm, &mut map, "becomes", true),
+                None => substitute(&old, &mut map, "becomes"),
             };
-            // another thread may have moved this tensor on meanwhile: only replace what we read
-            let mut slot = t.uop.write().unwrap_or_else(|e| e.into_inner());
-            if new != old && *slot == old {
-                *slot = new;
-            }
+            t.replace_uop(&old, new);
         }
     }
 
@@ -299,11 +302,7 @@ impl Tensor {
             let c = self.contiguous();
             c.try_realize()?;
             let view = c.uop();
-            let mut slot = self.0.uop.write().unwrap_or_else(|e| e.into_inner());
-            if *slot == u {
-                *slot = view.clone();
-            }
-            drop(slot);
+            self.0.replace_uop(&u, view.clone());
             return view_buffer(&view).expect("a realized tensor is a buffer").copyout();
         }
         view_buffer(&u).expect("a realized tensor is a buffer").copyout()

@@ -13,5 +13,5 @@ pub mod uop;
 
 pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, UPat};
-pub use rewrite::{graph_rewrite, graph_rewrite_map};
+pub use rewrite::{graph_rewrite, substitute};
 pub use uop::{Arg, AxisKind, BufferRef, ConstValue, UOp};

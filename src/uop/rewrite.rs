@@ -2,8 +2,9 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
-use super::pattern::PatternMatcher;
+use super::pattern::{rule_ctx, PatternMatcher, UPat};
 use super::uop::UOp;
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
@@ -19,18 +20,15 @@ pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &
     map[root].clone()
 }
 
-/// Like `graph_rewrite`, and also return what every node reachable from `root` became.
-pub fn graph_rewrite_map(
-    root: &UOp,
-    pm: &PatternMatcher,
-    ctx: &mut dyn Any,
-    name: &str,
-    bottom_up: bool,
-) -> HashMap<UOp, UOp> {
-    let mut map = HashMap::new();
-    rewrite_into(root, pm, ctx, bottom_up, &mut map);
-    let _ = name;
-    map
+/// The substitution rule: a node found in the context map becomes what it maps to.
+static PM_SUBSTITUTE: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut HashMap<UOp, UOp>| map.get(&m["x"]).cloned())])
+});
+
+/// `root` with every node that is a key of `map` replaced by its value (checked before the
+/// node's sources, so a replaced subgraph is not walked).
+pub fn substitute(root: &UOp, map: &mut HashMap<UOp, UOp>, name: &str) -> UOp {
+    graph_rewrite(root, &PM_SUBSTITUTE, map, name, true)
 }
 
 enum Step {

@@ -5,7 +5,7 @@
 
 use crate::dtype::DType;
 use crate::helpers::getenv;
-use crate::uop::{rule_ctx, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// One optimization action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,11 +58,7 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
                 UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str("core_id".into()));
             let inner = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(chunk)], Arg::Range(id, kind));
             let split = core.alu(Ops::Mul, &[&UOp::index_const(chunk)]).alu(Ops::Add, &[&inner]);
-            let pm =
-                PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Range]).named("r"), |m, sub: &mut (UOp, UOp)| {
-                    (m["r"] == sub.0).then(|| sub.1.clone())
-                })]);
-            crate::uop::graph_rewrite(&ast, &pm, &mut (outer, split), "apply opts", false)
+            crate::uop::substitute(&ast, &mut [(outer, split)].into(), "apply opts")
         }
     })
 }
