@@ -113,14 +113,21 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
 }
 
+/// An expression, its variable count (2 or 3), the variables' range ends and 8 evaluation points.
+fn case_inputs() -> impl Strategy<Value = (E, usize, [i64; 3], Vec<[i64; 3]>)> {
+    (
+        expr(),
+        2usize..=3,
+        prop::array::uniform3(1i64..=20),
+        prop::collection::vec(prop::array::uniform3(0i64..10_000), 8),
+    )
+}
+
 proptest! {
     #![proptest_config(config(10_000))]
     #[test]
     fn simplify_preserves_index_values(
-        e in expr(),
-        nvars in 2usize..=3,
-        ends in prop::array::uniform3(1i64..=20),
-        points in prop::collection::vec(prop::array::uniform3(0i64..10_000), 8),
+        (e, nvars, ends, points) in case_inputs(),
     ) {
         check_case(&e, DType::INDEX, nvars, ends, &points)?;
     }
@@ -131,10 +138,7 @@ proptest! {
     /// The same in int8, where products and sums wrap: rules must not assume exact arithmetic.
     #[test]
     fn simplify_preserves_wrapping_int8_values(
-        e in expr(),
-        nvars in 2usize..=3,
-        ends in prop::array::uniform3(1i64..=20),
-        points in prop::collection::vec(prop::array::uniform3(0i64..10_000), 8),
+        (e, nvars, ends, points) in case_inputs(),
     ) {
         check_case(&e, DType::INT8, nvars, ends, &points)?;
     }

@@ -29,26 +29,22 @@ import subprocess
 import sys
 import zlib
 
+from venv_bootstrap import ensure_venv
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 VENV = os.path.join(HERE, ".venv")
-VENV_PY = os.path.join(VENV, "bin", "python")
 OUT = os.path.join(ROOT, "tests", "fixtures", "ops.bin")
 
 
-def ensure_venv():
-    """Re-exec inside tools/.venv, creating it (and installing requirements) if needed."""
-    if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
-        return
-    if not os.path.exists(VENV_PY):
-        subprocess.check_call([sys.executable, "-m", "venv", VENV])
-    if subprocess.call([VENV_PY, "-c", "import numpy"], stderr=subprocess.DEVNULL) != 0:
-        subprocess.check_call([VENV_PY, "-m", "pip", "install", "-q", "-r", os.path.join(HERE, "requirements.txt")])
-    os.execv(VENV_PY, [VENV_PY, os.path.abspath(__file__), *sys.argv[1:]])
+def install_requirements(venv_py):
+    """Install tools/requirements.txt into the venv unless numpy already imports there."""
+    if subprocess.call([venv_py, "-c", "import numpy"], stderr=subprocess.DEVNULL) != 0:
+        subprocess.check_call([venv_py, "-m", "pip", "install", "-q", "-r", os.path.join(HERE, "requirements.txt")])
 
 
 if __name__ == "__main__":
-    ensure_venv()
+    ensure_venv(VENV, __file__, install_requirements)
 
 import numpy as np  # noqa: E402  (only importable inside the venv)
 

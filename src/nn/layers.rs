@@ -17,6 +17,14 @@ fn uniform_bound(shape: &[usize], fan_in: usize) -> Tensor {
     Tensor::uniform(shape, -bound, bound)
 }
 
+/// Kaiming-uniform weight `[a, b, kernel, kernel]` and optional uniform bias of a conv layer.
+fn conv_params(a: usize, b: usize, kernel: usize, out_channels: usize, bias: bool) -> (Tensor, Option<Tensor>) {
+    let shape = [a, b, kernel, kernel];
+    let fan_in = shape[1..].iter().product();
+    let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
+    (weight, bias.then(|| uniform_bound(&[out_channels], fan_in)))
+}
+
 /// Shape `[1, -1, 1, ...]` of a per-channel vector broadcast against a rank-`ndim` input.
 fn channel_view(t: &Tensor, ndim: usize) -> Tensor {
     let mut shape = vec![1isize, -1];
@@ -51,10 +59,8 @@ module!(Conv2d { weight, bias });
 
 impl Conv2d {
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> Conv2d {
-        let shape = [out_channels, in_channels / opts.groups, kernel, kernel];
-        let fan_in = shape[1..].iter().product();
-        let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
-        Conv2d { weight, bias: bias.then(|| uniform_bound(&[out_channels], fan_in)), opts }
+        let (weight, bias) = conv_params(out_channels, in_channels / opts.groups, kernel, out_channels, bias);
+        Conv2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
         x.conv2d(&self.weight, self.bias.as_ref(), &self.opts)
@@ -71,10 +77,8 @@ module!(ConvTranspose2d { weight, bias });
 
 impl ConvTranspose2d {
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> ConvTranspose2d {
-        let shape = [in_channels, out_channels / opts.groups, kernel, kernel];
-        let fan_in = shape[1..].iter().product();
-        let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
-        ConvTranspose2d { weight, bias: bias.then(|| uniform_bound(&[out_channels], fan_in)), opts }
+        let (weight, bias) = conv_params(in_channels, out_channels / opts.groups, kernel, out_channels, bias);
+        ConvTranspose2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
         x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)

@@ -287,7 +287,7 @@ impl View for &Raw {
 
 fn st_error(path: &Path, e: SafeTensorError) -> Error {
     match e {
-        SafeTensorError::IoError(io) => Error::Io(std::io::Error::new(io.kind(), format!("{}: {io}", path.display()))),
+        SafeTensorError::IoError(io) => io_error(path, io),
         e => Error::Format(format!("{}: not a valid safetensors file: {e}", path.display())),
     }
 }

@@ -234,11 +234,9 @@ impl Tensor {
                 x = crossover(&x);
             }
         }
-        let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
-        keep[d] = (0, n);
         let mut full_shape = shape.clone();
         full_shape[d] = 1 << stages;
-        let sorted = x.reshape(&full_shape).shrink(&keep);
+        let sorted = x.reshape(&full_shape).shrink_dim(d, (0, n));
         // index of each sorted value: the original position holding the same value with the same
         // occurrence count (k-th equal value in the sorted output is the k-th one in the input)
         let (jj, ii) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));

@@ -295,15 +295,13 @@ impl Tensor {
         blocks.extend([(padded / SPLIT) as isize, SPLIT as isize]);
         let ret = x.pad_value(&pads, identity(op, self.dtype())).reshape(&blocks).cumalu(blocks.len() - 1, op, false);
         let nd = ret.ndim();
-        let mut last = ret.shape().iter().map(|&d| (0, d)).collect::<Vec<_>>();
-        last[nd - 1] = (SPLIT - 1, SPLIT);
-        let base = ret.shrink(&last).squeeze(Some(-1)).cumalu(nd - 2, op, true).unsqueeze(-1).expand(&ret.shape());
-        let fix = |t: &Tensor| {
-            let f = t.flatten(-2, -1);
-            let mut keep: Vec<(usize, usize)> = f.shape().iter().map(|&d| (0, d)).collect();
-            keep[nd - 2] = (padded - s, padded);
-            f.shrink(&keep).transpose(a as isize, -1)
-        };
+        let base = ret
+            .shrink_dim(nd - 1, (SPLIT - 1, SPLIT))
+            .squeeze(Some(-1))
+            .cumalu(nd - 2, op, true)
+            .unsqueeze(-1)
+            .expand(&ret.shape());
+        let fix = |t: &Tensor| t.flatten(-2, -1).shrink_dim(nd - 2, (padded - s, padded)).transpose(a as isize, -1);
         let (r, b) = (fix(&ret), fix(&base));
         match op {
             Ops::Add => r.add(&b),

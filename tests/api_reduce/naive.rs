@@ -16,6 +16,21 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
+/// The input (conv) or output (transposed conv) position `o * s + k * d - p` a kernel tap `k` at
+/// position `o` reaches with stride `s`, dilation `d` and padding `p`, if it lies inside `0..n`.
+fn tap(o: usize, s: usize, k: usize, d: usize, p: usize, n: usize) -> Option<usize> {
+    (o * s + k * d).checked_sub(p).filter(|&i| i < n)
+}
+
+/// A 2d parameter given as one value for both axes or one per axis.
+fn pair(v: &[usize]) -> [usize; 2] {
+    if v.len() == 1 {
+        [v[0]; 2]
+    } else {
+        [v[0], v[1]]
+    }
+}
+
 /// torch's conv2d by loops, in f64.
 #[allow(clippy::too_many_arguments)]
 pub fn naive_conv2d(
@@ -44,12 +59,12 @@ pub fn naive_conv2d(
                     for ci in 0..cin {
                         for ky in 0..kh {
                             for kx in 0..kw {
-                                let iy = (oy * s[0] + ky * d[0]) as isize - p[0] as isize;
-                                let ix = (ox * s[1] + kx * d[1]) as isize - p[1] as isize;
-                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                let (Some(iy), Some(ix)) =
+                                    (tap(oy, s[0], ky, d[0], p[0], h), tap(ox, s[1], kx, d[1], p[1], wd))
+                                else {
                                     continue;
-                                }
-                                let xi = b * xst[0] + (grp * cin + ci) * xst[1] + iy as usize * xst[2] + ix as usize;
+                                };
+                                let xi = b * xst[0] + (grp * cin + ci) * xst[1] + iy * xst[2] + ix;
                                 acc += x[xi] as f64 * w[co * wst[0] + ci * wst[1] + ky * wst[2] + kx] as f64;
                             }
                         }
@@ -91,14 +106,14 @@ pub fn naive_conv_transpose2d(
                     for co in 0..coutg {
                         for ky in 0..kh {
                             for kx in 0..kw {
-                                let y = (iy * s[0] + ky * d[0]) as isize - p[0] as isize;
-                                let xx = (ix * s[1] + kx * d[1]) as isize - p[1] as isize;
-                                if y < 0 || xx < 0 || y >= oh as isize || xx >= ow as isize {
+                                let (Some(y), Some(xx)) =
+                                    (tap(iy, s[0], ky, d[0], p[0], oh), tap(ix, s[1], kx, d[1], p[1], ow))
+                                else {
                                     continue;
-                                }
+                                };
                                 let v = x[b * xst[0] + ci * xst[1] + iy * xst[2] + ix] as f64
                                     * w[ci * wst[0] + co * wst[1] + ky * wst[2] + kx] as f64;
-                                out[b * ost[0] + (grp * coutg + co) * ost[1] + y as usize * ost[2] + xx as usize] += v;
+                                out[b * ost[0] + (grp * coutg + co) * ost[1] + y * ost[2] + xx] += v;
                             }
                         }
                     }
@@ -111,10 +126,9 @@ pub fn naive_conv_transpose2d(
 
 /// torch's max/avg pooling of one `(h, w)` plane by loops, in f64.
 pub fn naive_pool(x: &[f32], h: usize, w: usize, o: &PoolOpts, max: bool) -> (usize, usize, Vec<f64>) {
-    let k = if o.kernel.0.len() == 1 { [o.kernel.0[0]; 2] } else { [o.kernel.0[0], o.kernel.0[1]] };
-    let s = o.stride.as_ref().map_or(k, |s| if s.0.len() == 1 { [s.0[0]; 2] } else { [s.0[0], s.0[1]] });
-    let d = if o.dilation.0.len() == 1 { [o.dilation.0[0]; 2] } else { [o.dilation.0[0], o.dilation.0[1]] };
-    let p = if o.padding.0.len() == 1 { [o.padding.0[0]; 2] } else { [o.padding.0[0], o.padding.0[1]] };
+    let k = pair(&o.kernel.0);
+    let s = o.stride.as_ref().map_or(k, |s| pair(&s.0));
+    let (d, p) = (pair(&o.dilation.0), pair(&o.padding.0));
     let size = |i: usize, j: usize| {
         let span = i + 2 * p[j] - d[j] * (k[j] - 1) - 1;
         let mut n = if o.ceil_mode { span.div_ceil(s[j]) + 1 } else { span / s[j] + 1 };
