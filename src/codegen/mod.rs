@@ -1,6 +1,7 @@
 //! Kernel AST -> linear program: an ordered list of named passes, each a `graph_rewrite`.
 
 pub mod decompose;
+pub mod expand;
 pub mod fold;
 pub mod linearize;
 pub mod lower;
@@ -54,7 +55,8 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     if debug() >= 3 {
         eprintln!("{name}: opts {opts:?}");
     }
-    let ast = graph_rewrite(&opt::apply_opts(&ast, &opts), symbolic(), &mut (), "symbolic", false);
+    let ast = expand::expand(&opt::apply_opts(&ast, &opts));
+    let ast = graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false);
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
     let ast = match renderer {
         Some(r) => {

@@ -13,7 +13,9 @@ use crate::helpers::{cache::cache_dir, getenv_str};
 use crate::renderer::{c::CRenderer, Renderer};
 use crate::uop::uop::stable_hash;
 
-const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
+/// `-mno-avx512f`: gcc 12's loop vectorizer miscompiles selects on AVX-512 mask registers (a
+/// `cond ? x : 0.0f` summed over an unrolled one-hot came out short), so loops vectorize with AVX2.
+const FLAGS: &[&str] = &["-O2", "-march=native", "-mno-avx512f", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
 
 /// A C compiler found on this machine.
 pub struct CCompiler {

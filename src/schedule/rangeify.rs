@@ -14,8 +14,9 @@ use crate::runtime::Buffer;
 use crate::uop::symbolic::simplify;
 use crate::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
 
-/// Nodes that must be stored to memory: the requested outputs, CONTIGUOUS and COPY, and every
-/// reduce whose result is broadcast (fusing it would recompute it per broadcast element).
+/// Nodes that must be stored to memory: the requested outputs, CONTIGUOUS and COPY, every reduce
+/// whose result is broadcast, and every costly elementwise value that is broadcast (fusing either
+/// would recompute it once per broadcast element).
 pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
     let order = sink.toposort();
@@ -34,11 +35,37 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
                     realize.insert(u.src()[0].clone());
                 }
             }
-            Ops::Expand => mark_reduces_below(&u.src()[0], &mut realize),
+            Ops::Expand => {
+                mark_reduces_below(&u.src()[0], &mut realize);
+                if let Some(src) = costly_broadcast_source(u, &realize) {
+                    realize.insert(src);
+                }
+            }
             _ => {}
         }
     }
+    realize.extend(shared_reduces(&order, &realize));
     order.into_iter().filter(|u| realize.contains(u)).collect()
+}
+
+/// Reduces that reads memory and would be fused into more than one kernel (a weight's gradient
+/// feeding both of Adam's moment updates): computed once and stored instead.
+fn shared_reduces(order: &[UOp], realize: &HashSet<UOp>) -> Vec<UOp> {
+    let mut kernels_using: HashMap<UOp, usize> = HashMap::new();
+    for root in order.iter().filter(|u| realize.contains(u)) {
+        let mut stack: Vec<UOp> = root.src().to_vec();
+        let mut seen = HashSet::new();
+        while let Some(n) = stack.pop() {
+            if realize.contains(&n) || n.op() == Ops::Buffer || !seen.insert(n.clone()) {
+                continue;
+            }
+            if n.op() == Ops::ReduceAxis {
+                *kernels_using.entry(n.clone()).or_default() += 1;
+            }
+            stack.extend(n.src().iter().cloned());
+        }
+    }
+    kernels_using.into_iter().filter(|(n, count)| *count > 1 && reads_memory(n)).map(|(n, _)| n).collect()
 }
 
 /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
@@ -68,6 +95,46 @@ fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
         }
         stack.extend(n.src().iter().cloned());
     }
+}
+
+/// Broadcasts that multiply the element count by less than this recompute their source.
+const BROADCAST_MIN_RATIO: usize = 4;
+/// A broadcast source reading memory with at least this many ALU ops plus loads is stored first.
+const BROADCAST_MIN_COST: usize = 3;
+
+/// The computed value under the broadcast `expand` if recomputing it per broadcast element costs
+/// more than storing it once: it reads memory and has a few ops (a conv's backward chain, say).
+/// Index values (integers, masks) and values built on an arange stay fused: the reduce-folding
+/// pass turns them into index math.
+fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> {
+    let numel = |u: &UOp| u.sh().iter().product::<usize>();
+    let mut src = expand.src()[0].clone();
+    while src.op().is_movement() && !realize.contains(&src) {
+        src = src.src()[0].clone();
+    }
+    if realize.contains(&src) || !src.dtype().is_float() || numel(expand) < BROADCAST_MIN_RATIO * numel(&src).max(1) {
+        return None;
+    }
+    let (mut alus, mut loads) = (0, 0);
+    let mut stack = vec![src.clone()];
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if n.op() == Ops::ReduceAxis && !realize.contains(&n) {
+            return None;
+        }
+        if realize.contains(&n) || matches!(n.op(), Ops::Buffer | Ops::Copy) {
+            loads += 1;
+            continue;
+        }
+        if n.op().is_alu() || n.op() == Ops::Cast {
+            alus += 1;
+        }
+        stack.extend(n.src().iter().cloned());
+    }
+    (loads > 0 && alus + loads >= BROADCAST_MIN_COST).then_some(src)
 }
 
 /// Whether computing `u` loads from any buffer.

@@ -78,6 +78,10 @@ pub enum AxisKind {
     Loop,
     /// An axis summed (or maxed) away.
     Reduce,
+    /// Part of an output axis computed by unrolled copies in one iteration (register tiling).
+    Upcast,
+    /// Part of a reduce axis whose iterations are unrolled into one loop step.
+    Unroll,
 }
 
 /// The non-graph payload of a UOp.

@@ -1,65 +1,111 @@
-//! Kernel optimizations as RANGE splits, chosen by heuristics (BEAM search comes later).
+//! Kernel optimizations as RANGE splits, chosen by heuristics (`heuristic.rs`).
 //!
-//! Today one opt exists: THREAD, which splits the outermost output loop across CPU cores. UPCAST,
-//! UNROLL, LOCAL and GROUP will be further splits of the same kind.
+//! Every opt splits one loop `r` of size `N` into an outer loop and an inner part of `amount`:
+//! `r -> outer * amount + inner`. THREAD makes the outer part the CPU core id; UPCAST and UNROLL
+//! make the inner part a constant-size axis the expander (`codegen/expand.rs`) turns into copies
+//! of the code, so one iteration computes several outputs (registers reuse loaded values) or
+//! several steps of a reduction.
+
+pub mod heuristic;
+
+pub use heuristic::hand_coded_optimizations;
+
+use std::collections::HashMap;
 
 use crate::dtype::DType;
-use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
-/// One optimization action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One optimization action on the range with id `range`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Opt {
+    /// Compute `amount` consecutive outputs of an output loop per iteration.
+    Upcast { range: usize, amount: usize },
+    /// Do `amount` consecutive steps of a reduce loop per iteration.
+    Unroll { range: usize, amount: usize },
     /// Run the outermost output loop on `n` threads: `r -> core_id * (N/n) + r'`.
     Thread(usize),
 }
 
-/// Kernels smaller than this many loop iterations stay on one thread.
-const THREAD_MIN_WORK: i64 = 1 << 16;
+/// A kernel's loops: (id, kind, size), in id order (outer to inner).
+pub fn kernel_ranges(ast: &UOp) -> Vec<(usize, AxisKind, usize)> {
+    let mut ranges: Vec<(usize, AxisKind, usize)> = ast
+        .toposort()
+        .iter()
+        .filter_map(|u| match u.arg() {
+            Arg::Range(id, kind) if u.op() == Ops::Range => Some((*id, *kind, u.src()[0].const_int_value()? as usize)),
+            _ => None,
+        })
+        .collect();
+    ranges.sort();
+    ranges
+}
 
-/// The outermost output loop of a kernel and the total loop iterations.
-fn outer_loop(ast: &UOp) -> (Option<UOp>, i64) {
-    let ranges: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Range).collect();
-    let work = ranges.iter().map(|r| r.src()[0].const_int_value().unwrap_or(1)).product();
-    let outer = ranges.into_iter().filter(|r| matches!(r.arg(), Arg::Range(_, AxisKind::Loop))).min_by_key(|r| {
-        if let Arg::Range(id, _) = r.arg() {
-            *id
-        } else {
-            usize::MAX
+fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
+    ast.toposort().into_iter().find(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if *i == id))
+}
+
+/// Replace `range` with `outer * amount + inner`; a REDUCE over `range` reduces over both parts.
+fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
+    let reduces: Vec<UOp> =
+        ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce && u.src()[1..].contains(range)).collect();
+    let mut parts: HashMap<UOp, UOp> = reduces
+        .into_iter()
+        .map(|red| {
+            let mut src = vec![red.src()[0].clone()];
+            for r in &red.src()[1..] {
+                match r == range {
+                    true => src.extend([&outer, &inner].into_iter().filter(|p| p.op() == Ops::Range).cloned()),
+                    false => src.push(r.clone()),
+                }
+            }
+            (red.clone(), red.replace_src(src))
+        })
+        .collect();
+    let ast = crate::uop::substitute(ast, &mut parts, "split reduce ranges");
+    let value = outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]);
+    crate::uop::substitute(&ast, &mut [(range.clone(), value)].into(), "apply opts")
+}
+
+/// A loop of `size` (the constant 0 for a single iteration).
+fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
+    if size == 1 {
+        return UOp::index_const(0);
+    }
+    UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(id, kind))
+}
+
+/// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible).
+pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
+    let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
+    match opt {
+        Opt::Upcast { range, amount } | Opt::Unroll { range, amount } => {
+            let r = find_range(ast, range)?;
+            let (Arg::Range(id, kind), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else { return None };
+            let want = if matches!(opt, Opt::Upcast { .. }) { AxisKind::Loop } else { AxisKind::Reduce };
+            if *kind != want || amount < 2 || size % amount as i64 != 0 {
+                return None;
+            }
+            let inner_kind = if want == AxisKind::Loop { AxisKind::Upcast } else { AxisKind::Unroll };
+            let outer = new_range(size as usize / amount, *id, *kind);
+            Some(split(ast, &r, outer, amount, new_range(amount, next_id, inner_kind)))
         }
-    });
-    (outer, work)
-}
-
-/// The optimizations hand-picked for `ast` on a machine with `threads` cores (none with NOOPT).
-pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
-    if getenv("NOOPT", 0) != 0 || threads < 2 {
-        return vec![];
-    }
-    let (Some(outer), work) = outer_loop(ast) else { return vec![] };
-    let size = outer.src()[0].const_int_value().unwrap_or(0) as usize;
-    let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
-    if n > 1 && work >= THREAD_MIN_WORK {
-        vec![Opt::Thread(n)]
-    } else {
-        vec![]
-    }
-}
-
-/// `ast` with `opts` applied.
-pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
-    opts.iter().fold(ast.clone(), |ast, opt| match *opt {
         Opt::Thread(n) => {
-            let Some(outer) = outer_loop(&ast).0 else { return ast };
-            let Arg::Range(id, kind) = *outer.arg() else { return ast };
-            let size = outer.src()[0].const_int_value().expect("loop sizes are constant");
-            let chunk = size / n as i64;
+            let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
+            if n < 2 || size % n != 0 {
+                return None;
+            }
+            let r = find_range(ast, id)?;
             let core =
                 UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str("core_id".into()));
-            let inner = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(chunk)], Arg::Range(id, kind));
-            let split = core.alu(Ops::Mul, &[&UOp::index_const(chunk)]).alu(Ops::Add, &[&inner]);
-            crate::uop::substitute(&ast, &mut [(outer, split)].into(), "apply opts")
+            Some(split(ast, &r, core, size / n, new_range(size / n, id, AxisKind::Loop)))
         }
+    }
+}
+
+/// `ast` with `opts` applied in order (an opt that does not apply is a bug in whoever chose it).
+pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
+    opts.iter().fold(ast.clone(), |ast, opt| {
+        apply_opt(&ast, *opt).unwrap_or_else(|| panic!("opt {opt:?} does not apply to this kernel"))
     })
 }
 

@@ -1,0 +1,55 @@
+//! Expander: UPCAST and UNROLL loops become copies of the code that uses them, one per lane.
+//!
+//! A REDUCE over an UNROLL loop combines its lanes' values with the reduce op before they reach
+//! the accumulator; a STORE that depends on an UPCAST loop is duplicated with the loop variable
+//! a constant in each copy. Hash-consing keeps whatever the lanes share (a load that does not
+//! depend on the lane) computed once, which is the point of register tiling.
+
+use crate::uop::{graph_rewrite, rule, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
+
+/// `ast` with every UPCAST and UNROLL loop expanded into lanes.
+pub fn expand(ast: &UOp) -> UOp {
+    let ast = graph_rewrite(ast, &pm_unroll(), &mut (), "expand unroll", false);
+    let stores = ast.src().iter().flat_map(|st| lanes(st, &kind_ranges(st, AxisKind::Upcast))).collect();
+    ast.replace_src(stores)
+}
+
+fn kind_ranges(u: &UOp, kind: AxisKind) -> Vec<UOp> {
+    u.toposort()
+        .into_iter()
+        .filter(|r| r.op() == Ops::Range && matches!(r.arg(), Arg::Range(_, k) if *k == kind))
+        .collect()
+}
+
+/// Copies of `u`, one per combination of values of `ranges`, the first range varying slowest.
+fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
+    ranges.iter().fold(vec![u.clone()], |copies, r| {
+        let n = r.src()[0].const_int_value().expect("expanded loops have constant size");
+        copies
+            .iter()
+            .flat_map(|c| {
+                (0..n).map(move |i| crate::uop::substitute(c, &mut [(r.clone(), UOp::index_const(i))].into(), "expand"))
+            })
+            .collect()
+    })
+}
+
+/// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).
+fn pm_unroll() -> PatternMatcher {
+    PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("red"), |m| {
+        let red = &m["red"];
+        let Arg::Reduce(op) = red.arg() else { return None };
+        let is_unroll = |r: &&UOp| matches!(r.arg(), Arg::Range(_, AxisKind::Unroll));
+        let unrolled: Vec<UOp> = red.src()[1..].iter().filter(is_unroll).cloned().collect();
+        if unrolled.is_empty() {
+            return None;
+        }
+        let values = lanes(&red.src()[0], &unrolled);
+        let combined = values[1..].iter().fold(values[0].clone(), |acc, v| acc.alu(*op, &[v]));
+        let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
+        if kept.is_empty() {
+            return Some(combined);
+        }
+        Some(red.replace_src([vec![combined], kept].concat()))
+    })])
+}

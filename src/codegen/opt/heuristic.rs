@@ -1,0 +1,89 @@
+//! Hand-coded optimizations for CPUs, after tinygrad's `hand_coded_optimizations`: register-tile
+//! the output axes whose lanes can share loads, unroll the innermost reduce loop, and spread the
+//! outermost output loop over the cores.
+
+use std::collections::HashSet;
+
+use super::{apply_opt, kernel_ranges, Opt};
+use crate::helpers::getenv;
+use crate::uop::{Arg, AxisKind, Ops, UOp};
+
+/// Kernels smaller than this many loop iterations stay on one thread.
+const THREAD_MIN_WORK: usize = 1 << 16;
+/// Lanes per upcast axis, and the most output lanes one iteration computes.
+const UPCAST_AMOUNT: usize = 4;
+const MAX_UPCAST: usize = 16;
+/// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.
+const FULL_UNROLL_MAX: usize = 8;
+const UNROLL_AMOUNT: usize = 4;
+
+/// For each load in a reduce, the loop ids its address depends on.
+fn load_ranges(ast: &UOp) -> Vec<HashSet<usize>> {
+    ast.toposort()
+        .iter()
+        .filter(|u| u.op() == Ops::Load)
+        .map(|l| {
+            l.src()[0]
+                .toposort()
+                .iter()
+                .filter_map(|u| match u.arg() {
+                    Arg::Range(id, _) if u.op() == Ops::Range => Some(*id),
+                    _ => None,
+                })
+                .collect::<HashSet<usize>>()
+        })
+        .collect()
+}
+
+/// The optimizations hand-picked for `ast` on a machine with `threads` cores (none with NOOPT).
+pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
+    if getenv("NOOPT", 0) != 0 {
+        return vec![];
+    }
+    let ranges = kernel_ranges(ast);
+    let reduce_ids: HashSet<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
+    let mut opts = vec![];
+    let mut ast = ast.clone();
+    let push = |opt: Opt, ast: &mut UOp, opts: &mut Vec<Opt>| {
+        if let Some(next) = apply_opt(ast, opt) {
+            *ast = next;
+            opts.push(opt);
+        }
+    };
+    if !reduce_ids.is_empty() {
+        // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
+        // all its lanes share that load
+        let loads: Vec<HashSet<usize>> =
+            load_ranges(&ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
+        let mut shared: HashSet<usize> = HashSet::new();
+        let mut lanes = 1;
+        while lanes * UPCAST_AMOUNT <= MAX_UPCAST {
+            let pick = ranges
+                .iter()
+                .filter(|r| r.1 == AxisKind::Loop && r.2 % UPCAST_AMOUNT == 0 && r.2 > UPCAST_AMOUNT)
+                .filter(|r| !opts.iter().any(|o| matches!(o, Opt::Upcast { range, .. } if *range == r.0)))
+                .map(|r| {
+                    let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
+                    (reused.difference(&shared).count(), reused.len(), r.0, reused)
+                })
+                .filter(|c| c.1 > 0)
+                .max_by_key(|c| (c.0, c.1, c.2));
+            let Some((_, _, id, reused)) = pick else { break };
+            push(Opt::Upcast { range: id, amount: UPCAST_AMOUNT }, &mut ast, &mut opts);
+            shared.extend(reused);
+            lanes *= UPCAST_AMOUNT;
+        }
+        if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
+            let amount = if size <= FULL_UNROLL_MAX { size } else { UNROLL_AMOUNT };
+            push(Opt::Unroll { range: id, amount }, &mut ast, &mut opts);
+        }
+    }
+    let work: usize = ranges.iter().map(|r| r.2).product();
+    if let Some(&(_, _, size)) = kernel_ranges(&ast).iter().find(|r| r.1 == AxisKind::Loop) {
+        let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
+        if n > 1 && work >= THREAD_MIN_WORK {
+            push(Opt::Thread(n), &mut ast, &mut opts);
+        }
+    }
+    opts
+}
