@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use lazygrad::helpers::{getenv, getenv_str};
+use lazygrad::helpers::{getenv, getenv_str, peak_rss_bytes, GlobalCounters};
 use lazygrad::nn::datasets::mnist;
 use lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
 use lazygrad::nn::optim::{adam, muon, Optimizer, SGD};
@@ -82,15 +82,17 @@ fn main() -> lazygrad::Result<()> {
     let y_test = data.y_test.cast(DType::INT32).realize();
 
     let (mut acc, start) = (f32::NAN, Instant::now());
-    let mut step_times = vec![];
+    let (mut step_times, mut kernels_per_step) = (vec![], 0);
     for i in 0..steps {
         let t0 = Instant::now();
+        let kernels_before = GlobalCounters::kernel_count();
         let samples = Tensor::randint(&[bs], 0, data.x_train.shape()[0] as i64);
         let x = data.x_train.index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
         let y = data.y_train.index(&[Idx::Tensor(samples)]).cast(DType::INT32);
         let out = train_step.call(&[x, y])?;
         let loss = out[0].item::<f32>();
         step_times.push(t0.elapsed().as_secs_f64());
+        kernels_per_step = GlobalCounters::kernel_count() - kernels_before;
         if i % 10 == 9 || i + 1 == steps {
             acc = test_acc.call(&[x_test.clone(), y_test.clone()])?[0].item::<f32>();
         }
@@ -99,11 +101,15 @@ fn main() -> lazygrad::Result<()> {
     }
     // the first calls schedule, compile and capture; after them the JIT replays
     let steady = if step_times.len() > 3 { &step_times[3..] } else { &step_times[..] };
-    eprintln!(
-        "\n{steps} steps in {:.1} s, {:.3} s/step after warm-up, test accuracy {acc:.2}%",
-        start.elapsed().as_secs_f64(),
-        steady.iter().sum::<f64>() / steady.len() as f64
-    );
+    eprintln!();
+    // the same `key value` lines as tools/mnist_torch.py, compared by tools/mnist_compare.sh
+    println!("steps {steps}");
+    println!("wall_s {:.3}", start.elapsed().as_secs_f64());
+    println!("train_s {:.3}", step_times.iter().sum::<f64>());
+    println!("step_s {:.4}", steady.iter().sum::<f64>() / steady.len() as f64);
+    println!("test_accuracy_pct {acc:.2}");
+    println!("kernels_per_step {kernels_per_step}");
+    println!("peak_rss_mb {:.1}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
     let target = getenv_str("TARGET_EVAL_ACC_PCT").and_then(|v| v.parse::<f32>().ok()).unwrap_or(0.0);
     if acc < target {
         eprintln!("test accuracy {acc:.2}% is below the target {target}%");

@@ -33,31 +33,17 @@ File format (little-endian):
 """
 
 import os
-import subprocess
 import sys
 
-from venv_bootstrap import ensure_venv
+from venv_bootstrap import ensure_torch_venv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-VENV = os.path.join(HERE, ".venv-torch")
 OUT = os.path.join(ROOT, "tests", "fixtures", "torch_ref.bin")
 
 
-def install_requirements(venv_py):
-    """Install tools/requirements-torch.txt into the venv when the pins changed since last time."""
-    with open(os.path.join(VENV, ".gitignore"), "w") as f:
-        f.write("*\n")  # keep the (multi-GB) environment out of git without touching tools/.gitignore
-    req, stamp = os.path.join(HERE, "requirements-torch.txt"), os.path.join(VENV, "installed-requirements.txt")
-    wanted = open(req).read()
-    if not os.path.exists(stamp) or open(stamp).read() != wanted:  # (re)install when the pins change
-        subprocess.check_call([venv_py, "-m", "pip", "install", "-q", "-r", req])
-        with open(stamp, "w") as f:
-            f.write(wanted)
-
-
 if __name__ == "__main__":
-    ensure_venv(VENV, __file__, install_requirements)
+    ensure_torch_venv(__file__)
 
 import json  # noqa: E402
 import math  # noqa: E402

@@ -19,3 +19,24 @@ def ensure_venv(venv, script, install):
         subprocess.check_call([sys.executable, "-m", "venv", venv])
     install(venv_py)
     os.execv(venv_py, [venv_py, os.path.abspath(script), *sys.argv[1:]])
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_VENV = os.path.join(HERE, ".venv-torch")
+
+
+def _install_torch_requirements(venv_py):
+    """Install tools/requirements-torch.txt into the torch venv when the pins changed since last time."""
+    with open(os.path.join(TORCH_VENV, ".gitignore"), "w") as f:
+        f.write("*\n")  # keep the (multi-GB) environment out of git without touching tools/.gitignore
+    req, stamp = os.path.join(HERE, "requirements-torch.txt"), os.path.join(TORCH_VENV, "installed-requirements.txt")
+    wanted = open(req).read()
+    if not os.path.exists(stamp) or open(stamp).read() != wanted:
+        subprocess.check_call([venv_py, "-m", "pip", "install", "-q", "-r", req])
+        with open(stamp, "w") as f:
+            f.write(wanted)
+
+
+def ensure_torch_venv(script):
+    """Re-exec `script` inside tools/.venv-torch (torch and numpy pinned, CPU only is used)."""
+    ensure_venv(TORCH_VENV, script, _install_torch_requirements)

@@ -36,3 +36,11 @@ impl GlobalCounters {
         TIME_NS.fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
     }
 }
+
+/// The process's peak resident memory in bytes (`VmHWM`), where the OS reports it (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

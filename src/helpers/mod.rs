@@ -6,4 +6,4 @@ pub mod counters;
 pub mod fetch;
 
 pub use context::{debug, getenv, getenv_str, Context};
-pub use counters::GlobalCounters;
+pub use counters::{peak_rss_bytes, GlobalCounters};
