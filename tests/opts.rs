@@ -1,0 +1,86 @@
+//! Kernel optimizations: the heuristics register-tile reduces, and every optimized kernel computes
+//! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
+
+use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
+use lazygrad::runtime::DefaultDevice;
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::tensor::{ConvOpts, PoolOpts};
+use lazygrad::{Context, Tensor};
+
+fn kernel_asts(t: &Tensor) -> Vec<lazygrad::uop::UOp> {
+    Tensor::schedule(std::slice::from_ref(t))
+        .into_iter()
+        .filter_map(|i| match i {
+            ScheduleItem::Kernel { ast, .. } => Some(ast),
+            ScheduleItem::Copy { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn matmul_is_register_tiled_and_unrolled() {
+    Tensor::manual_seed(3);
+    let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
+    let asts = kernel_asts(&a.matmul(&b));
+    assert_eq!(asts.len(), 1);
+    let opts = hand_coded_optimizations(&asts[0], 2);
+    let upcasts = opts.iter().filter(|o| matches!(o, Opt::Upcast { amount: 4, .. })).count();
+    assert_eq!(upcasts, 2, "both output axes tiled by 4: {opts:?}");
+    assert!(opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 4, .. })), "reduce unrolled: {opts:?}");
+    assert!(opts.contains(&Opt::Thread(2)), "outer loop threaded: {opts:?}");
+    let _noopt = Context::new(&[("NOOPT", 1)]);
+    assert!(hand_coded_optimizations(&asts[0], 2).is_empty());
+}
+
+/// A named graph builder; it is called once per setting, after the same seed.
+type Workload = (&'static str, Box<dyn Fn() -> Vec<Tensor>>);
+
+/// Graphs whose kernels get every kind of opt: tiled and unrolled reduces (odd sizes too), max
+/// reduces, convolutions forward and backward, a pooled conv.
+fn workloads() -> Vec<Workload> {
+    let conv = ConvOpts::default();
+    vec![
+        ("matmul 24x36x20", Box::new(|| vec![Tensor::rand(&[24, 36]).matmul(&Tensor::rand(&[36, 20]))])),
+        (
+            "sum and max of 7x5x9",
+            Box::new(|| {
+                let x = Tensor::randn(&[7, 5, 9]);
+                vec![x.sum(2, false), x.max(1, false), x.sum(None, false)]
+            }),
+        ),
+        (
+            "conv2d forward and backward",
+            Box::new(move || {
+                let x = Tensor::randn(&[4, 3, 10, 10]).requires_grad(true);
+                let w = Tensor::randn(&[8, 3, 3, 3]).requires_grad(true);
+                let y = x.conv2d(&w, None, &conv).relu().max_pool2d(&PoolOpts::default());
+                let g = y.sum(None, false).gradient(&[&x, &w]);
+                vec![y, g[0].clone(), g[1].clone()]
+            }),
+        ),
+    ]
+}
+
+fn run(make: &dyn Fn() -> Vec<Tensor>, noopt: i64) -> Vec<Vec<f32>> {
+    let _ctx = Context::new(&[("NOOPT", noopt)]);
+    Tensor::manual_seed(7);
+    let outs = make();
+    Tensor::realize_all(&outs).unwrap();
+    outs.iter().map(|t| t.to_vec::<f32>()).collect()
+}
+
+#[test]
+fn optimized_kernels_compute_what_unoptimized_ones_do() {
+    for device in ["CPU", "INTERP"] {
+        let _dev = DefaultDevice::scoped(device);
+        for (name, make) in workloads() {
+            let (want, got) = (run(make.as_ref(), 1), run(make.as_ref(), 0));
+            for (w, g) in want.iter().zip(&got) {
+                assert_eq!(w.len(), g.len());
+                for (i, (a, b)) in w.iter().zip(g).enumerate() {
+                    assert!((a - b).abs() <= 1e-5 + 1e-5 * a.abs(), "{device} {name}: [{i}] {a} vs {b}");
+                }
+            }
+        }
+    }
+}
