@@ -46,17 +46,24 @@ pub fn kernel_name(ast: &UOp) -> String {
     }
 }
 
+/// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
+/// loops an address really depends on, and after them, for the split loops).
+fn simplify_valid(ast: &UOp) -> UOp {
+    graph_rewrite(ast, &crate::uop::valid::pm_simplify_valid(), &mut HashSet::<UOp>::new(), "simplify valid", false)
+}
+
 /// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
 pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let name = kernel_name(ast);
     let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
+    let ast = simplify_valid(&ast);
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
     let opts = opt::hand_coded_optimizations(&ast, crate::runtime::pool::cpu_threads());
     if debug() >= 3 {
         eprintln!("{name}: opts {opts:?}");
     }
     let ast = expand::expand(&opt::apply_opts(&ast, &opts));
-    let ast = graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false);
+    let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
     let ast = match renderer {
         Some(r) => {

@@ -10,6 +10,7 @@ pub mod shape;
 pub mod symbolic;
 #[allow(clippy::module_inception)]
 pub mod uop;
+pub mod valid;
 
 pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, UPat};

@@ -47,7 +47,7 @@ fn iconst(d: DType, v: i128) -> UOp {
 /// Whether `u`'s bounds are its dtype's whole range: the value may have wrapped somewhere.
 /// Bounds never come from a wrapping ADD/MUL/SUB/NEG, so a value that is not `may_wrap` was
 /// computed exactly through every such op feeding it.
-fn may_wrap(u: &UOp) -> bool {
+pub(crate) fn may_wrap(u: &UOp) -> bool {
     u.bounds() == u.dtype().int_range()
 }
 
@@ -88,21 +88,21 @@ fn mul_sorted(a: &UOp, b: &UOp) -> UOp {
 // linear forms: an integer expression as Σ coef·term + k (coefficients modulo 2^bits)
 
 #[derive(Clone)]
-struct Lin {
-    dtype: DType,
-    terms: Vec<(UOp, i128)>,
-    k: i128,
+pub(crate) struct Lin {
+    pub(crate) dtype: DType,
+    pub(crate) terms: Vec<(UOp, i128)>,
+    pub(crate) k: i128,
 }
 
 impl Lin {
-    fn of(u: &UOp) -> Lin {
+    pub(crate) fn of(u: &UOp) -> Lin {
         let mut l = Lin { dtype: u.dtype(), terms: vec![], k: 0 };
         l.add(u, 1);
         l.merge_divmod();
         l
     }
 
-    fn with(&self, terms: Vec<(UOp, i128)>, k: i128) -> Lin {
+    pub(crate) fn with(&self, terms: Vec<(UOp, i128)>, k: i128) -> Lin {
         Lin { dtype: self.dtype, terms, k }
     }
 
@@ -177,7 +177,7 @@ impl Lin {
     }
 
     /// The canonical expression: terms sorted by `order`, coefficient 1 implicit, const last.
-    fn build(&self) -> UOp {
+    pub(crate) fn build(&self) -> UOp {
         let d = self.dtype;
         let mut ts: Vec<&(UOp, i128)> = self.terms.iter().filter(|(_, c)| *c != 0).collect();
         ts.sort_by_key(|(t, _)| order(t));
@@ -292,6 +292,28 @@ fn fold_divmod(u: &UOp) -> Option<UOp> {
                 z.alu(Ops::IDiv, &[&cg])
             } else {
                 z.alu(Ops::Mod, &[&cg]).alu(Ops::Mul, &[&iconst(d, g)]).alu(Ops::Add, &[&iconst(d, kr)])
+            });
+        }
+    }
+    // a factor g of c that divides every coefficient but a remainder R in [0, g): x = g·Z + R
+    // (so Z >= 0), x // c == Z // (c/g) and x % c == (Z % (c/g))·g + R
+    for a in l.terms.iter().map(|(_, a)| a.abs()) {
+        let g = gcd(a, c);
+        if g <= 1 {
+            continue;
+        }
+        let (big, small): (Vec<_>, Vec<_>) = l.terms.iter().cloned().partition(|(_, a)| a % g == 0);
+        if small.is_empty() {
+            continue;
+        }
+        let z = l.with(big.into_iter().map(|(t, a)| (t, a / g)).collect(), 0).build();
+        let r = l.with(small, l.k).build();
+        if r.vmin() >= 0 && r.vmax() < g && !may_wrap(&r) && exact_as(&z, g, r.bounds()) {
+            let cg = iconst(d, c / g);
+            return Some(if is_div {
+                z.alu(Ops::IDiv, &[&cg])
+            } else {
+                z.alu(Ops::Mod, &[&cg]).alu(Ops::Mul, &[&iconst(d, g)]).alu(Ops::Add, &[&r])
             });
         }
     }
