@@ -473,26 +473,26 @@ pub fn simplify(u: &UOp) -> UOp {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::uop::AxisKind;
 
-    fn rng(id: usize, end: i64) -> UOp {
+    pub(crate) fn rng(id: usize, end: i64) -> UOp {
         UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(end)], Arg::Range(id, AxisKind::Loop))
     }
-    fn c(v: i64) -> UOp {
+    pub(crate) fn c(v: i64) -> UOp {
         UOp::index_const(v)
     }
-    fn add(a: &UOp, b: &UOp) -> UOp {
+    pub(crate) fn add(a: &UOp, b: &UOp) -> UOp {
         a.alu(Ops::Add, &[b])
     }
-    fn mul(a: &UOp, b: &UOp) -> UOp {
+    pub(crate) fn mul(a: &UOp, b: &UOp) -> UOp {
         a.alu(Ops::Mul, &[b])
     }
-    fn div(a: &UOp, b: &UOp) -> UOp {
+    pub(crate) fn div(a: &UOp, b: &UOp) -> UOp {
         a.alu(Ops::IDiv, &[b])
     }
-    fn rem(a: &UOp, b: &UOp) -> UOp {
+    pub(crate) fn rem(a: &UOp, b: &UOp) -> UOp {
         a.alu(Ops::Mod, &[b])
     }
     fn fb(b: bool) -> UOp {

@@ -150,32 +150,22 @@ pub fn pm_simplify_valid() -> PatternMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
-    use crate::uop::AxisKind;
-
-    fn rng(id: usize, end: i64) -> UOp {
-        UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(end)], Arg::Range(id, AxisKind::Loop))
-    }
-    fn c(v: i64) -> UOp {
-        UOp::index_const(v)
-    }
+    use crate::uop::symbolic::tests::{add, c, div, mul, rem, rng};
 
     #[test]
     fn a_clause_bounds_the_index() {
         // r in [0, 143]; valid says r < 125, so r // 125 is 0
-        let r = rng(1, 6).alu(Ops::Mul, &[&c(24)]).alu(Ops::Add, &[&rng(2, 24)]);
+        let r = add(&mul(&rng(1, 6), &c(24)), &rng(2, 24));
         let valid = r.alu(Ops::CmpLt, &[&c(125)]);
-        let idx = r.alu(Ops::IDiv, &[&c(125)]).alu(Ops::Add, &[&rng(0, 4)]);
-        assert_eq!(simplify_given(&idx, &valid), rng(0, 4));
+        assert_eq!(simplify_given(&add(&div(&r, &c(125)), &rng(0, 4)), &valid), rng(0, 4));
     }
 
     #[test]
     fn a_bounded_remainder_drops_out_of_a_division() {
         // (20·ci + r % 25) // 640 with r % 25 < 20: ci < 32, so it is 0
-        let r = rng(1, 6).alu(Ops::Mul, &[&c(24)]).alu(Ops::Add, &[&rng(2, 24)]);
-        let m = r.alu(Ops::Mod, &[&c(25)]);
+        let m = rem(&add(&mul(&rng(1, 6), &c(24)), &rng(2, 24)), &c(25));
         let valid = m.alu(Ops::CmpLt, &[&c(20)]);
-        let idx = rng(0, 32).alu(Ops::Mul, &[&c(20)]).alu(Ops::Add, &[&m]).alu(Ops::IDiv, &[&c(640)]);
+        let idx = div(&add(&mul(&rng(0, 32), &c(20)), &m), &c(640));
         assert_eq!(simplify_given(&simplify(&idx), &valid), c(0));
     }
 
@@ -183,11 +173,9 @@ mod tests {
     fn clauses_simplify_each_other() {
         // (a + b // 125) % 25 < 20 given b < 125 is a % 25 < 20
         let (a, b) = (rng(0, 130), rng(1, 140));
-        let inner =
-            a.alu(Ops::Add, &[&b.alu(Ops::IDiv, &[&c(125)])]).alu(Ops::Mod, &[&c(25)]).alu(Ops::CmpLt, &[&c(20)]);
+        let inner = rem(&add(&a, &div(&b, &c(125))), &c(25)).alu(Ops::CmpLt, &[&c(20)]);
         let valid = b.alu(Ops::CmpLt, &[&c(125)]).alu(Ops::And, &[&inner]);
-        let want = a.alu(Ops::Mod, &[&c(25)]).alu(Ops::CmpLt, &[&c(20)]);
-        let got = simplify_valid(&valid);
-        assert!(clauses(&got).contains(&simplify(&want)), "{}", crate::uop::print::render_tree(&got));
+        let want = simplify(&rem(&a, &c(25)).alu(Ops::CmpLt, &[&c(20)]));
+        assert!(clauses(&simplify_valid(&valid)).contains(&want));
     }
 }
