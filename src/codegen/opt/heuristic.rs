@@ -10,9 +10,13 @@ use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// Kernels smaller than this many loop iterations stay on one thread.
 const THREAD_MIN_WORK: usize = 1 << 16;
-/// Lanes per upcast axis, and the most output lanes one iteration computes.
+/// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
+/// make one vector) takes the widest of `CONTIGUOUS_UPCAST` that divides it. At most
+/// `MAX_UPCAST` output lanes per iteration.
 const UPCAST_AMOUNT: usize = 4;
-const MAX_UPCAST: usize = 16;
+const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
+const MAX_UPCAST: usize = 64;
+const MAX_UPCAST_AXES: usize = 2;
 /// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.
 const FULL_UNROLL_MAX: usize = 8;
 const UNROLL_AMOUNT: usize = 4;
@@ -55,23 +59,29 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         // all its lanes share that load
         let loads: Vec<HashSet<usize>> =
             load_ranges(&ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
+        let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
+        let amount = |id: usize, size: usize| match Some(id) == innermost {
+            true => CONTIGUOUS_UPCAST.into_iter().find(|a| size.is_multiple_of(*a) && size > *a),
+            false => (size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT).then_some(UPCAST_AMOUNT),
+        };
         let mut shared: HashSet<usize> = HashSet::new();
         let mut lanes = 1;
-        while lanes * UPCAST_AMOUNT <= MAX_UPCAST {
+        while opts.len() < MAX_UPCAST_AXES {
             let pick = ranges
                 .iter()
-                .filter(|r| r.1 == AxisKind::Loop && r.2 % UPCAST_AMOUNT == 0 && r.2 > UPCAST_AMOUNT)
+                .filter(|r| r.1 == AxisKind::Loop)
                 .filter(|r| !opts.iter().any(|o| matches!(o, Opt::Upcast { range, .. } if *range == r.0)))
-                .map(|r| {
+                .filter_map(|r| {
+                    let amount = amount(r.0, r.2).filter(|a| lanes * a <= MAX_UPCAST)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
-                    (reused.difference(&shared).count(), reused.len(), r.0, reused)
+                    Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
                 })
                 .filter(|c| c.1 > 0)
                 .max_by_key(|c| (c.0, c.1, c.2));
-            let Some((_, _, id, reused)) = pick else { break };
-            push(Opt::Upcast { range: id, amount: UPCAST_AMOUNT }, &mut ast, &mut opts);
+            let Some((_, _, id, amount, reused)) = pick else { break };
+            push(Opt::Upcast { range: id, amount }, &mut ast, &mut opts);
             shared.extend(reused);
-            lanes *= UPCAST_AMOUNT;
+            lanes *= amount;
         }
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             let amount = if size <= FULL_UNROLL_MAX { size } else { UNROLL_AMOUNT };
