@@ -26,10 +26,9 @@ import math
 import os
 import struct
 import subprocess
-import sys
 import zlib
 
-from venv_bootstrap import ensure_venv
+from venv_bootstrap import ensure_venv, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -735,15 +734,7 @@ def main():
     for _, group, _, _ in CASES:
         counts[group] = counts.get(group, 0) + 1
     summary = ", ".join(f"{g} {n}" for g, n in counts.items())
-    if "--check" in sys.argv[1:]:
-        with open(OUT, "rb") as f:
-            same = f.read() == data
-        print(f"{OUT}: {'up to date' if same else 'STALE (rerun tools/gen_fixtures.py)'}")
-        sys.exit(0 if same else 1)
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "wb") as f:
-        f.write(data)
-    print(f"wrote {os.path.relpath(OUT, ROOT)}: {len(CASES)} cases ({summary}), {len(data)} bytes")
+    write_or_check(OUT, data, f"{len(CASES)} cases: {summary}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ File format (little-endian):
 import os
 import sys
 
-from venv_bootstrap import ensure_torch_venv
+from venv_bootstrap import ensure_torch_venv, write_or_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -1134,12 +1134,4 @@ if __name__ == "__main__":
             groups[g] += n
             print(f"{g:12} {k:34} {n}")
         print(dict(groups), "total", sum(groups.values()))
-    if "--check" in sys.argv:
-        with open(OUT, "rb") as f:
-            same = f.read() == data
-        print(f"{OUT}: {'up to date' if same else 'DIFFERS from the generator'} ({len(CASES)} cases)")
-        sys.exit(0 if same else 1)
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "wb") as f:
-        f.write(data)
-    print(f"wrote {OUT}: {len(CASES)} cases, {len(data) / 1e6:.2f} MB")
+    write_or_check(OUT, data, f"{len(CASES)} cases")

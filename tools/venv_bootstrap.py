@@ -1,5 +1,5 @@
-"""Shared start-up for the tools/gen_*.py scripts: re-execute the script inside its own virtual
-environment, creating that environment first if needed."""
+"""Shared pieces of the tools/ scripts: re-executing a script inside its own virtual environment
+(created first if needed), and writing or checking a generated fixture."""
 
 import os
 import subprocess
@@ -40,3 +40,17 @@ def _install_torch_requirements(venv_py):
 def ensure_torch_venv(script):
     """Re-exec `script` inside tools/.venv-torch (torch and numpy pinned, CPU only is used)."""
     ensure_venv(TORCH_VENV, script, _install_torch_requirements)
+
+
+def write_or_check(out, data, summary):
+    """Write the fixture `data` to `out`; with --check only compare (exit 1 when it differs)."""
+    rel = os.path.relpath(out, os.path.dirname(HERE))
+    if "--check" in sys.argv[1:]:
+        with open(out, "rb") as f:
+            same = f.read() == data
+        print(f"{rel}: {'up to date' if same else 'STALE (rerun its generator)'} ({summary})")
+        sys.exit(0 if same else 1)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "wb") as f:
+        f.write(data)
+    print(f"wrote {rel}: {summary}, {len(data)} bytes")

@@ -5,11 +5,13 @@
 //! a constant in each copy. Hash-consing keeps whatever the lanes share (a load that does not
 //! depend on the lane) computed once, which is the point of register tiling.
 
+use std::sync::LazyLock;
+
 use crate::uop::{graph_rewrite, rule, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
 
 /// `ast` with every UPCAST and UNROLL loop expanded into lanes.
 pub fn expand(ast: &UOp) -> UOp {
-    let ast = graph_rewrite(ast, &pm_unroll(), &mut (), "expand unroll", false);
+    let ast = graph_rewrite(ast, pm_unroll(), &mut (), "expand unroll", false);
     let stores = ast.src().iter().flat_map(|st| lanes(st, &kind_ranges(st, AxisKind::Upcast))).collect();
     ast.replace_src(stores)
 }
@@ -35,21 +37,24 @@ fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
 }
 
 /// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).
-fn pm_unroll() -> PatternMatcher {
-    PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("red"), |m| {
-        let red = &m["red"];
-        let Arg::Reduce(op) = red.arg() else { return None };
-        let is_unroll = |r: &&UOp| matches!(r.arg(), Arg::Range(_, AxisKind::Unroll));
-        let unrolled: Vec<UOp> = red.src()[1..].iter().filter(is_unroll).cloned().collect();
-        if unrolled.is_empty() {
-            return None;
-        }
-        let values = lanes(&red.src()[0], &unrolled);
-        let combined = values[1..].iter().fold(values[0].clone(), |acc, v| acc.alu(*op, &[v]));
-        let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
-        if kept.is_empty() {
-            return Some(combined);
-        }
-        Some(red.replace_src([vec![combined], kept].concat()))
-    })])
+fn pm_unroll() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("red"), |m| {
+            let red = &m["red"];
+            let Arg::Reduce(op) = red.arg() else { return None };
+            let is_unroll = |r: &&UOp| matches!(r.arg(), Arg::Range(_, AxisKind::Unroll));
+            let unrolled: Vec<UOp> = red.src()[1..].iter().filter(is_unroll).cloned().collect();
+            if unrolled.is_empty() {
+                return None;
+            }
+            let values = lanes(&red.src()[0], &unrolled);
+            let combined = values[1..].iter().fold(values[0].clone(), |acc, v| acc.alu(*op, &[v]));
+            let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
+            if kept.is_empty() {
+                return Some(combined);
+            }
+            Some(red.replace_src([vec![combined], kept].concat()))
+        })])
+    });
+    &PM
 }

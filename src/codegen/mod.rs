@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{graph_rewrite, Arg, AxisKind, Ops, UOp};
+use crate::uop::{graph_rewrite, AxisKind, Ops, UOp};
 
 /// A kernel ready for a device: its linearized UOps and, for compiled devices, its source.
 #[derive(Clone, Debug)]
@@ -28,15 +28,7 @@ pub struct ProgramSpec {
 
 /// tinygrad-style kernel name: `E_` (elementwise) or `r_` (has a reduce) and the loop sizes.
 pub fn kernel_name(ast: &UOp) -> String {
-    let mut ranges: Vec<(usize, AxisKind, i64)> = ast
-        .toposort()
-        .iter()
-        .filter_map(|u| match u.arg() {
-            Arg::Range(id, kind) if u.op() == Ops::Range => Some((*id, *kind, u.src()[0].const_int_value()?)),
-            _ => None,
-        })
-        .collect();
-    ranges.sort();
+    let ranges = opt::kernel_ranges(ast);
     let prefix = if ranges.iter().any(|r| r.1 == AxisKind::Reduce) { "r" } else { "E" };
     let dims: Vec<String> = ranges.iter().map(|r| r.2.to_string()).collect();
     if dims.is_empty() {
@@ -49,7 +41,7 @@ pub fn kernel_name(ast: &UOp) -> String {
 /// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
 /// loops an address really depends on, and after them, for the split loops).
 fn simplify_valid(ast: &UOp) -> UOp {
-    graph_rewrite(ast, &crate::uop::valid::pm_simplify_valid(), &mut HashSet::<UOp>::new(), "simplify valid", false)
+    graph_rewrite(ast, crate::uop::valid::pm_simplify_valid(), &mut HashSet::<UOp>::new(), "simplify valid", false)
 }
 
 /// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
@@ -58,7 +50,7 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
     let ast = simplify_valid(&ast);
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
-    let opts = opt::hand_coded_optimizations(&ast, crate::runtime::pool::cpu_threads());
+    let opts = opt::hand_coded_optimizations(&ast, opt::settings().1);
     if debug() >= 3 {
         eprintln!("{name}: opts {opts:?}");
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::codegen::{get_program, ProgramSpec};
 use crate::error::Result;
-use crate::helpers::{debug, getenv, GlobalCounters};
+use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Program};
 use crate::schedule::ScheduleItem;
 use crate::uop::UOp;
@@ -19,8 +19,8 @@ pub struct CompiledKernel {
     pub ops: u64,
 }
 
-/// Programs by device, kernel AST and the settings codegen reads (NOOPT, CPU thread count).
-type Cache = Mutex<HashMap<(String, UOp, i64, usize), Arc<CompiledKernel>>>;
+/// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
+type Cache = Mutex<HashMap<(String, UOp, (i64, usize)), Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -41,7 +41,7 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
 }
 
 fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
-    let key = (device.to_string(), ast.clone(), getenv("NOOPT", 0), crate::runtime::pool::cpu_threads());
+    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings());
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(k.clone());
     }

@@ -48,24 +48,36 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     order.into_iter().filter(|u| realize.contains(u)).collect()
 }
 
-/// Reduces that reads memory and would be fused into more than one kernel (a weight's gradient
+/// Reduces that read memory and would be fused into more than one kernel (a weight's gradient
 /// feeding both of Adam's moment updates): computed once and stored instead.
 fn shared_reduces(order: &[UOp], realize: &HashSet<UOp>) -> Vec<UOp> {
     let mut kernels_using: HashMap<UOp, usize> = HashMap::new();
     for root in order.iter().filter(|u| realize.contains(u)) {
-        let mut stack: Vec<UOp> = root.src().to_vec();
-        let mut seen = HashSet::new();
-        while let Some(n) = stack.pop() {
-            if realize.contains(&n) || n.op() == Ops::Buffer || !seen.insert(n.clone()) {
-                continue;
-            }
-            if n.op() == Ops::ReduceAxis {
-                *kernels_using.entry(n.clone()).or_default() += 1;
-            }
-            stack.extend(n.src().iter().cloned());
+        for n in fused_region(root.src(), realize).0.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
+            *kernels_using.entry(n).or_default() += 1;
         }
     }
     kernels_using.into_iter().filter(|(n, count)| *count > 1 && reads_memory(n)).map(|(n, _)| n).collect()
+}
+
+/// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (realized
+/// or buffers) it loads.
+fn fused_region(roots: &[UOp], realize: &HashSet<UOp>) -> (Vec<UOp>, Vec<UOp>) {
+    let (mut inside, mut loaded) = (vec![], vec![]);
+    let mut stack = roots.to_vec();
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if realize.contains(&n) || n.op() == Ops::Buffer {
+            loaded.push(n);
+            continue;
+        }
+        stack.extend(n.src().iter().cloned());
+        inside.push(n);
+    }
+    (inside, loaded)
 }
 
 /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
@@ -115,26 +127,12 @@ fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> 
     if realize.contains(&src) || !src.dtype().is_float() || numel(expand) < BROADCAST_MIN_RATIO * numel(&src).max(1) {
         return None;
     }
-    let (mut alus, mut loads) = (0, 0);
-    let mut stack = vec![src.clone()];
-    let mut seen = HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.clone()) {
-            continue;
-        }
-        if n.op() == Ops::ReduceAxis && !realize.contains(&n) {
-            return None;
-        }
-        if realize.contains(&n) || matches!(n.op(), Ops::Buffer | Ops::Copy) {
-            loads += 1;
-            continue;
-        }
-        if n.op().is_alu() || n.op() == Ops::Cast {
-            alus += 1;
-        }
-        stack.extend(n.src().iter().cloned());
+    let (inside, loaded) = fused_region(std::slice::from_ref(&src), realize);
+    if inside.iter().any(|n| n.op() == Ops::ReduceAxis) {
+        return None;
     }
-    (loads > 0 && alus + loads >= BROADCAST_MIN_COST).then_some(src)
+    let alus = inside.iter().filter(|n| n.op().is_alu() || n.op() == Ops::Cast).count();
+    (!loaded.is_empty() && alus + loaded.len() >= BROADCAST_MIN_COST).then_some(src)
 }
 
 /// Whether computing `u` loads from any buffer.

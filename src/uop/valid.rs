@@ -7,6 +7,7 @@
 //! pooling windows) leaves `(…) // 125`-style terms that collapse this way.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use super::symbolic::{may_wrap, simplify, Lin};
 use super::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
@@ -69,10 +70,12 @@ fn replace_scaled(n: &UOp, x: &Lin, v: &UOp) -> Option<UOp> {
 
 /// `u` simplified assuming each bounded expression lies in its range.
 fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
-    let pm =
+    // the stand-in rule: the context is (the expression as a linear form, its stand-in)
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Add, Ops::Mul]).named("n"), |m, ctx: &mut (Lin, UOp)| {
             replace_scaled(&m["n"], &ctx.0, &ctx.1)
-        })]);
+        })])
+    });
     // one stand-in per bound: x = lo + s with s in [0, hi - lo]; later bounds' expressions get
     // the earlier stand-ins too, so that they still match inside `u`
     let mut back: HashMap<UOp, UOp> = HashMap::new();
@@ -85,7 +88,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         let mut stand_in = (Lin::of(&x), s.alu(Ops::Add, &[&UOp::const_int(d, lo as i64)]));
         let mut replace = |u: &UOp| {
             let exact = super::substitute(u, &mut [(x.clone(), stand_in.1.clone())].into(), "valid stand-ins");
-            graph_rewrite(&exact, &pm, &mut stand_in, "valid stand-ins", false)
+            graph_rewrite(&exact, &PM, &mut stand_in, "valid stand-ins", false)
         };
         let before = cur.clone();
         cur = replace(&cur);
@@ -132,19 +135,22 @@ pub fn simplify_given(idx: &UOp, valid: &UOp) -> UOp {
 /// The rule table: every gated INDEX gets its gate's clauses simplified against each other and
 /// its index simplified under the gate, once (the context holds the INDEXes already made, since
 /// clauses simplified against each other need not reach a fixed point).
-pub fn pm_simplify_valid() -> PatternMatcher {
-    PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("i"), |m, done: &mut HashSet<UOp>| {
-        let i = &m["i"];
-        let [buf, idx, valid] = i.src() else { return None };
-        if done.contains(i) {
-            return None;
-        }
-        let valid2 = simplify_valid(valid);
-        let idx2 = simplify_given(idx, &valid2);
-        let out = i.replace_src(vec![buf.clone(), idx2, valid2]);
-        done.insert(out.clone());
-        (out != *i).then_some(out)
-    })])
+pub fn pm_simplify_valid() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("i"), |m, done: &mut HashSet<UOp>| {
+            let i = &m["i"];
+            let [buf, idx, valid] = i.src() else { return None };
+            if done.contains(i) {
+                return None;
+            }
+            let valid2 = simplify_valid(valid);
+            let idx2 = simplify_given(idx, &valid2);
+            let out = i.replace_src(vec![buf.clone(), idx2, valid2]);
+            done.insert(out.clone());
+            (out != *i).then_some(out)
+        })])
+    });
+    &PM
 }
 
 #[cfg(test)]

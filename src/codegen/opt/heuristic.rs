@@ -2,9 +2,9 @@
 //! the output axes whose lanes can share loads, unroll the innermost reduce loop, and spread the
 //! outermost output loop over the cores.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::{apply_opt, kernel_ranges, Opt};
+use super::{kernel_ranges, Opt};
 use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -47,30 +47,23 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let ranges = kernel_ranges(ast);
     let reduce_ids: HashSet<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
     let mut opts = vec![];
-    let mut ast = ast.clone();
-    let push = |opt: Opt, ast: &mut UOp, opts: &mut Vec<Opt>| {
-        if let Some(next) = apply_opt(ast, opt) {
-            *ast = next;
-            opts.push(opt);
-        }
-    };
+    // output loop id -> lanes it was upcast by
+    let mut upcast: HashMap<usize, usize> = HashMap::new();
     if !reduce_ids.is_empty() {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
-        let loads: Vec<HashSet<usize>> =
-            load_ranges(&ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
+        let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
         let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
         let amount = |id: usize, size: usize| match Some(id) == innermost {
             true => CONTIGUOUS_UPCAST.into_iter().find(|a| size.is_multiple_of(*a) && size > *a),
             false => (size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT).then_some(UPCAST_AMOUNT),
         };
         let mut shared: HashSet<usize> = HashSet::new();
-        let mut lanes = 1;
-        while opts.len() < MAX_UPCAST_AXES {
+        for _ in 0..MAX_UPCAST_AXES {
+            let lanes: usize = upcast.values().product();
             let pick = ranges
                 .iter()
-                .filter(|r| r.1 == AxisKind::Loop)
-                .filter(|r| !opts.iter().any(|o| matches!(o, Opt::Upcast { range, .. } if *range == r.0)))
+                .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0))
                 .filter_map(|r| {
                     let amount = amount(r.0, r.2).filter(|a| lanes * a <= MAX_UPCAST)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
@@ -79,20 +72,24 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .filter(|c| c.1 > 0)
                 .max_by_key(|c| (c.0, c.1, c.2));
             let Some((_, _, id, amount, reused)) = pick else { break };
-            push(Opt::Upcast { range: id, amount }, &mut ast, &mut opts);
+            opts.push(Opt::Upcast { range: id, amount });
+            upcast.insert(id, amount);
             shared.extend(reused);
-            lanes *= amount;
         }
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             let amount = if size <= FULL_UNROLL_MAX { size } else { UNROLL_AMOUNT };
-            push(Opt::Unroll { range: id, amount }, &mut ast, &mut opts);
+            if size.is_multiple_of(amount) {
+                opts.push(Opt::Unroll { range: id, amount });
+            }
         }
     }
     let work: usize = ranges.iter().map(|r| r.2).product();
-    if let Some(&(_, _, size)) = kernel_ranges(&ast).iter().find(|r| r.1 == AxisKind::Loop) {
+    if let Some(&(id, _, size)) = ranges.iter().find(|r| r.1 == AxisKind::Loop) {
+        // the outer loop's part left after its upcast
+        let size = size / upcast.get(&id).copied().unwrap_or(1);
         let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
         if n > 1 && work >= THREAD_MIN_WORK {
-            push(Opt::Thread(n), &mut ast, &mut opts);
+            opts.push(Opt::Thread(n));
         }
     }
     opts

@@ -61,9 +61,8 @@ fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
             (red.clone(), red.replace_src(src))
         })
         .collect();
-    let ast = crate::uop::substitute(ast, &mut parts, "split reduce ranges");
-    let value = outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]);
-    crate::uop::substitute(&ast, &mut [(range.clone(), value)].into(), "apply opts")
+    parts.insert(range.clone(), outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]));
+    crate::uop::substitute(ast, &mut parts, "apply opts")
 }
 
 /// A loop of `size` (the constant 0 for a single iteration).
@@ -95,8 +94,7 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
                 return None;
             }
             let r = find_range(ast, id)?;
-            let core =
-                UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str("core_id".into()));
+            let core = UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str(CORE_ID.into()));
             Some(split(ast, &r, core, size / n, new_range(size / n, id, AxisKind::Loop)))
         }
     }
@@ -109,7 +107,18 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
     })
 }
 
+/// Name of the SPECIAL that THREAD splits a loop by.
+const CORE_ID: &str = "core_id";
+
 /// How many threads the program runs on (the size of its `core_id` SPECIAL, else 1).
 pub fn thread_count(uops: &[UOp]) -> usize {
-    uops.iter().find(|u| u.op() == Ops::Special).and_then(|u| u.src()[0].const_int_value()).map_or(1, |n| n as usize)
+    uops.iter()
+        .find(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID))
+        .and_then(|u| u.src()[0].const_int_value())
+        .map_or(1, |n| n as usize)
+}
+
+/// The settings the opts read (NOOPT, CPU threads): with the AST, they decide the program.
+pub fn settings() -> (i64, usize) {
+    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads())
 }
