@@ -83,3 +83,22 @@ fn empty_tensors_need_no_kernel_and_reduce_to_identities() {
     assert_eq!((&t + 1.0).to_vec::<f32>(), Vec::<f32>::new());
     assert_eq!(t.max(0, false).to_vec::<f32>(), vec![f32::NEG_INFINITY; 3]);
 }
+
+#[test]
+fn large_reduces_split_in_two_and_stay_exact() {
+    // 2^20 values into one output: 256 partial sums of 4096, then their sum
+    let ones = Tensor::ones(&[1 << 20]).contiguous().realize();
+    let total = ones.sum(None, false);
+    assert_eq!(kernels(&total), 2);
+    assert_eq!(total.item::<f32>(), (1 << 20) as f32);
+    // a single float32 accumulator stops counting at 2^24 (adding 1 changes nothing); split, it
+    // gets there
+    let big = Tensor::ones(&[1 << 25]).contiguous().realize();
+    assert_eq!(big.sum(None, false).item::<f32>(), (1u32 << 25) as f32);
+    // small reduces, gathers and aranges are not split
+    assert_eq!(kernels(&ones.reshape(&[1 << 10, 1 << 10]).sum(1, false)), 1);
+    let idx = Tensor::new([3i32, 1 << 19]).realize();
+    let gathered = ones.index(&[lazygrad::tensor::Idx::Tensor(idx)]);
+    assert_eq!(kernels(&gathered), 1);
+    assert_eq!(gathered.to_vec::<f32>(), vec![1.0, 1.0]);
+}

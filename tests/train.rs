@@ -1,5 +1,6 @@
-//! Training end to end on a tiny conv net: the JIT'd step is bit-identical to the eager one, and
-//! a saved and reloaded state dict predicts exactly the same.
+//! Training end to end on small conv nets: one step's gradients match float64 PyTorch, the JIT'd
+//! step is bit-identical to the eager one, and a saved and reloaded state dict predicts exactly
+//! the same.
 
 mod common;
 
@@ -57,6 +58,51 @@ fn bits(net: &Net) -> Vec<Vec<u32>> {
         .iter()
         .map(|t| t.cast(lazygrad::DType::FLOAT32).to_vec::<f32>().iter().map(|v| v.to_bits()).collect())
         .collect()
+}
+
+/// tools/gen_train_ref.py's net: conv 1->8 5x5, relu, BatchNorm, max pool, linear 1152->10.
+struct RefNet {
+    conv: Conv2d,
+    bn: BatchNorm,
+    fc: Linear,
+}
+module!(RefNet { conv, bn, fc });
+
+/// tools/gen_train_ref.py's batch: pixel i is bits 24..32 of `i * 2654435761 mod 2^32`.
+fn hashed_images() -> Tensor {
+    let pixels: Vec<f32> = (0..128u64 * 28 * 28).map(|i| ((i * 2654435761 % (1 << 32)) >> 24) as f32).collect();
+    Tensor::new(pixels).reshape(&[128, 1, 28, 28])
+}
+
+/// BatchNorm statistics and the conv weight's gradient each sum 73728 values per output; in one
+/// float32 accumulator per output that drifts by ~1e-2 relative (it did, before large reduces
+/// were split). Split, the gradients match PyTorch's float64 ones to ~1e-6.
+#[test]
+fn bn_convnet_gradients_match_float64_torch() {
+    let _serial = serial(); // its layers' init draws from the shared random stream
+    let fixture =
+        safe_load(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bn_convnet_grads.safetensors")).unwrap();
+    let net = RefNet {
+        conv: Conv2d::new(1, 8, 5, ConvOpts::default(), true),
+        bn: BatchNorm::with_size(8),
+        fc: Linear::new(1152, 10, true),
+    };
+    load_state_dict(&net, &fixture, false).unwrap();
+    let _training = Context::new(&[("TRAINING", 1)]);
+    let h = net.bn.forward(&net.conv.forward(&hashed_images()).relu()).max_pool2d(&PoolOpts::default());
+    let loss =
+        net.fc.forward(&h.flatten(1, -1)).sparse_categorical_crossentropy(&fixture["labels"], -1, 0.0, Reduction::Mean);
+    loss.backward();
+    let close = |got: &Tensor, want: &Tensor| {
+        let (got, want) = (got.to_vec::<f32>(), want.to_vec::<f32>());
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+        got.iter().zip(&want).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale
+    };
+    let mut errors = vec![("loss".to_string(), close(&loss.reshape(&[1]), &fixture["loss"]), 1e-6)];
+    for (name, param) in get_state_dict(&net).iter().filter(|(_, p)| p.grad().is_some()) {
+        errors.push((name.clone(), close(&param.grad().unwrap(), &fixture[&format!("grad.{name}")]), 1e-4));
+    }
+    assert!(errors.iter().all(|(_, e, tol)| e < tol), "max error relative to the largest value: {errors:?}");
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::rangeify::{is_buffer_view, realize_points, KernelBuilder};
+use super::split_reduce::split_large_reduces;
 use crate::helpers::debug;
 use crate::runtime::Buffer;
 use crate::uop::{Arg, BufferRef, Ops, UOp};
@@ -21,7 +22,8 @@ pub enum ScheduleItem {
 /// reshaped to the node's shape).
 pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let start = Instant::now();
-    let points = realize_points(outputs);
+    let split = split_large_reduces(outputs);
+    let points = realize_points(&split);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
     for u in &points {
@@ -66,7 +68,8 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
     let items = order_steps(steps);
     let becomes = outputs
         .iter()
-        .filter_map(|o| realized.get(o).map(|b| (o.clone(), buffer_view(b, o.sh()))))
+        .zip(&split)
+        .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), buffer_view(b, o.sh()))))
         .collect::<HashMap<_, _>>();
     if debug() >= 3 {
         for (i, item) in items.iter().enumerate() {

@@ -2,5 +2,6 @@
 
 pub mod kernel;
 pub mod rangeify;
+pub mod split_reduce;
 
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};

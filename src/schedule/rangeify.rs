@@ -136,7 +136,7 @@ fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> 
 }
 
 /// Whether computing `u` loads from any buffer.
-fn reads_memory(u: &UOp) -> bool {
+pub(super) fn reads_memory(u: &UOp) -> bool {
     u.toposort().iter().any(|n| matches!(n.op(), Ops::Buffer | Ops::Copy | Ops::Contiguous | Ops::Assign))
 }
 

@@ -1,0 +1,108 @@
+//! Large reductions become two (tinygrad's `split_reduceop`).
+//!
+//! A reduce of many elements into few outputs (a BatchNorm mean, a conv weight's gradient, a
+//! full sum) would be one long serial loop per output: one core does all the work and a float
+//! accumulator drifts over ~10^5 additions. Splitting one reduced axis `s` into `(d, s/d)` and
+//! reducing everything but `d` first gives `d` times more outputs, which the heuristics then
+//! spread over threads, and partial sums of shorter runs. The partials are stored and a second
+//! kernel reduces the `d` axis.
+
+use std::sync::LazyLock;
+
+use super::rangeify::reads_memory;
+use crate::dtype::DType;
+use crate::helpers::{debug, getenv};
+use crate::uop::pattern::{rule, PatternMatcher, UPat};
+use crate::uop::rewrite::graph_rewrite;
+use crate::uop::{Arg, Ops, UOp};
+
+/// Split when a reduce combines at least this many inputs per output.
+const SPLIT_MIN_RATIO: usize = 1 << 15;
+/// Largest split; the search goes down from it to `SPLIT_MIN_PARTS`.
+const SPLIT_MAX_PARTS: usize = 256;
+const SPLIT_MIN_PARTS: usize = 8;
+/// Cap on the partial-sum buffer (elements).
+const SPLIT_MAX_OUTPUT: usize = 1 << 22;
+
+/// `outputs` with every large reduce split in two (see the module doc); same order and shapes.
+/// `SPLIT_REDUCEOP=0` turns it off.
+pub fn split_large_reduces(outputs: &[UOp]) -> Vec<UOp> {
+    if getenv("SPLIT_REDUCEOP", 1) == 0 {
+        return outputs.to_vec();
+    }
+    static PM: LazyLock<PatternMatcher> =
+        LazyLock::new(|| PatternMatcher::new(vec![rule(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m| split(&m["r"]))]));
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    graph_rewrite(&sink, &PM, &mut (), "split_reduce", false).src().to_vec()
+}
+
+fn split(reduce: &UOp) -> Option<UOp> {
+    let Arg::ReduceAxis(op, axes) = reduce.arg() else { return None };
+    let x = &reduce.src()[0];
+    let (shape, out_shape) = (x.sh().to_vec(), reduce.sh().to_vec());
+    let outputs: usize = out_shape.iter().product();
+    if outputs == 0 || shape.iter().product::<usize>() / outputs < SPLIT_MIN_RATIO {
+        return None;
+    }
+    // an arange (a reduce over constants) and a gather (a one-hot against one) are folded into
+    // index math by codegen; split, they could not be
+    if !reads_memory(x) || uses_arange(x) {
+        return None;
+    }
+    let max_parts = SPLIT_MAX_PARTS.min(SPLIT_MAX_OUTPUT / outputs);
+    let (axis, parts) = axes.iter().find_map(|&a| {
+        let fits = (SPLIT_MIN_PARTS..=max_parts).rev().find(|d| shape[a].is_multiple_of(*d))?;
+        (!is_broadcast(x, a)).then_some((a, fits))
+    })?;
+    // axis `a` becomes (parts, rest); `parts` moves last, so the other axes keep their numbers
+    let mut split_shape = shape.clone();
+    split_shape.splice(axis..=axis, [parts, shape[axis] / parts]);
+    let mut order: Vec<usize> = (0..split_shape.len()).filter(|&i| i != axis).collect();
+    order.push(axis);
+    if debug() >= 3 {
+        eprintln!("split reduce {shape:?} -> {out_shape:?}: axis {axis} into {parts} parts");
+    }
+    let split = movement(movement(x.clone(), Ops::Reshape, Arg::Shape(split_shape)), Ops::Permute, Arg::Axes(order));
+    let partial = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![split], Arg::ReduceAxis(*op, axes.clone()));
+    // a negative id never collides with `Tensor::contiguous`'s counter; equal splits share it
+    let stored = UOp::new(Ops::Contiguous, reduce.dtype(), vec![partial], Arg::Int(-1));
+    let last = out_shape.len();
+    let total = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![stored], Arg::ReduceAxis(*op, vec![last]));
+    Some(movement(total, Ops::Reshape, Arg::Shape(out_shape)))
+}
+
+fn movement(x: UOp, op: Ops, arg: Arg) -> UOp {
+    let dtype = x.dtype();
+    UOp::new(op, dtype, vec![x], arg)
+}
+
+/// Whether axis `axis` of `x` is a broadcast (an EXPAND of size 1) on every path to memory, so
+/// splitting it would only repeat the same partial sums.
+fn is_broadcast(x: &UOp, axis: usize) -> bool {
+    match (x.op(), x.arg()) {
+        (Ops::Expand, _) => x.src()[0].sh()[axis] == 1 || is_broadcast(&x.src()[0], axis),
+        (Ops::Permute, Arg::Axes(order)) => is_broadcast(&x.src()[0], order[axis]),
+        (Ops::Const, _) => true,
+        (op, _) if op.is_alu() || op == Ops::Cast => x.src().iter().all(|s| is_broadcast(s, axis)),
+        _ => false,
+    }
+}
+
+/// Whether `x`'s elementwise region (not looking inside other reduces or stored values) uses an
+/// arange.
+fn uses_arange(x: &UOp) -> bool {
+    let (mut stack, mut seen) = (vec![x.clone()], std::collections::HashSet::new());
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) || matches!(n.op(), Ops::Buffer | Ops::Contiguous | Ops::Assign | Ops::Copy) {
+            continue;
+        }
+        if n.op() == Ops::ReduceAxis {
+            if !reads_memory(&n) {
+                return true;
+            }
+            continue;
+        }
+        stack.extend(n.src().iter().cloned());
+    }
+    false
+}
