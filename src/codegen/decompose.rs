@@ -11,7 +11,8 @@ pub struct Supported {
     pub bf16_math: bool,
 }
 
-fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> (UPat, crate::uop::pattern::RuleFn) {
+#[track_caller]
+fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule {
     rule_ctx(UPat::ops(&[op]).named("x"), move |m, sup: &mut Supported| {
         let x = &m["x"];
         (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten()

@@ -21,6 +21,7 @@ pub enum ScheduleItem {
 /// reshaped to the node's shape).
 pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let start = Instant::now();
+    let _viz = crate::viz::group(|| "schedule".into());
     let points = realize_points(outputs);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
