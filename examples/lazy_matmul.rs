@@ -1,7 +1,7 @@
 //! The laziness demo: a matmul written as broadcast-multiply + sum is scheduled as ONE kernel.
 //!
 //! `DEBUG=3 cargo run --release --example lazy_matmul` shows the schedule; `DEBUG=4` the C source;
-//! `VIZ=1` records every rewrite and serves the explorer at the end (see `docs/viz.md`).
+//! `VIZ=1` records every rewrite and serves the explorer at the end (`docs/viz.md`).
 
 use std::time::Instant;
 

@@ -161,9 +161,18 @@ function drawGraph(root, changed, focus) {
     );
   }
   svg.innerHTML = parts.join("");
-  const size = g.graph();
-  const center = g.node(String(focus ?? root));
-  fitView(size.width, size.height, center);
+  // bounds of the nodes and of the edges' routes (which may pass outside the nodes)
+  const xs = [], ys = [];
+  for (const id of ids) {
+    const n = g.node(String(id));
+    xs.push(n.x - n.width / 2, n.x + n.width / 2);
+    ys.push(n.y - n.height / 2, n.y + n.height / 2);
+  }
+  for (const e of g.edges()) for (const p of g.edge(e).points) xs.push(p.x), ys.push(p.y);
+  const bounds = { x: Math.min(...xs) - 10, y: Math.min(...ys) - 10 };
+  bounds.w = Math.max(...xs) + 10 - bounds.x;
+  bounds.h = Math.max(...ys) + 10 - bounds.y;
+  fitView(bounds, g.node(String(focus ?? root)));
 }
 
 // ---- pan and zoom (the SVG viewBox) ----
@@ -175,11 +184,11 @@ function setBox(b) {
 }
 // Show the whole graph if it stays readable, else a readable window around `center`.
 const MIN_SCALE = 0.7;
-function fitView(w, h, center) {
+function fitView(bounds, center) {
   const r = $("graph").getBoundingClientRect();
   const pw = r.width || 800, ph = r.height || 600;
-  const W = Math.max(w, (h * pw) / ph);
-  if (pw / W >= MIN_SCALE) return setBox({ x: (w - W) / 2, y: 0, w: W, h: (W * ph) / pw });
+  const W = Math.max(bounds.w, (bounds.h * pw) / ph);
+  if (pw / W >= MIN_SCALE) return setBox({ x: bounds.x + (bounds.w - W) / 2, y: bounds.y, w: W, h: (W * ph) / pw });
   const vw = pw / MIN_SCALE, vh = ph / MIN_SCALE;
   setBox({ x: center.x - vw / 2, y: center.y - vh / 2, w: vw, h: vh });
 }
