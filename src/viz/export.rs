@@ -173,13 +173,21 @@ pub fn graph_to_dot(trace: &Trace, root: u32, title: &str, highlight: &HashSet<u
     out
 }
 
+/// Graphs with more nodes than this are left out of [`to_dot`] (a comment says so).
+pub const DOT_MAX_NODES: usize = 1000;
+
 /// Every pass that changed its graph, as two digraphs (before, and after with the new nodes
-/// outlined), one after the other.
+/// outlined), one after the other. Passes with a graph over [`DOT_MAX_NODES`] nodes are left out.
 pub fn to_dot(trace: &Trace) -> String {
     let mut out = String::new();
     for (gi, g) in trace.groups.iter().enumerate() {
         for (pi, p) in g.passes.iter().enumerate().filter(|(_, p)| p.before != p.after) {
             let title = format!("group {gi} {} / pass {pi} {}", g.name, p.name);
+            let size = trace.reachable(p.before).len().max(trace.reachable(p.after).len());
+            if size > DOT_MAX_NODES {
+                let _ = writeln!(out, "// {title}: left out, its graph has {size} nodes (over {DOT_MAX_NODES})");
+                continue;
+            }
             out.push_str(&graph_to_dot(trace, p.before, &format!("{title} (before)"), &HashSet::new()));
             let changed = changed_nodes(trace, p.after, p.before);
             out.push_str(&graph_to_dot(trace, p.after, &format!("{title} (after)"), &changed));
