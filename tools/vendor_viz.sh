@@ -16,5 +16,6 @@ mkdir -p "$out"
 # drop the trailing source-map comment: the map is not vendored
 sed '/^\/\/# sourceMappingURL=/d' "$tmp/package/dist/dagre.min.js" >"$out/dagre.min.js"
 cp "$tmp/package/LICENSE" "$out/dagre.LICENSE"
+cp "$tmp/package/dist/dagre.min.js.LEGAL.txt" "$out/"
 echo "@dagrejs/dagre $DAGRE_VERSION" >"$out/VERSIONS"
 echo "vendored into $out: $(cat "$out/VERSIONS")"
