@@ -179,9 +179,7 @@ pub fn serve_if_enabled() {
             Ok(listener) => {
                 let port = listener.local_addr().map_or(port, |a| a.port().into());
                 eprintln!("VIZ: serving the rewrite explorer at http://127.0.0.1:{port}/ (Ctrl-C to stop)");
-                if let Err(e) = server::serve(listener, trace) {
-                    eprintln!("VIZ: server stopped: {e}");
-                }
+                server::serve(listener, trace);
             }
             Err(e) => eprintln!("VIZ: cannot serve on 127.0.0.1:{port}: {e}"),
         }

@@ -20,18 +20,21 @@ pub fn bind(port: i64) -> io::Result<TcpListener> {
     TcpListener::bind(("127.0.0.1", port))
 }
 
-/// Serve the explorer for `trace` on `listener` until the process ends.
-pub fn serve(listener: TcpListener, trace: Trace) -> io::Result<()> {
+/// Serve the explorer for `trace` on `listener`; returns only when the process ends.
+pub fn serve(listener: TcpListener, trace: Trace) {
     let site = Arc::new(Site { json: to_json(&trace), trace });
     for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
+        let Ok(stream) = stream else {
+            // e.g. out of file descriptors: wait a little instead of spinning
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
         let site = site.clone();
         std::thread::spawn(move || {
             // a client that goes away mid-request is its own problem
             let _ = site.answer(stream);
         });
     }
-    Ok(())
 }
 
 /// What the server hands out.
