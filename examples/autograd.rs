@@ -10,4 +10,5 @@ fn main() {
     let (xg, yg) = (x.grad().expect("x has a gradient"), y.grad().expect("y has a gradient"));
     println!("x.grad = {:?}", xg.to_vec::<f32>().chunks(3).collect::<Vec<_>>());
     println!("y.grad = {:?}", yg.to_vec::<f32>());
+    lazygrad::viz::serve_if_enabled();
 }

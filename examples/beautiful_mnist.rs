@@ -128,5 +128,6 @@ fn main() -> lazygrad::Result<()> {
         eprintln!("test accuracy {acc:.2}% is below the target {target}%");
         std::process::exit(1);
     }
+    lazygrad::viz::serve_if_enabled();
     Ok(())
 }

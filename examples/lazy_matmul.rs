@@ -1,6 +1,7 @@
 //! The laziness demo: a matmul written as broadcast-multiply + sum is scheduled as ONE kernel.
 //!
-//! `DEBUG=3 cargo run --release --example lazy_matmul` shows the schedule; `DEBUG=4` the C source.
+//! `DEBUG=3 cargo run --release --example lazy_matmul` shows the schedule; `DEBUG=4` the C source;
+//! `VIZ=1` records every rewrite and serves the explorer at the end (`docs/viz.md`).
 
 use std::time::Instant;
 
@@ -34,4 +35,5 @@ fn main() {
     }
     println!("max relative error vs reference on 256 sampled entries: {worst:.2e}");
     assert!(worst < 1e-4, "matmul result is wrong");
+    lazygrad::viz::serve_if_enabled();
 }

@@ -35,4 +35,5 @@ fn main() {
         Tensor::realize_all(&step).expect("training step");
         println!("{i} {:.4}", loss.item::<f32>());
     }
+    lazygrad::viz::serve_if_enabled();
 }

@@ -15,6 +15,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod tensor;
 pub mod uop;
+pub mod viz;
 
 pub use dtype::DType;
 pub use engine::Jit;

@@ -12,7 +12,8 @@ pub struct Supported {
     pub bf16_math: bool,
 }
 
-fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> (UPat, crate::uop::pattern::RuleFn) {
+#[track_caller]
+fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule {
     rule_ctx(UPat::ops(&[op]).named("x"), move |m, sup: &mut Supported| {
         let x = &m["x"];
         (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten()
@@ -39,7 +40,8 @@ fn emulate_bf16(x: &UOp) -> Option<UOp> {
 }
 
 /// `a*b + c` in float32 or float64 as one fused multiply-add (one rounding, one instruction).
-fn fuse_mulacc() -> (UPat, crate::uop::pattern::RuleFn) {
+#[track_caller]
+fn fuse_mulacc() -> crate::uop::pattern::Rule {
     let product = UPat::op(Ops::Mul, [UPat::var("a"), UPat::var("b")]);
     let float = |d: DType| matches!(d.scalar, Scalar::Float32 | Scalar::Float64);
     rule_ctx(UPat::comm(Ops::Add, product, UPat::var("c")).dtype(float), |m, sup: &mut Supported| {

@@ -47,6 +47,7 @@ fn simplify_valid(ast: &UOp) -> UOp {
 /// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
 pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let name = kernel_name(ast);
+    let _viz = crate::viz::group(|| format!("kernel {name}"));
     let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
     let ast = simplify_valid(&ast);
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
@@ -69,12 +70,24 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {
-        for (i, u) in uops.iter().enumerate() {
-            eprintln!("{i:4} {:<12} {:?} {}", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg()));
-        }
+        eprint!("{}", linear_listing(&uops));
     }
     let src = renderer.map(|r| r.render(&name, &uops)).unwrap_or_default();
+    crate::viz::record_code(|| match src.is_empty() {
+        true => linear_listing(&uops),
+        false => src.clone(),
+    });
     ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
+}
+
+/// A linearized program, one line per UOp: index, op, dtype, arg (DEBUG=6, and VIZ's code pane
+/// for devices without source).
+fn linear_listing(uops: &[UOp]) -> String {
+    let lines = uops
+        .iter()
+        .enumerate()
+        .map(|(i, u)| format!("{i:4} {:<12} {:?} {}\n", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg())));
+    lines.collect()
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.

@@ -63,11 +63,13 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
         self.calls += 1;
         match self.calls {
             1 => {
+                let _viz = crate::viz::group(|| "JIT first call".into());
                 let out = (self.f)(inputs);
                 Tensor::realize_all(&out)?;
                 Ok(out)
             }
             2 => {
+                let _viz = crate::viz::group(|| "JIT capture".into());
                 let (out, items) = capture(|| {
                     let out = (self.f)(inputs);
                     Tensor::realize_all(&out).map(|_| out)

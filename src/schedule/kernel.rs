@@ -22,6 +22,7 @@ pub enum ScheduleItem {
 /// reshaped to the node's shape).
 pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let start = Instant::now();
+    let _viz = crate::viz::group(|| "schedule".into());
     let split = split_large_reduces(outputs);
     let points = realize_points(&split);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();

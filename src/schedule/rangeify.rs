@@ -187,7 +187,9 @@ impl<'a> KernelBuilder<'a> {
         let value = self.value(src, &idx, None, src == root);
         let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, flat_index(&idx, &shape)], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
-        (UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None), self.bufs)
+        let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
+        crate::viz::record_transform("rangeify", root, &ast);
+        (ast, self.bufs)
     }
 
     fn param(&mut self, buf: &Arc<Buffer>) -> UOp {

@@ -32,10 +32,8 @@ fn grads(src: Vec<Option<Tensor>>) -> Option<UOp> {
 
 /// A gradient rule over tensors: the node, its sources and the incoming gradient in, one
 /// gradient per source out.
-fn grad_rule(
-    op: Ops,
-    f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>,
-) -> (UPat, crate::uop::pattern::RuleFn) {
+#[track_caller]
+fn grad_rule(op: Ops, f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>) -> crate::uop::pattern::Rule {
     rule_ctx(UPat::ops(&[op]).named("k"), move |m, ctx: &mut GradCtx| {
         let t = |u: &UOp| Tensor::from_uop(u.clone(), &ctx.device);
         let k = &m["k"];

@@ -139,6 +139,7 @@ impl Tensor {
             return Ok(());
         }
         let result = run_schedule(items);
+        let _viz = crate::viz::group(|| "realized buffers into tensors".into());
         Tensor::apply_becomes(becomes);
         result
     }

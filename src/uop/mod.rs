@@ -13,6 +13,6 @@ pub mod uop;
 pub mod valid;
 
 pub use ops::Ops;
-pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, UPat};
+pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};
 pub use rewrite::{graph_rewrite, substitute};
-pub use uop::{Arg, AxisKind, BufferRef, ConstValue, UOp};
+pub use uop::{Arg, AxisKind, BufferRef, ConstValue, UOp, WeakUOp};

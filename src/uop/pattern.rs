@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::ops;
+use std::panic::Location;
 use std::sync::Arc;
 
 use super::ops::Ops;
@@ -216,21 +217,37 @@ impl ops::Neg for UPat {
 /// A rewrite function: the captures and the pass context in, a replacement (or nothing) out.
 pub type RuleFn = Arc<dyn Fn(&Captures, &mut dyn Any) -> Option<UOp> + Send + Sync>;
 
+/// One rule of a table: a pattern, its rewrite function, and where in the source the rule was
+/// written (VIZ names the rule that fired by this `file:line`).
+#[derive(Clone)]
+pub struct Rule {
+    pat: UPat,
+    f: RuleFn,
+    location: &'static Location<'static>,
+}
+
+impl Rule {
+    /// Where the rule was written.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+}
+
 /// An ordered rule table. Rules are indexed by the root op they can match; the first rule that
 /// returns a new node wins.
 #[derive(Clone, Default)]
 pub struct PatternMatcher {
-    rules: Vec<(UPat, RuleFn)>,
+    rules: Vec<Rule>,
     by_op: Vec<Vec<usize>>,
 }
 
 const OP_SLOTS: usize = 64;
 
 impl PatternMatcher {
-    pub fn new(rules: Vec<(UPat, RuleFn)>) -> PatternMatcher {
+    pub fn new(rules: Vec<Rule>) -> PatternMatcher {
         let mut by_op = vec![vec![]; OP_SLOTS];
-        for (i, (pat, _)) in rules.iter().enumerate() {
-            match &pat.ops {
+        for (i, rule) in rules.iter().enumerate() {
+            match &rule.pat.ops {
                 Some(ops) => ops.iter().for_each(|o| by_op[*o as usize].push(i)),
                 None => by_op.iter_mut().for_each(|v| v.push(i)),
             }
@@ -243,12 +260,16 @@ impl PatternMatcher {
     }
     /// The first rewrite of `u` a rule offers, if any.
     pub fn rewrite(&self, u: &UOp, ctx: &mut dyn Any) -> Option<UOp> {
+        self.rewrite_by_rule(u, ctx).map(|(r, _)| r)
+    }
+    /// The first rewrite of `u` a rule offers, with the rule that offered it.
+    pub fn rewrite_by_rule(&self, u: &UOp, ctx: &mut dyn Any) -> Option<(UOp, &Rule)> {
         for &i in &self.by_op[u.op() as usize] {
-            let (pat, f) = &self.rules[i];
-            for caps in pat.matches(u, Captures::default()) {
-                if let Some(r) = f(&caps, ctx) {
+            let rule = &self.rules[i];
+            for caps in rule.pat.matches(u, Captures::default()) {
+                if let Some(r) = (rule.f)(&caps, ctx) {
                     if &r != u {
-                        return Some(r);
+                        return Some((r, rule));
                     }
                 }
             }
@@ -258,16 +279,15 @@ impl PatternMatcher {
 }
 
 /// A context-free rule.
-pub fn rule(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> (UPat, RuleFn) {
-    (pat, Arc::new(move |m, _| f(m)))
+#[track_caller]
+pub fn rule(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> Rule {
+    Rule { pat, f: Arc::new(move |m, _| f(m)), location: Location::caller() }
 }
 
 /// A rule that reads or updates the pass context `C`; it never fires under another context.
-pub fn rule_ctx<C: 'static>(
-    pat: UPat,
-    f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static,
-) -> (UPat, RuleFn) {
-    (pat, Arc::new(move |m, ctx| ctx.downcast_mut::<C>().and_then(|c| f(m, c))))
+#[track_caller]
+pub fn rule_ctx<C: 'static>(pat: UPat, f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule {
+    Rule { pat, f: Arc::new(move |m, ctx| ctx.downcast_mut::<C>().and_then(|c| f(m, c))), location: Location::caller() }
 }
 
 #[cfg(test)]

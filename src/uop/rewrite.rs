@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use super::pattern::{rule_ctx, PatternMatcher, UPat};
 use super::uop::UOp;
+use crate::viz::{self, Rewrite};
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
 ///
@@ -15,9 +16,16 @@ use super::uop::UOp;
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
     let mut map = HashMap::new();
-    rewrite_into(root, pm, ctx, bottom_up, &mut map);
-    let _ = name;
-    map[root].clone()
+    if !viz::recording() {
+        rewrite_into(root, pm, ctx, bottom_up, &mut map, None);
+        return map[root].clone();
+    }
+    let pass = viz::start_pass(name, root);
+    let mut rewrites = vec![];
+    rewrite_into(root, pm, ctx, bottom_up, &mut map, Some(&mut rewrites));
+    let result = map[root].clone();
+    pass.finish(&result, &rewrites);
+    result
 }
 
 /// The substitution rule: a node found in the context map becomes what it maps to.
@@ -40,7 +48,22 @@ enum Step {
     Link(UOp, UOp),
 }
 
-fn rewrite_into(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, bottom_up: bool, map: &mut HashMap<UOp, UOp>) {
+/// The rewrite loop; with `trace`, every rule that fires is appended to it.
+fn rewrite_into(
+    root: &UOp,
+    pm: &PatternMatcher,
+    ctx: &mut dyn Any,
+    bottom_up: bool,
+    map: &mut HashMap<UOp, UOp>,
+    mut trace: Option<&mut Vec<Rewrite>>,
+) {
+    let mut offer = |u: &UOp, ctx: &mut dyn Any| {
+        let (r, rule) = pm.rewrite_by_rule(u, ctx)?;
+        if let Some(t) = trace.as_deref_mut() {
+            t.push(Rewrite { before: u.clone(), after: r.clone(), rule: rule.location() });
+        }
+        Some(r)
+    };
     let mut stack = vec![Step::Enter(root.clone())];
     while let Some(step) = stack.pop() {
         match step {
@@ -49,7 +72,7 @@ fn rewrite_into(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, bottom_up: b
                     continue;
                 }
                 if bottom_up {
-                    if let Some(r) = pm.rewrite(&n, ctx) {
+                    if let Some(r) = offer(&n, ctx) {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));
                         continue;
@@ -67,7 +90,7 @@ fn rewrite_into(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, bottom_up: b
                     continue;
                 }
                 let new = n.replace_src(n.src().iter().map(|s| map[s].clone()).collect());
-                match pm.rewrite(&new, ctx) {
+                match offer(&new, ctx) {
                     Some(r) => {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));

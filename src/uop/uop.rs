@@ -184,6 +184,24 @@ fn shard(key: u64) -> &'static Mutex<Bucket> {
     &table()[(key as usize ^ (key >> 32) as usize) % SHARDS]
 }
 
+/// A handle on a UOp that does not keep it alive, compared and hashed by the node's address.
+/// While any `WeakUOp` of a node exists its allocation is kept, so the address cannot be taken by
+/// another node: equal addresses mean the same node. (VIZ names nodes by it without holding them.)
+#[derive(Clone)]
+pub struct WeakUOp(Weak<Node>);
+
+impl PartialEq for WeakUOp {
+    fn eq(&self, other: &Self) -> bool {
+        Weak::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for WeakUOp {}
+impl Hash for WeakUOp {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.as_ptr().hash(state)
+    }
+}
+
 impl UOp {
     /// The one constructor: returns the existing node if `(op, dtype, src, arg)` was built before.
     pub fn new(op: Ops, dtype: DType, src: Vec<UOp>, arg: Arg) -> UOp {
@@ -217,6 +235,10 @@ impl UOp {
         UOp(node)
     }
 
+    /// A handle that does not keep this node alive.
+    pub fn downgrade(&self) -> WeakUOp {
+        WeakUOp(Arc::downgrade(&self.0))
+    }
     pub fn op(&self) -> Ops {
         self.0.op
     }

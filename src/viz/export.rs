@@ -1,0 +1,209 @@
+//! A trace as JSON (what the explorer page loads, and for scripts) and graphs as Graphviz DOT.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::trace::{NodeRecord, Trace};
+use crate::uop::Ops;
+
+/// Fill color of a node by its op's family (the page and DOT use the same colors).
+pub fn op_color(op: Ops) -> &'static str {
+    match op {
+        Ops::Sink | Ops::Noop | Ops::After | Ops::End => "#d0d0d0",
+        Ops::Const => "#eeeeee",
+        Ops::Buffer | Ops::Param | Ops::DefineReg => "#a8d0f0",
+        Ops::Copy | Ops::Assign | Ops::Contiguous | Ops::Detach => "#c8b8f0",
+        Ops::Range | Ops::Special => "#d8a8f8",
+        Ops::Index => "#f8d8a8",
+        Ops::Load => "#f8b8b8",
+        Ops::Store => "#f08888",
+        Ops::ReduceAxis | Ops::Reduce => "#f0b070",
+        Ops::Cast | Ops::Bitcast => "#d8e8a0",
+        op if op.is_movement() => "#a8e0a8",
+        _ => "#fff4b0",
+    }
+}
+
+/// A string as a JSON string literal.
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn json_opt(out: &mut String, v: Option<impl std::fmt::Display>) {
+    match v {
+        Some(v) => {
+            let _ = write!(out, "{v}");
+        }
+        None => out.push_str("null"),
+    }
+}
+
+/// The trace as compact JSON:
+///
+/// ```text
+/// { "rules":  ["file:line", ...],
+///   "colors": {"OP": "#rrggbb", ...},
+///   "nodes":  [[op, dtype, arg, [src ids]], ...],              // a node's id is its index
+///   "groups": [{"name", "parent": index|null, "code": text|null,
+///               "passes": [{"name", "depth", "before": id, "after": id,
+///                           "steps": [[before id, after id, rule index, graph root id|null], ...]}]}] }
+/// ```
+pub fn to_json(trace: &Trace) -> String {
+    let mut out = String::with_capacity(64 * trace.nodes.len() + 1024);
+    out.push_str("{\"rules\":[");
+    for (i, r) in trace.rules.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_str(&mut out, r);
+    }
+    out.push_str("],\"colors\":{");
+    let ops: BTreeSet<Ops> = trace.nodes.iter().map(|n| n.op).collect();
+    for (i, op) in ops.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json_str(&mut out, &op.name());
+        out.push(':');
+        json_str(&mut out, op_color(op));
+    }
+    out.push_str("},\"nodes\":[");
+    for (i, n) in trace.nodes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        json_str(&mut out, &n.op.name());
+        out.push(',');
+        json_str(&mut out, &n.dtype);
+        out.push(',');
+        json_str(&mut out, &n.arg);
+        let src: Vec<String> = n.src.iter().map(u32::to_string).collect();
+        let _ = write!(out, ",[{}]]", src.join(","));
+    }
+    out.push_str("],\"groups\":[");
+    for (gi, g) in trace.groups.iter().enumerate() {
+        if gi > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        json_str(&mut out, &g.name);
+        out.push_str(",\"parent\":");
+        json_opt(&mut out, g.parent);
+        out.push_str(",\"code\":");
+        match &g.code {
+            Some(code) => json_str(&mut out, code),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"passes\":[");
+        for (pi, p) in g.passes.iter().enumerate() {
+            if pi > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"name\":");
+            json_str(&mut out, &p.name);
+            let _ = write!(out, ",\"depth\":{},\"before\":{},\"after\":{},\"steps\":[", p.depth, p.before, p.after);
+            for (si, s) in p.steps.iter().enumerate() {
+                if si > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "[{},{},{},", s.before, s.after, s.rule);
+                json_opt(&mut out, s.graph);
+                out.push(']');
+            }
+            out.push_str("]}");
+        }
+        out.push_str("]}");
+    }
+    out.push_str("]}");
+    out
+}
+
+/// The nodes of the graph at `root` that the graph at `prev` does not have (what a rewrite added).
+pub fn changed_nodes(trace: &Trace, root: u32, prev: u32) -> HashSet<u32> {
+    let old: HashSet<u32> = trace.reachable(prev).into_iter().collect();
+    trace.reachable(root).into_iter().filter(|n| !old.contains(n)).collect()
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// The node's label: op, dtype and argument on separate lines.
+fn node_label(n: &NodeRecord) -> String {
+    let mut lines = vec![n.op.name(), n.dtype.clone()];
+    if !n.arg.is_empty() {
+        lines.push(n.arg.clone());
+    }
+    lines.iter().map(|l| dot_escape(l)).collect::<Vec<_>>().join("\\n")
+}
+
+/// The graph at `root` as a DOT `digraph` titled `title`, sources above their users, nodes
+/// colored by op, `highlight`ed nodes outlined in red.
+pub fn graph_to_dot(trace: &Trace, root: u32, title: &str, highlight: &HashSet<u32>) -> String {
+    let mut out = format!(
+        "digraph \"{}\" {{\n  node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];\n",
+        dot_escape(title)
+    );
+    for id in trace.reachable(root) {
+        let n = &trace.nodes[id as usize];
+        let outline = if highlight.contains(&id) { ", color=\"#e02020\", penwidth=3" } else { "" };
+        let _ = writeln!(out, "  n{id} [label=\"{}\", fillcolor=\"{}\"{outline}];", node_label(n), op_color(n.op));
+        for s in &n.src {
+            let _ = writeln!(out, "  n{s} -> n{id};");
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Graphs with more nodes than this are left out of [`to_dot`] (a comment says so).
+pub const DOT_MAX_NODES: usize = 1000;
+
+/// Every pass that changed its graph, as two digraphs (before, and after with the new nodes
+/// outlined), one after the other. Passes with a graph over [`DOT_MAX_NODES`] nodes are left out.
+pub fn to_dot(trace: &Trace) -> String {
+    let mut out = String::new();
+    for (gi, g) in trace.groups.iter().enumerate() {
+        for (pi, p) in g.passes.iter().enumerate().filter(|(_, p)| p.before != p.after) {
+            let title = format!("group {gi} {} / pass {pi} {}", g.name, p.name);
+            let size = trace.reachable(p.before).len().max(trace.reachable(p.after).len());
+            if size > DOT_MAX_NODES {
+                let _ = writeln!(out, "// {title}: left out, its graph has {size} nodes (over {DOT_MAX_NODES})");
+                continue;
+            }
+            out.push_str(&graph_to_dot(trace, p.before, &format!("{title} (before)"), &HashSet::new()));
+            let changed = changed_nodes(trace, p.after, p.before);
+            out.push_str(&graph_to_dot(trace, p.after, &format!("{title} (after)"), &changed));
+        }
+    }
+    out
+}
+
+/// Write the trace as JSON to `path` and its changed graphs as DOT beside it (`path` with the
+/// extension `.dot`); returns the DOT file's path.
+pub fn write_files(trace: &Trace, path: &Path) -> io::Result<PathBuf> {
+    let mut dot_path = path.with_extension("dot");
+    if dot_path == path {
+        dot_path = PathBuf::from(format!("{}.dot", path.display()));
+    }
+    std::fs::write(path, to_json(trace))?;
+    std::fs::write(&dot_path, to_dot(trace))?;
+    Ok(dot_path)
+}

@@ -1,0 +1,163 @@
+//! VIZ recording and export: what a pass records, how passes are grouped, the JSON and DOT
+//! forms, and the explorer's HTTP server. (`tools/viz_browser_test.sh` drives the page itself.)
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use lazygrad::uop::{graph_rewrite, rule, PatternMatcher, UPat};
+use lazygrad::viz::{self, export, server, Trace};
+use lazygrad::{Jit, Ops, Tensor, UOp};
+
+/// `x*1 -> x` and `x+0 -> x` applied to `((3*1)+0)*1`, recorded.
+fn identity_pass() -> (UOp, Trace) {
+    let pm = PatternMatcher::new(vec![
+        rule(UPat::var("x") * UPat::konst(1.0), |m| Some(m["x"].clone())),
+        rule(UPat::var("x") + UPat::konst(0.0), |m| Some(m["x"].clone())),
+    ]);
+    let (one, zero, three) = (UOp::index_const(1), UOp::index_const(0), UOp::index_const(3));
+    let e = three.alu(Ops::Mul, &[&one]).alu(Ops::Add, &[&zero]).alu(Ops::Mul, &[&one]);
+    viz::capture(|| graph_rewrite(&e, &pm, &mut (), "drop identities", false))
+}
+
+#[test]
+fn a_pass_records_each_rewrite_with_its_rule_and_every_intermediate_graph() {
+    let (result, trace) = identity_pass();
+    assert_eq!(result, UOp::index_const(3));
+    assert_eq!(trace.groups.len(), 1, "one group: passes outside any group");
+    assert_eq!(trace.groups[0].name, "other");
+    let pass = &trace.groups[0].passes[0];
+    assert_eq!(pass.name, "drop identities");
+    assert_eq!(trace.reachable(pass.before).len(), 6, "3, 1, 0, MUL, ADD, MUL");
+    assert_eq!(trace.reachable(pass.after).len(), 1);
+    let after = &trace.nodes[pass.after as usize];
+    assert_eq!((after.op, after.arg.as_str(), after.dtype.as_str()), (Ops::Const, "3", "index"));
+
+    // sources first: the inner 3*1 goes, then (3)+0, then (3)*1
+    let ops: Vec<(Ops, Ops)> =
+        pass.steps.iter().map(|s| (trace.nodes[s.before as usize].op, trace.nodes[s.after as usize].op)).collect();
+    assert_eq!(ops, vec![(Ops::Mul, Ops::Const), (Ops::Add, Ops::Const), (Ops::Mul, Ops::Const)]);
+    let rules: Vec<&str> = pass.steps.iter().map(|s| trace.rules[s.rule as usize].as_str()).collect();
+    assert!(rules.iter().all(|r| r.starts_with("tests/viz.rs:")), "{rules:?}");
+    assert_eq!(rules[0], rules[2], "the same rule fired for both multiplications");
+    assert_ne!(rules[0], rules[1]);
+
+    let sizes: Vec<usize> = pass.steps.iter().map(|s| trace.reachable(s.graph.unwrap()).len()).collect();
+    assert_eq!(sizes, vec![5, 3, 1], "the whole graph shrinks by one rewrite at a time");
+    assert_eq!(pass.steps.last().unwrap().graph, Some(pass.after));
+}
+
+#[test]
+fn passes_run_by_rules_are_listed_inside_the_pass_that_ran_them() {
+    let inner = PatternMatcher::new(vec![rule(UPat::cvar("c"), |m| {
+        (m["c"].const_int_value()? == 2).then(|| UOp::index_const(20))
+    })]);
+    let outer = PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Add]).named("a"), move |m| {
+        let a = graph_rewrite(&m["a"].src()[1], &inner, &mut (), "inner", false);
+        (a != m["a"].src()[1]).then(|| m["a"].src()[0].alu(Ops::Add, &[&a]))
+    })]);
+    let e = UOp::index_const(1).alu(Ops::Add, &[&UOp::index_const(2)]);
+    let (_, trace) = viz::capture(|| graph_rewrite(&e, &outer, &mut (), "outer", false));
+    let passes: Vec<(&str, u32)> = trace.groups[0].passes.iter().map(|p| (p.name.as_str(), p.depth)).collect();
+    assert_eq!(passes[0], ("outer", 0));
+    assert!(passes[1..].iter().all(|p| *p == ("inner", 1)), "{passes:?}");
+}
+
+#[test]
+fn realize_records_the_schedule_and_each_kernel_with_its_code() {
+    let (out, trace) = viz::capture(|| {
+        let a = Tensor::new([[1.0f32, -2.0, 3.0], [4.0, -5.0, 6.0], [7.0, 8.0, -9.0]]);
+        (a.clone() * 2.0 + a.exp2()).relu().sum(1, false).to_vec::<f32>()
+    });
+    assert_eq!(out.len(), 3);
+    let schedule = trace.groups.iter().find(|g| g.name == "schedule").expect("a schedule group");
+    let rangeify = schedule.passes.iter().find(|p| p.name == "rangeify").expect("rangeify recorded");
+    assert_eq!(trace.nodes[rangeify.after as usize].op, Ops::Sink, "a kernel AST is a SINK");
+    let kernel = trace.groups.iter().find(|g| g.name.starts_with("kernel r_")).expect("a kernel group");
+    let code = kernel.code.as_deref().expect("kernel code recorded");
+    assert!(code.contains(&kernel.name["kernel ".len()..]), "the code defines the kernel:\n{code}");
+    let names: HashSet<&str> = kernel.passes.iter().map(|p| p.name.as_str()).collect();
+    for pass in ["symbolic", "lower reduce"] {
+        assert!(names.contains(pass), "{pass} missing from {names:?}");
+    }
+    assert!(kernel.passes.iter().any(|p| !p.steps.is_empty()), "codegen rewrote something");
+}
+
+#[test]
+fn jit_capture_is_a_group_holding_its_schedules() {
+    let w = Tensor::new([[0.5f32, -1.5, 2.5, 1.0]]).realize();
+    let mut jit = Jit::new(move |x: &[Tensor]| vec![(&x[0] * &w).sum(1, false)]);
+    let (_, trace) = viz::capture(|| {
+        for i in 0..3 {
+            jit.call(&[Tensor::new([[i as f32, 1.0, 2.0, 3.0]])]).unwrap();
+        }
+    });
+    let capture = trace.groups.iter().position(|g| g.name == "JIT capture").expect("JIT capture group");
+    assert!(trace.groups.iter().any(|g| g.name == "schedule" && g.parent == Some(capture)));
+}
+
+#[test]
+fn json_export_lists_nodes_once_and_steps_by_id() {
+    let (_, trace) = identity_pass();
+    let json: serde_json::Value = serde_json::from_str(&export::to_json(&trace)).expect("valid JSON");
+    assert_eq!(json["nodes"].as_array().unwrap().len(), trace.nodes.len());
+    // 6 before, and the ADD and MUL over the folded 3 after the first rewrite; the graph after
+    // the second is the original 3*1 again (interned), and the result is the original 3
+    assert_eq!(json["nodes"].as_array().unwrap().len(), 8);
+    let pass = &json["groups"][0]["passes"][0];
+    assert_eq!(pass["name"], "drop identities");
+    let steps = pass["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    let rule = steps[0][2].as_u64().unwrap() as usize;
+    assert!(json["rules"][rule].as_str().unwrap().starts_with("tests/viz.rs:"));
+    assert_eq!(json["nodes"][pass["after"].as_u64().unwrap() as usize][0], "CONST");
+    assert_eq!(json["colors"]["CONST"], export::op_color(Ops::Const));
+}
+
+#[test]
+fn dot_export_draws_before_and_after_with_new_nodes_outlined() {
+    let (_, trace) = identity_pass();
+    let dot = export::to_dot(&trace);
+    assert_eq!(dot.matches("digraph").count(), 2, "before and after of the one pass");
+    let pass = &trace.groups[0].passes[0];
+    let before = export::graph_to_dot(&trace, pass.before, "before", &HashSet::new());
+    assert_eq!(before.matches("[label=").count(), 6);
+    assert_eq!(before.matches(" -> ").count(), 6, "MUL, ADD, MUL have two sources each");
+    let step1 = pass.steps[0].graph.unwrap();
+    let changed = export::changed_nodes(&trace, step1, pass.before);
+    assert_eq!(changed.len(), 2, "the ADD and the outer MUL over the folded 3");
+    let after = export::graph_to_dot(&trace, step1, "step 1", &changed);
+    assert_eq!(after.matches("penwidth=3").count(), 2);
+}
+
+fn http_get(port: u16, target: &str) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[test]
+fn server_serves_the_page_its_scripts_the_trace_and_dot() {
+    let (_, trace) = identity_pass();
+    let json = export::to_json(&trace);
+    let listener = server::bind(0).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert!(server::bind(port.into()).is_err(), "a port in use is an error, not a crash");
+    std::thread::spawn(move || server::serve(listener, trace));
+
+    let (status, page) = http_get(port, "/");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(page.contains("vendor/dagre.min.js") && page.contains("viz.js"));
+    let (status, dagre) = http_get(port, "/vendor/dagre.min.js");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(dagre.contains("graphlib"));
+    assert_eq!(http_get(port, "/trace.json").1, json);
+    let (status, dot) = http_get(port, "/dot?root=0");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(dot.starts_with("digraph"));
+    assert_eq!(http_get(port, "/dot?root=999999").0, "HTTP/1.1 400 Bad Request");
+    assert_eq!(http_get(port, "/missing").0, "HTTP/1.1 404 Not Found");
+}
