@@ -168,23 +168,25 @@ def run_torch():
 # ---- tinygrad ------------------------------------------------------------------------------
 
 
+class Sequential:
+    """tinygrad layers applied in order (tinygrad's get_parameters finds them in `layers`)."""
+
+    def __init__(self, *layers):
+        self.layers = list(layers)
+
+    def __call__(self, x):
+        return x.sequential(self.layers)
+
+
 def tinygrad_mnist_model():
+    """tinygrad's beautiful_mnist model (examples/beautiful_mnist.py in tinygrad's repo)."""
     from tinygrad import Tensor, nn
 
-    class Model:
-        """tinygrad's beautiful_mnist model (examples/beautiful_mnist.py in tinygrad's repo)."""
-
-        def __init__(self):
-            self.layers = [
-                nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32),
-                Tensor.max_pool2d, nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu,
-                nn.BatchNorm(64), Tensor.max_pool2d, lambda x: x.flatten(1), nn.Linear(576, 10),
-            ]
-
-        def __call__(self, x):
-            return x.sequential(self.layers)
-
-    return Model()
+    return Sequential(
+        nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d,
+        nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d,
+        lambda x: x.flatten(1), nn.Linear(576, 10),
+    )
 
 
 def tinygrad_training(model, batch):
@@ -216,7 +218,7 @@ def tinygrad_step_seconds(step, batch, steps):
     """Median wall time of JIT-replayed steps (after the JIT's run, capture and a first replay)."""
     from tinygrad import Tensor, TinyJit
 
-    jit_step = TinyJit(lambda x, y: Tensor.realize(*step(x, y))[0])
+    jit_step = TinyJit(lambda x, y: Tensor.realize(*step(x, y)))  # realize returns the loss
     return median_seconds(lambda: jit_step(*batch).item(), steps, warmup=3)
 
 
@@ -259,13 +261,8 @@ def run_tinygrad():
     report("mnist_schedule_codegen", (time.perf_counter() - start) * 1e3, "ms")
     run_linear(linear)
     report("mnist_step", tinygrad_step_seconds(step, batch, steps=2) * 1e3, "ms")
-    mlp = [nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10)]
-
-    class Mlp:
-        def __call__(self, x):
-            return x.sequential(mlp)
-
-    step, batch = tinygrad_training(Mlp(), ((MLP_BATCH, 784), (MLP_BATCH,)))
+    mlp = Sequential(nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10))
+    step, batch = tinygrad_training(mlp, ((MLP_BATCH, 784), (MLP_BATCH,)))
     report("mlp_step", tinygrad_step_seconds(step, batch, steps=30) * 1e3, "ms")
 
 
