@@ -11,45 +11,13 @@ use std::time::Instant;
 
 use lazygrad::helpers::{getenv, getenv_str, peak_rss_bytes, GlobalCounters};
 use lazygrad::nn::datasets::mnist;
-use lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
 use lazygrad::nn::optim::{adam, muon, Optimizer, SGD};
 use lazygrad::nn::state::get_parameters;
-use lazygrad::tensor::{ConvOpts, Idx, PoolOpts, Reduction};
-use lazygrad::{module, Context, DType, Jit, Tensor};
+use lazygrad::tensor::Idx;
+use lazygrad::{DType, Jit, Tensor};
 
-struct Model {
-    c1: Conv2d,
-    c2: Conv2d,
-    bn1: BatchNorm,
-    c3: Conv2d,
-    c4: Conv2d,
-    bn2: BatchNorm,
-    fc: Linear,
-}
-module!(Model { c1, c2, bn1, c3, c4, bn2, fc });
-
-impl Model {
-    fn new() -> Model {
-        let conv = |cin, cout, k| Conv2d::new(cin, cout, k, ConvOpts::default(), true);
-        Model {
-            c1: conv(1, 32, 5),
-            c2: conv(32, 32, 5),
-            bn1: BatchNorm::with_size(32),
-            c3: conv(32, 64, 3),
-            c4: conv(64, 64, 3),
-            bn2: BatchNorm::with_size(64),
-            fc: Linear::new(576, 10, true),
-        }
-    }
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let pool = PoolOpts::default();
-        let x = self.c2.forward(&self.c1.forward(x).relu()).relu();
-        let x = self.bn1.forward(&x).max_pool2d(&pool);
-        let x = self.c4.forward(&self.c3.forward(&x).relu()).relu();
-        let x = self.bn2.forward(&x).max_pool2d(&pool);
-        self.fc.forward(&x.flatten(1, -1))
-    }
-}
+mod common;
+use common::{train_step, Model};
 
 fn first_line(e: &lazygrad::Error) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
@@ -78,15 +46,8 @@ fn main() -> lazygrad::Result<()> {
         Box::new(adam(&params, lr(0.001)))
     };
 
-    let mut train_step = Jit::new(|batch: &[Tensor]| {
-        let _training = Context::new(&[("TRAINING", 1)]);
-        opt.zero_grad();
-        let loss = model.forward(&batch[0]).sparse_categorical_crossentropy(&batch[1], -1, 0.0, Reduction::Mean);
-        loss.backward();
-        let mut out = vec![loss];
-        out.extend(opt.schedule_step());
-        out
-    });
+    let mut jit_step =
+        Jit::new(|batch: &[Tensor]| train_step(&|x| model.forward(x), opt.as_mut(), &batch[0], &batch[1]));
     let mut test_acc = Jit::new(|test: &[Tensor]| {
         let pred = model.forward(&test[0]).argmax(Some(1), false);
         vec![pred.eq(&test[1]).cast(DType::FLOAT32).mean(None, false) * 100.0]
@@ -102,7 +63,7 @@ fn main() -> lazygrad::Result<()> {
         let samples = Tensor::randint(&[bs], 0, data.x_train.shape()[0] as i64);
         let x = data.x_train.index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
         let y = data.y_train.index(&[Idx::Tensor(samples)]).cast(DType::INT32);
-        let out = train_step.call(&[x, y])?;
+        let out = jit_step.call(&[x, y])?;
         let loss = out[0].item::<f32>();
         step_times.push(t0.elapsed().as_secs_f64());
         kernels_per_step = GlobalCounters::kernel_count() - kernels_before;

@@ -22,24 +22,41 @@ def ensure_venv(venv, script, install):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_VENV = os.path.join(HERE, ".venv-torch")
 
 
-def _install_torch_requirements(venv_py):
-    """Install tools/requirements-torch.txt into the torch venv when the pins changed since last time."""
-    with open(os.path.join(TORCH_VENV, ".gitignore"), "w") as f:
+def _pinned_text(requirements):
+    """The requirements file's text with the files it includes (`-r other.txt`) spliced in."""
+    lines = []
+    for line in open(requirements).read().splitlines():
+        if line.startswith("-r "):
+            lines.append(_pinned_text(os.path.join(os.path.dirname(requirements), line[3:].strip())))
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _install_requirements(venv, requirements, venv_py):
+    """Install `requirements` into `venv` when the pins changed since last time."""
+    with open(os.path.join(venv, ".gitignore"), "w") as f:
         f.write("*\n")  # keep the (multi-GB) environment out of git without touching tools/.gitignore
-    req, stamp = os.path.join(HERE, "requirements-torch.txt"), os.path.join(TORCH_VENV, "installed-requirements.txt")
-    wanted = open(req).read()
+    stamp = os.path.join(venv, "installed-requirements.txt")
+    wanted = _pinned_text(requirements)
     if not os.path.exists(stamp) or open(stamp).read() != wanted:
-        subprocess.check_call([venv_py, "-m", "pip", "install", "-q", "-r", req])
+        subprocess.check_call([venv_py, "-m", "pip", "install", "-q", "-r", requirements])
         with open(stamp, "w") as f:
             f.write(wanted)
 
 
+def ensure_pinned_venv(script, venv_name, requirements_name):
+    """Re-exec `script` inside tools/`venv_name` with tools/`requirements_name` installed."""
+    venv = os.path.join(HERE, venv_name)
+    requirements = os.path.join(HERE, requirements_name)
+    ensure_venv(venv, script, lambda venv_py: _install_requirements(venv, requirements, venv_py))
+
+
 def ensure_torch_venv(script):
     """Re-exec `script` inside tools/.venv-torch (torch and numpy pinned, CPU only is used)."""
-    ensure_venv(TORCH_VENV, script, _install_torch_requirements)
+    ensure_pinned_venv(script, ".venv-torch", "requirements-torch.txt")
 
 
 def write_or_check(out, data, summary):

@@ -1,0 +1,249 @@
+//! lazygrad's side of the benchmark: kernels (matmul, copy, fused elementwise, reduction, conv)
+//! and training steps (beautiful_mnist, a small MLP), plus schedule+codegen and cold-start times
+//! of the beautiful_mnist step.
+//!
+//! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
+//! starts with one of the NAMEs (`matmul`, `copy`, `elementwise`, `sum`, `conv2d`, `mnist`,
+//! `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
+//! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
+//! median wall time of JIT-replayed steps. `BEAM=2` passes through to the library, which reads
+//! it where BEAM search exists; the opts otherwise are the default heuristics.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use lazygrad::engine::get_runner;
+use lazygrad::nn::layers::Linear;
+use lazygrad::nn::optim::{adam, Optimizer};
+use lazygrad::nn::state::get_parameters;
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::tensor::ConvOpts;
+use lazygrad::{module, DType, GlobalCounters, Jit, Tensor};
+
+mod common;
+use common::{train_step, Model};
+
+/// Elements in the memory-bound workloads (16M f32 = 64 MiB per tensor).
+const STREAM_LEN: usize = 16 << 20;
+/// Batch size of the beautiful_mnist step (as in the example) and of the MLP step.
+const MNIST_BATCH: usize = 512;
+const MLP_BATCH: usize = 128;
+/// The child-process modes that time the beautiful_mnist step's first call and its compile.
+const COLD_START_MODE: &str = "--mnist-cold-start";
+const SCHEDULE_CODEGEN_MODE: &str = "--mnist-schedule-codegen";
+
+fn report(name: &str, value: f64, unit: &str) {
+    println!("bench {name} {value:.3} {unit}");
+}
+
+/// The shortest time spent in kernels over `reps` realizations of `build()`, after one warm-up
+/// realization (which compiles). Fails when realizing ran no kernel.
+fn best_kernel_seconds(reps: usize, build: impl Fn() -> Tensor) -> lazygrad::Result<f64> {
+    build().try_realize()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let out = build();
+        GlobalCounters::reset();
+        out.try_realize()?;
+        if GlobalCounters::kernel_count() == 0 {
+            return Err(lazygrad::Error::Invalid("benchmark graph ran no kernel".into()));
+        }
+        best = best.min(GlobalCounters::time_sum_s());
+    }
+    Ok(best)
+}
+
+fn realized_rand(shape: &[usize]) -> Tensor {
+    Tensor::rand(shape).realize()
+}
+
+fn matmul(n: usize) -> lazygrad::Result<()> {
+    let (a, b) = (realized_rand(&[n, n]), realized_rand(&[n, n]));
+    // more runs for the small sizes, whose timings vary more (tools/bench_compare.py does the same)
+    let reps = match n {
+        256 => 50,
+        512 => 20,
+        1024 => 8,
+        _ => 3,
+    };
+    let seconds = best_kernel_seconds(reps, || a.matmul(&b))?;
+    report(&format!("matmul_{n}"), 2.0 * (n * n * n) as f64 / seconds * 1e-9, "GFLOP/s");
+    Ok(())
+}
+
+/// GB/s of a workload over `STREAM_LEN` floats that moves `tensors_moved` tensors of that size.
+fn report_stream(name: &str, tensors_moved: usize, seconds: f64) {
+    report(name, (tensors_moved * STREAM_LEN * 4) as f64 / seconds * 1e-9, "GB/s");
+}
+
+fn copy() -> lazygrad::Result<()> {
+    let a = realized_rand(&[STREAM_LEN]);
+    // `contiguous()` of a realized buffer is the buffer itself; a negation is the copy kernel
+    // lazygrad has: one read and one write per element
+    report_stream("copy", 2, best_kernel_seconds(10, || -&a)?);
+    Ok(())
+}
+
+fn elementwise() -> lazygrad::Result<()> {
+    let [a, b, c] = [(); 3].map(|_| realized_rand(&[STREAM_LEN]));
+    report_stream("elementwise", 4, best_kernel_seconds(10, || (&a * &b + &c).relu())?);
+    Ok(())
+}
+
+fn sum() -> lazygrad::Result<()> {
+    let a = realized_rand(&[STREAM_LEN]);
+    report_stream("sum", 1, best_kernel_seconds(10, || a.sum(None, false))?);
+    Ok(())
+}
+
+fn conv2d() -> lazygrad::Result<()> {
+    let (n, c, hw) = (16, 64, 32);
+    let (x, w) = (realized_rand(&[n, c, hw, hw]), realized_rand(&[c, c, 3, 3]));
+    let opts = ConvOpts::default().padding(1);
+    let seconds = best_kernel_seconds(5, || x.conv2d(&w, None, &opts))?;
+    report("conv2d", 2.0 * (n * c * hw * hw * c * 9) as f64 / seconds * 1e-9, "GFLOP/s");
+    Ok(())
+}
+
+/// A realized batch: `[batch, ..image]` standard-normal images and int32 labels in `0..10`.
+fn random_batch(batch: usize, image: &[usize]) -> [Tensor; 2] {
+    let shape: Vec<usize> = [batch].iter().chain(image).copied().collect();
+    [Tensor::randn(&shape).realize(), Tensor::randint(&[batch], 0, 10).cast(DType::INT32).realize()]
+}
+
+/// The median wall time in seconds of `steps` JIT-replayed training steps of `forward` with Adam,
+/// after the JIT's run, capture and a first replay.
+fn median_step_seconds(
+    forward: &dyn Fn(&Tensor) -> Tensor,
+    params: &[Tensor],
+    batch: &[Tensor; 2],
+    steps: usize,
+) -> lazygrad::Result<f64> {
+    let mut opt = adam(params, 0.001);
+    let mut step = Jit::new(|b: &[Tensor]| train_step(forward, &mut opt, &b[0], &b[1]));
+    let mut times = vec![];
+    for i in 0..3 + steps {
+        let start = Instant::now();
+        let loss = step.call(batch)?[0].item::<f32>();
+        if !loss.is_finite() {
+            return Err(lazygrad::Error::Invalid(format!("training step {i}: loss is {loss}")));
+        }
+        times.push(start.elapsed().as_secs_f64());
+    }
+    let mut replayed = times.split_off(3);
+    replayed.sort_by(f64::total_cmp);
+    Ok(replayed[replayed.len() / 2])
+}
+
+fn mnist_step() -> lazygrad::Result<()> {
+    let model = Model::new();
+    let batch = random_batch(MNIST_BATCH, &[1, 28, 28]);
+    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, 3)?;
+    report("mnist_step", seconds * 1e3, "ms");
+    Ok(())
+}
+
+/// The 784-128-10 perceptron of the MLP step.
+struct Mlp {
+    l1: Linear,
+    l2: Linear,
+}
+module!(Mlp { l1, l2 });
+
+fn mlp_step() -> lazygrad::Result<()> {
+    let mlp = Mlp { l1: Linear::new(784, 128, true), l2: Linear::new(128, 10, true) };
+    let batch = random_batch(MLP_BATCH, &[784]);
+    let forward = |x: &Tensor| mlp.l2.forward(&mlp.l1.forward(x).relu());
+    let seconds = median_step_seconds(&forward, &get_parameters(&mlp), &batch, 50)?;
+    report("mlp_step", seconds * 1e3, "ms");
+    Ok(())
+}
+
+/// The beautiful_mnist model with realized parameters, its optimizer and a realized batch: what
+/// exists before the first train step.
+fn mnist_before_first_step() -> lazygrad::Result<(Model, Box<dyn Optimizer>, [Tensor; 2])> {
+    let model = Model::new();
+    let params = get_parameters(&model);
+    Tensor::realize_all(&params)?;
+    let opt = Box::new(adam(&params, 0.001));
+    Ok((model, opt, random_batch(MNIST_BATCH, &[1, 28, 28])))
+}
+
+/// Child mode: the first train step (graph, schedule, codegen, compile, run), in seconds.
+fn mnist_cold_start() -> lazygrad::Result<()> {
+    let (model, mut opt, [x, y]) = mnist_before_first_step()?;
+    let start = Instant::now();
+    Tensor::realize_all(&train_step(&|x| model.forward(x), opt.as_mut(), &x, &y))?;
+    report("mnist_cold_start", start.elapsed().as_secs_f64(), "s");
+    Ok(())
+}
+
+/// Child mode: from building the train step's graph to having a program for every kernel,
+/// nothing run, in milliseconds (compiled kernels come from the disk cache when it is warm).
+fn mnist_schedule_codegen() -> lazygrad::Result<()> {
+    let (model, mut opt, [x, y]) = mnist_before_first_step()?;
+    let start = Instant::now();
+    let outputs = train_step(&|x| model.forward(x), opt.as_mut(), &x, &y);
+    let mut kernels = 0;
+    for item in Tensor::schedule(&outputs) {
+        if let ScheduleItem::Kernel { ast, bufs } = item {
+            get_runner(bufs[0].device(), &ast)?;
+            kernels += 1;
+        }
+    }
+    report("mnist_schedule_codegen", start.elapsed().as_secs_f64() * 1e3, "ms");
+    report("mnist_step_kernels", kernels as f64, "kernels");
+    Ok(())
+}
+
+/// Run this program in `mode` in a fresh process with its compiled-kernel cache in `cache`.
+fn run_child(mode: &str, cache: &Path) -> lazygrad::Result<()> {
+    let status = Command::new(std::env::current_exe()?).arg(mode).env("LAZYGRAD_CACHE", cache).status()?;
+    if !status.success() {
+        return Err(lazygrad::Error::Invalid(format!("bench {mode} failed ({status})")));
+    }
+    Ok(())
+}
+
+/// Cold start with an empty kernel cache, then schedule+codegen with the cache it filled.
+fn mnist_compile() -> lazygrad::Result<()> {
+    let cache: PathBuf = std::env::temp_dir().join(format!("lazygrad-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let result = run_child(COLD_START_MODE, &cache).and_then(|_| run_child(SCHEDULE_CODEGEN_MODE, &cache));
+    let _ = std::fs::remove_dir_all(&cache);
+    result
+}
+
+type Workload = (&'static str, fn() -> lazygrad::Result<()>);
+
+const WORKLOADS: &[Workload] = &[
+    ("matmul_256", || matmul(256)),
+    ("matmul_512", || matmul(512)),
+    ("matmul_1024", || matmul(1024)),
+    ("matmul_2048", || matmul(2048)),
+    ("copy", copy),
+    ("elementwise", elementwise),
+    ("sum", sum),
+    ("conv2d", conv2d),
+    ("mnist_step", mnist_step),
+    ("mlp_step", mlp_step),
+    ("mnist_compile", mnist_compile),
+];
+
+fn main() -> lazygrad::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    Tensor::manual_seed(0);
+    match args.first().map(String::as_str) {
+        Some(COLD_START_MODE) => return mnist_cold_start(),
+        Some(SCHEDULE_CODEGEN_MODE) => return mnist_schedule_codegen(),
+        _ => {}
+    }
+    let chosen = |name: &str| args.is_empty() || args.iter().any(|a| name.starts_with(a.as_str()));
+    for (name, run) in WORKLOADS.iter().filter(|(name, _)| chosen(name)) {
+        eprintln!("lazygrad: {name}");
+        run()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,398 @@
+"""lazygrad beside numpy, PyTorch and tinygrad: one run, one markdown table.
+
+Runs `cargo run --release --example bench` (lazygrad's figures), then the same workloads in
+numpy, PyTorch (eager) and tinygrad (CPU device, clang), each peer in its own process, all on 2
+threads, and prints a table with the done-when ratios. Lines `bench <name> <value> <unit>` are
+the protocol between the parts (examples/bench.rs prints the same). Usage, from tools/bench_compare.sh
+(which installs clang-14 for tinygrad first):
+
+    python3 tools/bench_compare.py [--beam]
+
+`--beam` also runs lazygrad with BEAM=2 (for when the library has BEAM search; until then the
+column says n/a). Runs in tools/.venv-bench (created on first use, torch + numpy + tinygrad).
+`--peer NAME` runs one peer's workloads alone (numpy, torch, tinygrad-cold-start, tinygrad; the
+last wants the CACHEDB that tinygrad-cold-start filled).
+"""
+
+import os
+import sys
+
+from venv_bootstrap import ensure_pinned_venv
+
+if __name__ == "__main__":
+    ensure_pinned_venv(__file__, ".venv-bench", "requirements-bench.txt")
+
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+THREADS = 2
+STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/bench.rs
+MATMUL_SIZES = (256, 512, 1024, 2048)
+CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
+MNIST_BATCH, MLP_BATCH = 512, 128
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (name, label, unit): the table's rows, in order
+ROWS = [
+    *[(f"matmul_{n}", f"matmul f32 {n}", "GFLOP/s") for n in MATMUL_SIZES],
+    ("copy", "copy 16M f32 (2 threads; numpy: 1)", "GB/s"),
+    ("elementwise", "relu(a*b+c) 16M f32", "GB/s"),
+    ("sum", "sum 16M f32", "GB/s"),
+    ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
+    ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
+    ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
+    ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
+    ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
+]
+COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
+
+
+def report(name, value, unit):
+    print(f"bench {name} {value:.3f} {unit}", flush=True)
+
+
+def best_seconds(run, reps, warmup=1):
+    """The shortest wall time of `reps` calls of `run()`, after `warmup` calls."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def median_seconds(run, reps, warmup):
+    """The median wall time of `reps` calls of `run()`, after `warmup` calls."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matmul_reps(n):
+    """Timed runs per matmul size (more for the small ones, whose timings vary more)."""
+    return {256: 50, 512: 20, 1024: 8}.get(n, 3)
+
+
+def report_matmul(n, seconds):
+    report(f"matmul_{n}", 2 * n**3 / seconds * 1e-9, "GFLOP/s")
+
+
+def report_stream(name, tensors_moved, seconds):
+    report(name, tensors_moved * STREAM_LEN * 4 / seconds * 1e-9, "GB/s")
+
+
+def report_conv(seconds):
+    n, c, hw = CONV["n"], CONV["c"], CONV["hw"]
+    report("conv2d", 2 * n * c * hw * hw * c * 9 / seconds * 1e-9, "GFLOP/s")
+
+
+# ---- numpy ---------------------------------------------------------------------------------
+
+
+def run_numpy():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for n in MATMUL_SIZES:
+        a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+        report_matmul(n, best_seconds(lambda: a @ b, matmul_reps(n)))
+    a, b, c = (rng.random(STREAM_LEN, dtype=np.float32) for _ in range(3))
+    out = np.empty_like(a)
+    report_stream("copy", 2, best_seconds(lambda: np.copyto(out, a), 10))
+    report_stream("elementwise", 4, best_seconds(lambda: np.maximum(a * b + c, 0), 10))
+    report_stream("sum", 1, best_seconds(lambda: a.sum(), 10))
+
+
+# ---- PyTorch -------------------------------------------------------------------------------
+
+
+def torch_step_seconds(model, batch, steps, warmup=3):
+    """Median wall time of an eager Adam training step of `model` on `batch`."""
+    import torch
+    import torch.nn.functional as F
+
+    opt = torch.optim.Adam(model.parameters(), lr=0.001)
+    x, y = batch
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+
+    return median_seconds(step, steps, warmup)
+
+
+def torch_batch(batch, image):
+    import torch
+
+    return torch.randn(batch, *image), torch.randint(0, 10, (batch,))
+
+
+def run_torch():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from mnist_torch import Model
+
+    torch.manual_seed(0)
+    torch.set_num_threads(THREADS)
+    for n in MATMUL_SIZES:
+        a, b = torch.rand(n, n), torch.rand(n, n)
+        report_matmul(n, best_seconds(lambda: a @ b, matmul_reps(n)))
+    a, b, c = (torch.rand(STREAM_LEN) for _ in range(3))
+    out = torch.empty_like(a)
+    report_stream("copy", 2, best_seconds(lambda: out.copy_(a), 10))
+    report_stream("elementwise", 4, best_seconds(lambda: torch.relu(a * b + c), 10))
+    report_stream("sum", 1, best_seconds(lambda: a.sum(), 10))
+    x, w = torch.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]), torch.rand(CONV["c"], CONV["c"], 3, 3)
+    report_conv(best_seconds(lambda: F.conv2d(x, w, padding=1), 5))
+
+    model, batch = Model(), torch_batch(MNIST_BATCH, (1, 28, 28))
+    report("mnist_cold_start", torch_step_seconds(model, batch, steps=1, warmup=0), "s")
+    report("mnist_step", torch_step_seconds(model, batch, steps=5) * 1e3, "ms")
+    mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    report("mlp_step", torch_step_seconds(mlp, torch_batch(MLP_BATCH, (784,)), steps=100) * 1e3, "ms")
+
+
+# ---- tinygrad ------------------------------------------------------------------------------
+
+
+class Sequential:
+    """tinygrad layers applied in order (tinygrad's get_parameters finds them in `layers`)."""
+
+    def __init__(self, *layers):
+        self.layers = list(layers)
+
+    def __call__(self, x):
+        return x.sequential(self.layers)
+
+
+def tinygrad_mnist_model():
+    """tinygrad's beautiful_mnist model (examples/beautiful_mnist.py in tinygrad's repo)."""
+    from tinygrad import Tensor, nn
+
+    return Sequential(
+        nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32), Tensor.max_pool2d,
+        nn.Conv2d(32, 64, 3), Tensor.relu, nn.Conv2d(64, 64, 3), Tensor.relu, nn.BatchNorm(64), Tensor.max_pool2d,
+        lambda x: x.flatten(1), nn.Linear(576, 10),
+    )
+
+
+def tinygrad_training(model, batch):
+    """A realized batch, the model's parameters realized, and a plain (un-JIT'd) step function
+    returning the loss and the optimizer's updates, lazily."""
+    from tinygrad import Tensor, dtypes, nn
+    from tinygrad.helpers import Context
+
+    params = nn.state.get_parameters(model)
+    Tensor.realize(*params)
+    opt = nn.optim.Adam(params, lr=0.001)
+    x, y = batch
+    x, y = Tensor.randn(*x).realize(), Tensor.randint(y, low=0, high=10).cast(dtypes.int32).realize()
+
+    def step(x, y):
+        with Context(TRAINING=1):
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y).backward()
+            return [loss, *opt.schedule_step()]
+
+    return step, (x, y)
+
+
+def tinygrad_mnist_training():
+    return tinygrad_training(tinygrad_mnist_model(), ((MNIST_BATCH, 1, 28, 28), (MNIST_BATCH,)))
+
+
+def tinygrad_step_seconds(step, batch, steps):
+    """Median wall time of JIT-replayed steps (after the JIT's run, capture and a first replay)."""
+    from tinygrad import Tensor, TinyJit
+
+    jit_step = TinyJit(lambda x, y: Tensor.realize(*step(x, y)))  # realize returns the loss
+    return median_seconds(lambda: jit_step(*batch).item(), steps, warmup=3)
+
+
+def tinygrad_kernel_seconds(fn, inputs, reps):
+    """Best wall time of a JIT-replayed `fn(*inputs)` (kernel time plus the JIT's launch cost)."""
+    from tinygrad import Device, TinyJit
+
+    jit = TinyJit(lambda *xs: fn(*xs).realize())
+
+    def run():
+        jit(*inputs)
+        Device[Device.DEFAULT].synchronize()
+
+    return best_seconds(run, reps, warmup=3)
+
+
+def run_tinygrad():
+    """Kernels, then the mnist step's schedule+codegen (with CACHEDB warm) and train steps."""
+    from tinygrad import Tensor, nn
+    from tinygrad.engine.realize import compile_linear, run_linear
+
+    Tensor.manual_seed(0)
+    for n in MATMUL_SIZES:
+        a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
+        report_matmul(n, tinygrad_kernel_seconds(lambda a, b: a @ b, (a, b), min(matmul_reps(n), 5)))
+    a, b, c = (Tensor.rand(STREAM_LEN).realize() for _ in range(3))
+    report_stream("copy", 2, tinygrad_kernel_seconds(lambda a: -a, (a,), 10))
+    report_stream("elementwise", 4, tinygrad_kernel_seconds(lambda a, b, c: (a * b + c).relu(), (a, b, c), 10))
+    report_stream("sum", 1, tinygrad_kernel_seconds(lambda a: a.sum(), (a,), 10))
+    x = Tensor.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]).realize()
+    w = Tensor.rand(CONV["c"], CONV["c"], 3, 3).realize()
+    report_conv(tinygrad_kernel_seconds(lambda x, w: x.conv2d(w, padding=1), (x, w), 3))
+
+    step, batch = tinygrad_mnist_training()
+    # schedule+codegen first (the cold-start run filled CACHEDB); then this step runs once and
+    # the JIT'd steps reuse its compiled programs
+    start = time.perf_counter()
+    linear = Tensor.schedule_linear(*step(*batch))
+    compile_linear(linear)
+    report("mnist_schedule_codegen", (time.perf_counter() - start) * 1e3, "ms")
+    run_linear(linear)
+    report("mnist_step", tinygrad_step_seconds(step, batch, steps=2) * 1e3, "ms")
+    mlp = Sequential(nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10))
+    step, batch = tinygrad_training(mlp, ((MLP_BATCH, 784), (MLP_BATCH,)))
+    report("mlp_step", tinygrad_step_seconds(step, batch, steps=30) * 1e3, "ms")
+
+
+def run_tinygrad_cold_start():
+    """The first train step (schedule, codegen, compile, run); run with an empty CACHEDB."""
+    from tinygrad import Tensor
+
+    step, batch = tinygrad_mnist_training()
+    start = time.perf_counter()
+    Tensor.realize(*step(*batch))
+    report("mnist_cold_start", time.perf_counter() - start, "s")
+
+
+PEERS = {
+    "numpy": run_numpy,
+    "torch": run_torch,
+    "tinygrad": run_tinygrad,
+    "tinygrad-cold-start": run_tinygrad_cold_start,
+}
+
+# ---- the driver ----------------------------------------------------------------------------
+
+
+def pinned_env(**extra):
+    """The environment for a measured process: 2 threads everywhere, OpenBLAS untuned knobs unset."""
+    env = dict(os.environ)
+    for knob in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        env.pop(knob, None)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):
+        env[var] = str(THREADS)
+    env.update(extra)
+    return env
+
+
+def collect(cmd, env, what):
+    """Run `cmd`, passing its stderr through, and return its `bench` lines as {name: value}."""
+    print(f"== {what}", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    figures = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "bench":
+            figures[parts[1]] = float(parts[2])
+    if proc.returncode != 0:
+        print(f"!! {what} failed (exit {proc.returncode}); its figures so far are kept", file=sys.stderr)
+    return figures
+
+
+def run_peer(name, **env):
+    return collect([sys.executable, os.path.abspath(__file__), "--peer", name], pinned_env(**env), name)
+
+
+def run_lazygrad(**env):
+    cmd = ["cargo", "run", "--release", "--quiet", "--example", "bench"]
+    return collect(cmd, pinned_env(**env), "lazygrad" + "".join(f" {k}={v}" for k, v in env.items()))
+
+
+def tinygrad_env(cache_db):
+    return dict(DEV="CPU", CC=os.environ.get("TINYGRAD_CC", "clang-14"), CACHEDB=cache_db)
+
+
+def measure_all(with_beam):
+    results = {column: {} for column in COLUMNS}
+    results["lazygrad"] = run_lazygrad()
+    if with_beam:
+        results["lazygrad BEAM=2"] = run_lazygrad(BEAM="2")
+    results["numpy"] = run_peer("numpy")
+    results["PyTorch"] = run_peer("torch")
+    with tempfile.TemporaryDirectory(prefix="tinygrad-bench-") as cache:
+        env = tinygrad_env(os.path.join(cache, "cache.db"))
+        results["tinygrad"] = run_peer("tinygrad-cold-start", **env)
+        results["tinygrad"].update(run_peer("tinygrad", **env))
+    return results
+
+
+def fmt(value):
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def done_when(name, results):
+    """The issue's done-when ratio for a row: lazygrad's speed relative to the reference
+    (above 1: lazygrad is faster), or None where the row has none."""
+    ours = results["lazygrad"].get(name)
+    copies = [results[c].get("copy") for c in ("lazygrad", "PyTorch", "tinygrad")]
+    copies = [c for c in copies if c]
+    references = {
+        "matmul_1024": ("numpy", results["numpy"].get(name), True),
+        "matmul_2048": ("numpy", results["numpy"].get(name), True),
+        "elementwise": ("2-thread copy", max(copies) if copies else None, True),
+        "mnist_step": ("PyTorch", results["PyTorch"].get(name), False),
+        "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
+        "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
+    }
+    if name not in references:
+        return ""
+    label, theirs, higher_is_better = references[name]
+    if not ours or not theirs:
+        return f"n/a vs {label}"
+    ratio = ours / theirs if higher_is_better else theirs / ours
+    return f"{ratio:.2f}x {label}"
+
+
+def table(results, with_beam):
+    lines = [
+        "| workload | unit | " + " | ".join(COLUMNS) + " | done-when: lazygrad speed vs |",
+        "|---|---|" + "---:|" * len(COLUMNS) + "---|",
+    ]
+    for name, label, unit in ROWS:
+        cells = [fmt(results[c].get(name)) for c in COLUMNS]
+        if not with_beam:
+            cells[COLUMNS.index("lazygrad BEAM=2")] = "n/a"
+        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + f" | {done_when(name, results)} |")
+    return "\n".join(lines)
+
+
+def main():
+    if "--peer" in sys.argv:
+        PEERS[sys.argv[sys.argv.index("--peer") + 1]]()
+        return
+    with_beam = "--beam" in sys.argv
+    start = time.perf_counter()
+    results = measure_all(with_beam)
+    print(table(results, with_beam))
+    print(
+        f"\n{THREADS} threads everywhere; kernels: best of several runs, steps: median; "
+        f"the copy roofline is the best 2-thread copy above. Whole run: {time.perf_counter() - start:.0f} s."
+    )
+
+
+if __name__ == "__main__":
+    main()
