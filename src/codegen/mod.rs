@@ -58,16 +58,15 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let ast = expand::expand(&opt::apply_opts(&ast, &opts));
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
-    // the interpreter executes every op, fused multiply-adds included, so that it computes
-    // exactly what the compiled C computes
-    let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-    let mut sup = match renderer {
+    let ast = match renderer {
         Some(r) => {
-            decompose::Supported { ops: alu.into_iter().filter(|o| r.supports(*o)).collect(), bf16_math: r.bf16_math() }
+            let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
+            let ops = alu.into_iter().filter(|o| r.supports(*o)).collect::<HashSet<_>>();
+            let mut sup = decompose::Supported { ops, bf16_math: r.bf16_math() };
+            graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false)
         }
-        None => decompose::Supported { ops: alu.into_iter().collect(), bf16_math: true },
+        None => ast,
     };
-    let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {
         eprint!("{}", linear_listing(&uops));

@@ -65,8 +65,8 @@ impl Dialect for CRenderer {
 }
 
 impl Renderer for CRenderer {
-    fn supports(&self, _op: Ops) -> bool {
-        true
+    fn supports(&self, op: Ops) -> bool {
+        op != Ops::MulAcc
     }
     fn bf16_math(&self) -> bool {
         false

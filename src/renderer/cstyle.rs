@@ -17,7 +17,7 @@ pub trait Dialect {
     fn signature(&self, name: &str, params: &[Param]) -> String;
     /// Code after the kernel (e.g. an entry point with a uniform ABI).
     fn epilogue(&self, name: &str, params: &[Param]) -> String;
-    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
+    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`) for
     /// `dtype`.
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
 }
@@ -91,7 +91,6 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
         Ops::Max if float => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
-        Ops::MulAcc if matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => d.math("fma", dtype, a),
         Ops::MulAcc => format!("(({} * {}) + {})", a[0], a[1], a[2]),
         Ops::Neg if dtype.is_bool() => format!("(!{})", a[0]),
         Ops::Neg => format!("(-{})", a[0]),
