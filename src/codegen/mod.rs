@@ -6,9 +6,11 @@ pub mod fold;
 pub mod linearize;
 pub mod lower;
 pub mod opt;
+pub mod replay;
 
 use std::collections::HashSet;
 
+use crate::error::Result;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::symbolic::symbolic;
@@ -45,12 +47,15 @@ fn simplify_valid(ast: &UOp) -> UOp {
 }
 
 /// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
-pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
-    let name = kernel_name(ast);
-    let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
+/// With `PROCESS_REPLAY` set, the rendered source is also captured (`replay.rs`); failing to write
+/// it is the error.
+pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
+    let name = kernel_name(kernel);
+    let settings = opt::settings();
+    let ast = graph_rewrite(kernel, symbolic(), &mut (), "symbolic", false);
     let ast = simplify_valid(&ast);
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
-    let opts = opt::hand_coded_optimizations(&ast, opt::settings().1);
+    let opts = opt::hand_coded_optimizations(&ast, settings.1);
     if debug() >= 3 {
         eprintln!("{name}: opts {opts:?}");
     }
@@ -72,8 +77,18 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
             eprintln!("{i:4} {:<12} {:?} {}", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg()));
         }
     }
-    let src = renderer.map(|r| r.render(&name, &uops)).unwrap_or_default();
-    ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
+    let src = match renderer {
+        Some(r) => {
+            let src = r.render(&name, &uops);
+            if let Some(dir) = replay::capture_dir() {
+                let key = replay::capture_key(kernel, settings, r.language());
+                replay::capture(&dir, &name, key, r.language(), &src)?;
+            }
+            src
+        }
+        None => String::new(),
+    };
+    Ok(ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src })
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.

@@ -50,7 +50,7 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
         eprintln!("{ast:?}");
     }
     let start = Instant::now();
-    let spec: ProgramSpec = get_program(ast, dev.renderer());
+    let spec: ProgramSpec = get_program(ast, dev.renderer())?;
     phases.codegen += start.elapsed().as_secs_f64();
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
