@@ -55,14 +55,16 @@ export_base() {
     fi
 }
 
-# run_workload LABEL TREE TARGET_DIR CAPTURE_DIR: build and run the workload in TREE, capturing.
+# run_workload SIDE LABEL TREE TARGET_DIR: build and run the workload in TREE, capturing into
+# $work/SIDE (and logging to $work/SIDE.log).
 run_workload() {
-    local label=$1 tree=$2 target_dir=$3 capture=$4 log=$work/$1.log
+    local label=$2 tree=$3 target_dir=$4 capture=$work/$1 log=$work/$1.log
     local present=()
     for t in "${tests[@]}"; do
         if [ -f "$tree/tests/$t.rs" ]; then present+=(--test "$t"); else echo "  ($label has no tests/$t.rs)"; fi
     done
     echo "process replay: building and running the workload at $label (log: $log)"
+    local start=$SECONDS
     (
         cd "$tree"
         export CARGO_TARGET_DIR=$target_dir PROCESS_REPLAY=$capture DEV=CPU
@@ -79,11 +81,12 @@ run_workload() {
         echo "process replay: nothing was captured at $label; does it have the PROCESS_REPLAY hook (src/codegen/replay.rs)?"
         exit 2
     fi
+    echo "  done in $((SECONDS - start)) s, $(ls "$capture" | wc -l) kernels captured"
 }
 
 export_base
-run_workload "base $base (${base_commit:0:10})" "$replay_home/tree" "$replay_home/target" "$work/base"
-run_workload "working tree" "$root" "$target" "$work/new"
+run_workload base "base $base (${base_commit:0:10})" "$replay_home/tree" "$replay_home/target"
+run_workload new "the working tree" "$root" "$target"
 
 # capture files by key: <name>-<key>.c -> key
 declare -A base_files new_files
