@@ -49,9 +49,9 @@ pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<Prog
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
     let opts = opt::hand_coded_optimizations(&ast, settings.1);
     let ast = opt::apply_opts(&ast, &opts);
-    let name = KernelName::of(kernel);
+    let name = KernelName::of(&ast);
     if debug() >= 3 {
-        eprintln!("{}", opt::applied_opts_line(&name, &name, &opts, stderr_is_terminal()));
+        eprintln!("{}", opt::applied_opts_line(&KernelName::of(kernel), &name, &opts, stderr_is_terminal()));
     }
     let ast = expand::expand(&ast);
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));

@@ -39,10 +39,11 @@ impl fmt::Display for Opt {
 }
 
 /// The DEBUG=3 line for a kernel's opts: `r_64_64_64 -> r_2_32_16_16_4_4: applied opts [...]`
-/// (`before` is the name the schedule listed, `after` the name it runs under).
+/// (`before` is the name the schedule listed, `after` the name it runs under; one name when they
+/// read the same).
 pub fn applied_opts_line(before: &KernelName, after: &KernelName, opts: &[Opt], color: bool) -> String {
     let opts: Vec<String> = opts.iter().map(Opt::to_string).collect();
-    let names = match before == after {
+    let names = match before.to_string() == after.to_string() {
         true => after.render(color),
         false => format!("{} -> {}", before.render(color), after.render(color)),
     };
