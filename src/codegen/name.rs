@@ -10,7 +10,7 @@ use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// The kind of a loop in a kernel name, in name order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NameAxis {
+enum NameAxis {
     /// The CPU core id the THREAD opt splits the outer loop by (bright blue).
     Thread,
     /// An output loop (blue).
@@ -69,11 +69,6 @@ impl KernelName {
             .collect();
         axes.sort();
         KernelName { axes: axes.into_iter().map(|(kind, _, size)| (kind, size)).collect() }
-    }
-
-    /// The loops' kinds and sizes, in name order.
-    pub fn axes(&self) -> &[(NameAxis, usize)] {
-        &self.axes
     }
 
     /// The name, with each size colored by its loop's kind when `color` (plain, it is the

@@ -31,7 +31,7 @@ pub fn capture_key(ast: &UOp, settings: (i64, usize), language: &str) -> u64 {
 /// Write one kernel's source into `dir` as `<name>-<key>.<language>`. The file appears whole or not
 /// at all (written aside, then renamed), so threads and processes capturing the same kernel at once
 /// do not interleave.
-pub fn capture(dir: &Path, name: &str, key: u64, language: &str, src: &str) -> Result<PathBuf> {
+pub fn capture(dir: &Path, name: &str, key: u64, language: &str, src: &str) -> Result<()> {
     static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("{name}-{key:016x}.{language}"));
@@ -39,5 +39,5 @@ pub fn capture(dir: &Path, name: &str, key: u64, language: &str, src: &str) -> R
         dir.join(format!(".{name}-{key:016x}.{}.{}.tmp", std::process::id(), TEMP_SEQ.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&temp, src)?;
     std::fs::rename(&temp, &path)?;
-    Ok(path)
+    Ok(())
 }
