@@ -5,37 +5,32 @@ pub mod expand;
 pub mod fold;
 pub mod linearize;
 pub mod lower;
+pub mod name;
 pub mod opt;
+pub mod replay;
 
 use std::collections::HashSet;
 
+use crate::error::Result;
+use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{graph_rewrite, AxisKind, Ops, UOp};
+use crate::uop::{graph_rewrite, Ops, UOp};
+
+pub use name::KernelName;
 
 /// A kernel ready for a device: its linearized UOps and, for compiled devices, its source.
 #[derive(Clone, Debug)]
 pub struct ProgramSpec {
-    pub name: String,
+    /// Named after the loops left after opts; rendered plain, it is the C function's name.
+    pub name: KernelName,
     pub uops: Vec<UOp>,
     pub src: String,
     /// Arithmetic ops one run performs (for DEBUG=2 GFLOP/s).
     pub ops: u64,
     /// How many threads run it, each with its own `core_id`.
     pub threads: usize,
-}
-
-/// tinygrad-style kernel name: `E_` (elementwise) or `r_` (has a reduce) and the loop sizes.
-pub fn kernel_name(ast: &UOp) -> String {
-    let ranges = opt::kernel_ranges(ast);
-    let prefix = if ranges.iter().any(|r| r.1 == AxisKind::Reduce) { "r" } else { "E" };
-    let dims: Vec<String> = ranges.iter().map(|r| r.2.to_string()).collect();
-    if dims.is_empty() {
-        prefix.to_string()
-    } else {
-        format!("{prefix}_{}", dims.join("_"))
-    }
 }
 
 /// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
@@ -45,17 +40,21 @@ fn simplify_valid(ast: &UOp) -> UOp {
 }
 
 /// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
-pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
-    let name = kernel_name(ast);
-    let _viz = crate::viz::group(|| format!("kernel {name}"));
-    let ast = graph_rewrite(ast, symbolic(), &mut (), "symbolic", false);
+/// With `PROCESS_REPLAY` set, the rendered source is also captured (`replay.rs`); failing to write
+/// it is the error.
+pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
+    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
+    let settings = opt::settings();
+    let ast = graph_rewrite(kernel, symbolic(), &mut (), "symbolic", false);
     let ast = simplify_valid(&ast);
     let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
-    let opts = opt::hand_coded_optimizations(&ast, opt::settings().1);
+    let opts = opt::hand_coded_optimizations(&ast, settings.1);
+    let ast = opt::apply_opts(&ast, &opts);
+    let name = KernelName::of(&ast);
     if debug() >= 3 {
-        eprintln!("{name}: opts {opts:?}");
+        eprintln!("{}", opt::applied_opts_line(&KernelName::of(kernel), &name, &opts, stderr_is_terminal()));
     }
-    let ast = expand::expand(&opt::apply_opts(&ast, &opts));
+    let ast = expand::expand(&ast);
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
     let ast = match renderer {
@@ -69,14 +68,25 @@ pub fn get_program(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     };
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {
+        eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());
         eprint!("{}", linear_listing(&uops));
     }
-    let src = renderer.map(|r| r.render(&name, &uops)).unwrap_or_default();
+    let src = match renderer {
+        Some(r) => {
+            let src = r.render(&name.to_string(), &uops);
+            if let Some(dir) = replay::capture_dir() {
+                let key = replay::capture_key(kernel, settings, r.language());
+                replay::capture(&dir, &name.to_string(), key, r.language(), &src)?;
+            }
+            src
+        }
+        None => String::new(),
+    };
     crate::viz::record_code(|| match src.is_empty() {
         true => linear_listing(&uops),
         false => src.clone(),
     });
-    ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
+    Ok(ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src })
 }
 
 /// A linearized program, one line per UOp: index, op, dtype, arg (DEBUG=6, and VIZ's code pane

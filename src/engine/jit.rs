@@ -90,7 +90,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                     .collect::<Result<Vec<_>>>()?;
                 let captured = Captured { items, outputs };
                 if debug() >= 1 {
-                    eprintln!("JIT captured {} kernels with {} inputs", captured.items.len(), inputs.len());
+                    eprintln!("JIT call 2: captured {} kernels with {} inputs", captured.items.len(), inputs.len());
                 }
                 self.captured = Some(captured);
                 Ok(out)
@@ -101,11 +101,18 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                     Slot::Input(i) => in_bufs[*i].clone(),
                     Slot::Fixed(b) => b.clone(),
                 };
+                let mut seconds = 0.0;
                 for (item, slots) in &cap.items {
-                    ExecItem { runner: item.runner.clone(), bufs: slots.iter().map(resolve).collect() }.run()?;
+                    seconds +=
+                        ExecItem { runner: item.runner.clone(), bufs: slots.iter().map(resolve).collect() }.run()?;
                 }
                 if debug() >= 1 {
-                    eprintln!("JIT replayed {} kernels", cap.items.len());
+                    eprintln!(
+                        "JIT call {}: replayed {} kernels in {:.2} ms",
+                        self.calls,
+                        cap.items.len(),
+                        seconds * 1e3
+                    );
                 }
                 Ok(cap
                     .outputs

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::codegen::{get_program, ProgramSpec};
+use crate::codegen::{get_program, KernelName, ProgramSpec};
 use crate::error::Result;
+use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Program};
 use crate::schedule::ScheduleItem;
@@ -15,7 +16,7 @@ use crate::uop::UOp;
 /// A compiled kernel and what DEBUG prints about it.
 pub struct CompiledKernel {
     pub program: Arc<dyn Program>,
-    pub name: String,
+    pub name: KernelName,
     pub ops: u64,
 }
 
@@ -27,9 +28,12 @@ fn program_cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
-/// Seconds spent in each phase of one `run_schedule`.
+/// Seconds spent in each phase of one `run_schedule`, and how many of its kernels needed codegen
+/// (`generated`) or were in the program cache (`reused`).
 #[derive(Default)]
 struct Phases {
+    generated: usize,
+    reused: usize,
     codegen: f64,
     compile: f64,
     run: f64,
@@ -43,14 +47,16 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
 fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings());
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        phases.reused += 1;
         return Ok(k.clone());
     }
+    phases.generated += 1;
     let dev = get_device(device)?;
     if debug() >= 5 {
-        eprintln!("{ast:?}");
+        eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
     }
     let start = Instant::now();
-    let spec: ProgramSpec = get_program(ast, dev.renderer());
+    let spec: ProgramSpec = get_program(ast, dev.renderer())?;
     phases.codegen += start.elapsed().as_secs_f64();
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
@@ -83,18 +89,20 @@ impl ExecItem {
         let dev = self.bufs[0].device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
-            Runner::Kernel(k) => (k.name.as_str(), k.ops, k.program.run(&self.bufs)?.as_secs_f64()),
+            Runner::Kernel(k) => (Some(&k.name), k.ops, k.program.run(&self.bufs)?.as_secs_f64()),
             Runner::Copy => {
                 let start = Instant::now();
                 self.bufs[0].copyin(&self.bufs[1].copyout()?)?;
-                ("copy", 0, start.elapsed().as_secs_f64())
+                (None, 0, start.elapsed().as_secs_f64())
             }
         };
         GlobalCounters::record(ops, bytes, elapsed);
         if debug() >= 2 {
+            let name = name.map_or("copy".to_string(), KernelName::for_debug);
             eprintln!(
-                "*** {dev:<7} {:>4} {name:<24} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
+                "*** {dev:<7} {:>4} {} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
                 GlobalCounters::kernel_count(),
+                pad_to(&name, 26),
                 self.bufs.len(),
                 GlobalCounters::global_mem() as f64 * 1e-6,
                 elapsed * 1e6,
@@ -137,7 +145,9 @@ pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
     }
     if debug() >= 1 {
         eprintln!(
-            "realize: codegen {:.2} ms, compile {:.2} ms, run {:.2} ms",
+            "realize: programs {} new, {} cached; codegen {:.2} ms, compile {:.2} ms, run {:.2} ms",
+            phases.generated,
+            phases.reused,
             phases.codegen * 1e3,
             phases.compile * 1e3,
             phases.run * 1e3

@@ -1,6 +1,7 @@
-//! Settings, counters and the on-disk cache.
+//! Settings, counters, the on-disk cache and DEBUG output's colors.
 
 pub mod cache;
+pub mod color;
 pub mod context;
 pub mod counters;
 pub mod fetch;

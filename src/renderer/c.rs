@@ -65,6 +65,9 @@ impl Dialect for CRenderer {
 }
 
 impl Renderer for CRenderer {
+    fn language(&self) -> &'static str {
+        "c"
+    }
     fn supports(&self, op: Ops) -> bool {
         op != Ops::MulAcc
     }

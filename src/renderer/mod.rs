@@ -7,6 +7,8 @@ use crate::uop::{Ops, UOp};
 
 /// A source renderer for one family of devices.
 pub trait Renderer: Send + Sync {
+    /// The source language (`c`); also the file extension of process-replay captures.
+    fn language(&self) -> &'static str;
     /// Ops this target renders directly; others are decomposed before rendering.
     fn supports(&self, op: Ops) -> bool;
     /// Whether the target computes in bfloat16 (else codegen emulates it in float32).

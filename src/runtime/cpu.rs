@@ -162,7 +162,7 @@ impl Device for CpuDevice {
         let start = Instant::now();
         let so = self.compiler.compile(&spec.src)?;
         if crate::helpers::debug() >= 3 {
-            eprintln!("compiled {} in {:.2} ms", spec.name, start.elapsed().as_secs_f64() * 1e3);
+            eprintln!("compiled {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
         if crate::helpers::debug() >= 7 {
             eprintln!("{}", disassemble(&so, &format!("{}_entry", spec.name)));
@@ -177,6 +177,6 @@ impl Device for CpuDevice {
             })
             .max()
             .unwrap_or(0);
-        Ok(Arc::new(CpuProgram::load(&so, &spec.name, nbufs, spec.threads)?))
+        Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, spec.threads)?))
     }
 }

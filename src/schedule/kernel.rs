@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::rangeify::{is_buffer_view, realize_points, KernelBuilder};
 use super::split_reduce::split_large_reduces;
+use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::Buffer;
 use crate::uop::{Arg, BufferRef, Ops, UOp};
@@ -78,7 +79,8 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
                 ScheduleItem::Kernel { ast, bufs } => {
                     let args: Vec<String> =
                         bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    eprintln!("  {i:3} kernel {:<24} {}", crate::codegen::kernel_name(ast), args.join(" "));
+                    let name = crate::codegen::KernelName::of(ast).for_debug();
+                    eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
                 }
                 ScheduleItem::Copy { dst, src } => {
                     eprintln!("  {i:3} copy   {} -> {} ({} bytes)", src.device(), dst.device(), dst.nbytes())

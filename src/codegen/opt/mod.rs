@@ -11,7 +11,9 @@ pub mod heuristic;
 pub use heuristic::hand_coded_optimizations;
 
 use std::collections::HashMap;
+use std::fmt;
 
+use super::name::KernelName;
 use crate::dtype::DType;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -24,6 +26,28 @@ pub enum Opt {
     Unroll { range: usize, amount: usize },
     /// Run the outermost output loop on `n` threads: `r -> core_id * (N/n) + r'`.
     Thread(usize),
+}
+
+impl fmt::Display for Opt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Opt::Upcast { range, amount } => write!(f, "UPCAST(range={range}, amount={amount})"),
+            Opt::Unroll { range, amount } => write!(f, "UNROLL(range={range}, amount={amount})"),
+            Opt::Thread(n) => write!(f, "THREAD(threads={n})"),
+        }
+    }
+}
+
+/// The DEBUG=3 line for a kernel's opts: `r_64_64_64 -> r_2_32_16_16_4_4: applied opts [...]`
+/// (`before` is the name the schedule listed, `after` the name it runs under; one name when they
+/// read the same).
+pub fn applied_opts_line(before: &KernelName, after: &KernelName, opts: &[Opt], color: bool) -> String {
+    let opts: Vec<String> = opts.iter().map(Opt::to_string).collect();
+    let names = match before.to_string() == after.to_string() {
+        true => after.render(color),
+        false => format!("{} -> {}", before.render(color), after.render(color)),
+    };
+    format!("{names}: applied opts [{}]", opts.join(", "))
 }
 
 /// A kernel's loops: (id, kind, size), in id order (outer to inner).
@@ -108,7 +132,7 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
 }
 
 /// Name of the SPECIAL that THREAD splits a loop by.
-const CORE_ID: &str = "core_id";
+pub(crate) const CORE_ID: &str = "core_id";
 
 /// How many threads the program runs on (the size of its `core_id` SPECIAL, else 1).
 pub fn thread_count(uops: &[UOp]) -> usize {
