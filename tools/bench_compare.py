@@ -53,8 +53,8 @@ def report(name, value, unit):
     print(f"bench {name} {value:.3f} {unit}", flush=True)
 
 
-def best_seconds(run, reps, warmup=1):
-    """The shortest wall time of `reps` calls of `run()`, after `warmup` calls."""
+def timed_runs(run, reps, warmup):
+    """The wall times of `reps` calls of `run()`, after `warmup` calls."""
     for _ in range(warmup):
         run()
     times = []
@@ -62,19 +62,17 @@ def best_seconds(run, reps, warmup=1):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
+
+
+def best_seconds(run, reps, warmup=1):
+    """The shortest wall time of `reps` calls of `run()`, after `warmup` calls."""
+    return min(timed_runs(run, reps, warmup))
 
 
 def median_seconds(run, reps, warmup):
     """The median wall time of `reps` calls of `run()`, after `warmup` calls."""
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(timed_runs(run, reps, warmup))
 
 
 def matmul_reps(n):
