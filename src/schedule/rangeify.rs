@@ -96,9 +96,9 @@ fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
         if !seen.insert(n.clone()) || realize.contains(&n) || n.op() == Ops::Buffer {
             continue;
         }
-        // a reduce over constants only (an arange) is recomputed where it is used: the
-        // reduce-folding pass turns it into index arithmetic there
-        if n.op() == Ops::ReduceAxis && !reads_memory(&n) {
+        // an arange is recomputed where it is used: the reduce-folding pass turns it into index
+        // arithmetic there
+        if is_arange(&n) {
             continue;
         }
         if n.op() == Ops::ReduceAxis {
@@ -133,6 +133,11 @@ fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> 
     }
     let alus = inside.iter().filter(|n| n.op().is_alu() || n.op() == Ops::Cast).count();
     (!loaded.is_empty() && alus + loaded.len() >= BROADCAST_MIN_COST).then_some(src)
+}
+
+/// A reduce over constants only (an arange): codegen folds it into index arithmetic.
+pub(super) fn is_arange(u: &UOp) -> bool {
+    u.op() == Ops::ReduceAxis && !reads_memory(u)
 }
 
 /// Whether computing `u` loads from any buffer.

@@ -9,7 +9,7 @@
 
 use std::sync::LazyLock;
 
-use super::rangeify::reads_memory;
+use super::rangeify::is_arange;
 use crate::dtype::DType;
 use crate::helpers::{debug, getenv};
 use crate::uop::pattern::{rule, PatternMatcher, UPat};
@@ -46,7 +46,7 @@ fn split(reduce: &UOp) -> Option<UOp> {
     }
     // an arange (a reduce over constants) and a gather (a one-hot against one) are folded into
     // index math by codegen; split, they could not be
-    if !reads_memory(x) || uses_arange(x) {
+    if is_arange(reduce) || uses_arange(x) {
         return None;
     }
     let max_parts = SPLIT_MAX_PARTS.min(SPLIT_MAX_OUTPUT / outputs);
@@ -96,10 +96,10 @@ fn uses_arange(x: &UOp) -> bool {
         if !seen.insert(n.clone()) || matches!(n.op(), Ops::Buffer | Ops::Contiguous | Ops::Assign | Ops::Copy) {
             continue;
         }
+        if is_arange(&n) {
+            return true;
+        }
         if n.op() == Ops::ReduceAxis {
-            if !reads_memory(&n) {
-                return true;
-            }
             continue;
         }
         stack.extend(n.src().iter().cloned());

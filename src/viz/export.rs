@@ -66,73 +66,70 @@ fn json_opt(out: &mut String, v: Option<impl std::fmt::Display>) {
 /// ```
 pub fn to_json(trace: &Trace) -> String {
     let mut out = String::with_capacity(64 * trace.nodes.len() + 1024);
-    out.push_str("{\"rules\":[");
-    for (i, r) in trace.rules.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        json_str(&mut out, r);
-    }
-    out.push_str("],\"colors\":{");
+    out.push_str("{\"rules\":");
+    json_seq(&mut out, "[]", &trace.rules, |out, r| json_str(out, r));
+    out.push_str(",\"colors\":");
     let ops: BTreeSet<Ops> = trace.nodes.iter().map(|n| n.op).collect();
-    for (i, op) in ops.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        json_str(&mut out, &op.name());
+    json_seq(&mut out, "{}", ops, |out, op| {
+        json_str(out, &op.name());
         out.push(':');
-        json_str(&mut out, op_color(op));
-    }
-    out.push_str("},\"nodes\":[");
-    for (i, n) in trace.nodes.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
+        json_str(out, op_color(op));
+    });
+    out.push_str(",\"nodes\":");
+    json_seq(&mut out, "[]", &trace.nodes, |out, n| {
         out.push('[');
-        json_str(&mut out, &n.op.name());
-        out.push(',');
-        json_str(&mut out, &n.dtype);
-        out.push(',');
-        json_str(&mut out, &n.arg);
-        let src: Vec<String> = n.src.iter().map(u32::to_string).collect();
-        let _ = write!(out, ",[{}]]", src.join(","));
-    }
-    out.push_str("],\"groups\":[");
-    for (gi, g) in trace.groups.iter().enumerate() {
-        if gi > 0 {
+        for text in [&n.op.name(), &n.dtype, &n.arg] {
+            json_str(out, text);
             out.push(',');
         }
+        json_seq(out, "[]", &n.src, |out, id| json_opt(out, Some(id)));
+        out.push(']');
+    });
+    out.push_str(",\"groups\":");
+    json_seq(&mut out, "[]", &trace.groups, |out, g| {
         out.push_str("{\"name\":");
-        json_str(&mut out, &g.name);
+        json_str(out, &g.name);
         out.push_str(",\"parent\":");
-        json_opt(&mut out, g.parent);
+        json_opt(out, g.parent);
         out.push_str(",\"code\":");
         match &g.code {
-            Some(code) => json_str(&mut out, code),
+            Some(code) => json_str(out, code),
             None => out.push_str("null"),
         }
-        out.push_str(",\"passes\":[");
-        for (pi, p) in g.passes.iter().enumerate() {
-            if pi > 0 {
-                out.push(',');
-            }
+        out.push_str(",\"passes\":");
+        json_seq(out, "[]", &g.passes, |out, p| {
             out.push_str("{\"name\":");
-            json_str(&mut out, &p.name);
-            let _ = write!(out, ",\"depth\":{},\"before\":{},\"after\":{},\"steps\":[", p.depth, p.before, p.after);
-            for (si, s) in p.steps.iter().enumerate() {
-                if si > 0 {
-                    out.push(',');
-                }
+            json_str(out, &p.name);
+            let _ = write!(out, ",\"depth\":{},\"before\":{},\"after\":{},\"steps\":", p.depth, p.before, p.after);
+            json_seq(out, "[]", &p.steps, |out, s| {
                 let _ = write!(out, "[{},{},{},", s.before, s.after, s.rule);
-                json_opt(&mut out, s.graph);
+                json_opt(out, s.graph);
                 out.push(']');
-            }
-            out.push_str("]}");
-        }
-        out.push_str("]}");
-    }
-    out.push_str("]}");
+            });
+            out.push('}');
+        });
+        out.push('}');
+    });
+    out.push('}');
     out
+}
+
+/// `items` written by `item`, comma-separated, between the two characters of `brackets`.
+fn json_seq<T>(
+    out: &mut String,
+    brackets: &str,
+    items: impl IntoIterator<Item = T>,
+    mut item: impl FnMut(&mut String, T),
+) {
+    let mut chars = brackets.chars();
+    out.push(chars.next().unwrap_or('['));
+    for (i, x) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        item(out, x);
+    }
+    out.push(chars.next().unwrap_or(']'));
 }
 
 /// The nodes of the graph at `root` that the graph at `prev` does not have (what a rewrite added).
