@@ -24,9 +24,11 @@ fn matmul_is_register_tiled_and_unrolled() {
     let asts = kernel_asts(&a.matmul(&b));
     assert_eq!(asts.len(), 1);
     let opts = hand_coded_optimizations(&asts[0], 2);
-    // a 4-row by 16-column tile: the columns are contiguous, so their lanes make one vector
+    // an 8-row by 2x16-column tile: the columns are contiguous, so 16 of their lanes make one
+    // vector; 8 x 2 vectors are 16 accumulator registers
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 16 }), "columns tiled by 16: {opts:?}");
-    assert!(opts.contains(&Opt::Upcast { range: 0, amount: 4 }), "rows tiled by 4: {opts:?}");
+    assert!(opts.contains(&Opt::Upcast { range: 0, amount: 8 }), "rows tiled by 8: {opts:?}");
+    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 2 }), "two column vectors: {opts:?}");
     assert!(opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 4, .. })), "reduce unrolled: {opts:?}");
     assert!(opts.contains(&Opt::Thread(2)), "outer loop threaded: {opts:?}");
     let _noopt = Context::new(&[("NOOPT", 1)]);
@@ -42,6 +44,13 @@ fn workloads() -> Vec<Workload> {
     let conv = ConvOpts::default();
     vec![
         ("matmul 24x36x20", Box::new(|| vec![Tensor::rand(&[24, 36]).matmul(&Tensor::rand(&[36, 20]))])),
+        (
+            "relu(matmul 64x48x64) and its sum",
+            Box::new(|| {
+                let y = Tensor::randn(&[64, 48]).matmul(&Tensor::randn(&[48, 64])).relu();
+                vec![y.sum(1, false), y]
+            }),
+        ),
         (
             "sum and max of 7x5x9",
             Box::new(|| {
@@ -84,4 +93,34 @@ fn optimized_kernels_compute_what_unoptimized_ones_do() {
             }
         }
     }
+}
+
+#[test]
+fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
+    // the same optimized programs (vector lanes, fused multiply-adds) on both devices
+    for (name, make) in workloads() {
+        let on = |device: &str| {
+            let _dev = DefaultDevice::scoped(device);
+            run(make.as_ref(), 0)
+        };
+        let (cpu, interp) = (on("CPU"), on("INTERP"));
+        for (c, i) in cpu.iter().zip(&interp) {
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            assert_eq!(bits(c), bits(i), "{name}");
+        }
+    }
+}
+
+#[test]
+fn matmul_computes_in_vector_registers() {
+    Tensor::manual_seed(3);
+    let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
+    let ast = kernel_asts(&a.matmul(&b)).remove(0);
+    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    // 16-float accumulators updated by vector fused multiply-adds, stored whole
+    assert!(spec.src.contains("typedef float float16 __attribute__((vector_size(64)))"), "{}", spec.src);
+    assert!(spec.src.matches("lg_fma_float16(").count() >= 16 * 4, "{}", spec.src);
+    assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
+    // every multiply-add of the 64x64x64 matmul is counted
+    assert_eq!(spec.ops, 2 * 64 * 64 * 64);
 }

@@ -1,8 +1,9 @@
-//! Rewrite ops a renderer does not list into ones it does, so a backend needs only a small core.
+//! Late rewrites for the target: ops a renderer does not list become ones it does, so a backend
+//! needs only a small core; where it lists `MulAcc`, float multiply-adds are fused into it.
 
 use std::collections::HashSet;
 
-use crate::dtype::DType;
+use crate::dtype::{DType, Scalar};
 use crate::uop::{rule_ctx, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// What the target renders: its ops, and whether it has bfloat16 arithmetic.
@@ -38,9 +39,21 @@ fn emulate_bf16(x: &UOp) -> Option<UOp> {
     }
 }
 
-/// Fallbacks, each firing only when the target lacks what it replaces.
+/// `a*b + c` in float32 or float64 as one fused multiply-add (one rounding, one instruction).
+#[track_caller]
+fn fuse_mulacc() -> crate::uop::pattern::Rule {
+    let product = UPat::op(Ops::Mul, [UPat::var("a"), UPat::var("b")]);
+    let float = |d: DType| matches!(d.scalar, Scalar::Float32 | Scalar::Float64);
+    rule_ctx(UPat::comm(Ops::Add, product, UPat::var("c")).dtype(float), |m, sup: &mut Supported| {
+        sup.ops.contains(&Ops::MulAcc).then(|| m["a"].alu(Ops::MulAcc, &[&m["b"], &m["c"]]))
+    })
+}
+
+/// Fallbacks, each firing only when the target lacks what it replaces, and the multiply-add
+/// fusion where it has `MulAcc`.
 pub fn pm_decompose() -> PatternMatcher {
     PatternMatcher::new(vec![
+        fuse_mulacc(),
         rule_ctx(UPat::var("x"), |m, sup: &mut Supported| if sup.bf16_math { None } else { emulate_bf16(&m["x"]) }),
         fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
         fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {

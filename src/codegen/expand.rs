@@ -7,12 +7,29 @@
 
 use std::sync::LazyLock;
 
+use super::vectorize;
+use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, rule, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
 
-/// `ast` with every UPCAST and UNROLL loop expanded into lanes.
+/// `ast` with every UPCAST and UNROLL loop expanded into lanes: for each STORE, one UPCAST loop
+/// becomes vector lanes where it can (`vectorize.rs`), the others copies of the code.
 pub fn expand(ast: &UOp) -> UOp {
     let ast = graph_rewrite(ast, pm_unroll(), &mut (), "expand unroll", false);
-    let stores = ast.src().iter().flat_map(|st| lanes(st, &kind_ranges(st, AxisKind::Upcast))).collect();
+    let ast = graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false);
+    let stores = ast
+        .src()
+        .iter()
+        .flat_map(|st| {
+            let upcast = kind_ranges(st, AxisKind::Upcast);
+            let vector = vectorize::vector_axis(st, &upcast);
+            let copied: Vec<UOp> = upcast.into_iter().filter(|r| Some(r) != vector.as_ref()).collect();
+            let copies = lanes(st, &copied);
+            copies.into_iter().map(move |c| match &vector {
+                Some(r) => vectorize::vectorize(&c, r),
+                None => c,
+            })
+        })
+        .collect();
     ast.replace_src(stores)
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::vectorize::broadcast;
 use crate::dtype::DType;
 use crate::uop::{rule_ctx, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
@@ -60,6 +61,16 @@ pub fn identity(op: Ops, dtype: DType) -> ConstValue {
     }
 }
 
+/// `acc op val`; for a vector sum, a chain of adds in `val` (unrolled steps) is folded into the
+/// accumulator one term at a time: `((acc + a) + b) + c` rather than `acc + ((a + b) + c)`, so
+/// each step of a sum of products is one vector multiply-add into the accumulator.
+fn accumulate(acc: &UOp, op: Ops, val: &UOp) -> UOp {
+    match val.op() == op && op == Ops::Add && acc.dtype().count > 1 {
+        true => accumulate(&accumulate(acc, op, &val.src()[0]), op, &val.src()[1]),
+        false => acc.alu(op, &[val]),
+    }
+}
+
 /// The reduce-to-accumulator rule table.
 pub fn pm_lower_reduce() -> PatternMatcher {
     PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
@@ -67,14 +78,15 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         let Arg::Reduce(op) = red.arg() else { return None };
         let val = &red.src()[0];
         let outer: Vec<UOp> = open_ranges(red, &mut ctx.ranges).into_values().collect();
-        let mut acc_src = vec![UOp::constant(red.dtype(), identity(*op, red.dtype()))];
+        let lanes = red.dtype().count as usize;
+        let mut acc_src = vec![broadcast(&UOp::constant(red.dtype().base(), identity(*op, red.dtype())), lanes)];
         acc_src.extend(outer);
         let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));
         ctx.accs += 1;
         let mut current = vec![acc.clone()];
         current.extend(red.src()[1..].iter().cloned());
         let current = UOp::new(Ops::After, red.dtype(), current, Arg::None);
-        let mut update_src = vec![acc.clone(), current.alu(*op, &[val])];
+        let mut update_src = vec![acc.clone(), accumulate(&current, *op, val)];
         update_src.extend(red.src()[1..].iter().cloned());
         let update = UOp::new(Ops::Assign, red.dtype(), update_src, Arg::None);
         Some(UOp::new(Ops::After, red.dtype(), vec![acc, update], Arg::None))

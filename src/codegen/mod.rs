@@ -8,6 +8,7 @@ pub mod lower;
 pub mod name;
 pub mod opt;
 pub mod replay;
+pub mod vectorize;
 
 use std::collections::HashSet;
 
@@ -57,15 +58,16 @@ pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<Prog
     let ast = expand::expand(&ast);
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
-    let ast = match renderer {
+    // the interpreter executes every op, fused multiply-adds included, so that it computes
+    // exactly what the compiled C computes
+    let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
+    let mut sup = match renderer {
         Some(r) => {
-            let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-            let ops = alu.into_iter().filter(|o| r.supports(*o)).collect::<HashSet<_>>();
-            let mut sup = decompose::Supported { ops, bf16_math: r.bf16_math() };
-            graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false)
+            decompose::Supported { ops: alu.into_iter().filter(|o| r.supports(*o)).collect(), bf16_math: r.bf16_math() }
         }
-        None => ast,
+        None => decompose::Supported { ops: alu.into_iter().collect(), bf16_math: true },
     };
+    let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());
@@ -112,7 +114,11 @@ fn count_ops(uops: &[UOp]) -> u64 {
             Ops::End => {
                 trips.pop();
             }
-            op if op.is_alu() && u.dtype() != crate::dtype::DType::INDEX => total += trips.last().unwrap(),
+            op if op.is_alu() && u.dtype().base() != crate::dtype::DType::INDEX => {
+                // a fused multiply-add is two operations
+                let flops = if op == Ops::MulAcc { 2 } else { 1 };
+                total += trips.last().unwrap() * u.dtype().count as u64 * flops
+            }
             _ => {}
         }
     }

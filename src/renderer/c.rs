@@ -11,7 +11,7 @@ pub struct CRenderer;
 
 impl Dialect for CRenderer {
     fn type_name(&self, dtype: DType) -> String {
-        match dtype.scalar {
+        let scalar = match dtype.scalar {
             Scalar::Void => "void",
             Scalar::Bool => "_Bool",
             Scalar::Int8 => "signed char",
@@ -25,8 +25,36 @@ impl Dialect for CRenderer {
             Scalar::Float16 => "_Float16",
             Scalar::Float32 => "float",
             Scalar::Float64 => "double",
+        };
+        match dtype.count {
+            1 => scalar.to_string(),
+            n => format!("{scalar}{n}"),
         }
-        .to_string()
+    }
+    fn vector_typedef(&self, dtype: DType) -> String {
+        let (scalar, bytes) = (self.type_name(dtype.base()), dtype.itemsize() * dtype.count as usize);
+        let name = self.type_name(dtype);
+        let mut def = format!("typedef {scalar} {name} __attribute__((vector_size({bytes})));\n");
+        if dtype.is_float() {
+            // x86's fused multiply-add on whole registers where the target has it, else lane by lane
+            let suffix = if dtype.scalar == Scalar::Float64 { "pd" } else { "ps" };
+            let native = match bytes {
+                64 => format!("__builtin_ia32_vfmadd{suffix}512_mask(a, b, c, -1, 4)"),
+                32 => format!("__builtin_ia32_vfmadd{suffix}256(a, b, c)"),
+                _ => format!("__builtin_ia32_vfmadd{suffix}(a, b, c)"),
+            };
+            let guard = if bytes == 64 { "__AVX512F__" } else { "__FMA__" };
+            let fma = if dtype.scalar == Scalar::Float64 { "__builtin_fma" } else { "__builtin_fmaf" };
+            def += &format!(
+                "static inline {name} lg_fma_{name}({name} a, {name} b, {name} c) {{\n#if defined({guard}) && {}\n  return {native};\n#else\n  {name} r; for (int i = 0; i < {}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;\n#endif\n}}\n",
+                if bytes >= 16 { "1" } else { "0" },
+                dtype.count
+            );
+        }
+        def
+    }
+    fn vector_fma(&self, dtype: DType, a: &[String]) -> String {
+        format!("lg_fma_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])
     }
     fn prelude(&self) -> String {
         // bfloat16 is stored as its 16 bits; conversions round to nearest even, NaN stays NaN.
@@ -68,8 +96,8 @@ impl Renderer for CRenderer {
     fn language(&self) -> &'static str {
         "c"
     }
-    fn supports(&self, op: Ops) -> bool {
-        op != Ops::MulAcc
+    fn supports(&self, _op: Ops) -> bool {
+        true
     }
     fn bf16_math(&self) -> bool {
         false

@@ -17,7 +17,11 @@ pub trait Dialect {
     fn signature(&self, name: &str, params: &[Param]) -> String;
     /// Code after the kernel (e.g. an entry point with a uniform ABI).
     fn epilogue(&self, name: &str, params: &[Param]) -> String;
-    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`) for
+    /// The definition of vector type `dtype` (a `typedef` before the kernel).
+    fn vector_typedef(&self, dtype: DType) -> String;
+    /// `a * b + c` with one rounding on vectors of `dtype`.
+    fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
+    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
     /// `dtype`.
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
 }
@@ -91,6 +95,8 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
         Ops::Max if float => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Ops::MulAcc if float && dtype.count > 1 => d.vector_fma(dtype, a),
+        Ops::MulAcc if matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => d.math("fma", dtype, a),
         Ops::MulAcc => format!("(({} * {}) + {})", a[0], a[1], a[2]),
         Ops::Neg if dtype.is_bool() => format!("(!{})", a[0]),
         Ops::Neg => format!("(-{})", a[0]),
@@ -152,6 +158,29 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 None
             }
             (Ops::Index, _) => Some(format!("{}[{}]", src[0], src[1])),
+            (Ops::Load, _) if u.dtype().count > 1 => {
+                let n = fresh("val");
+                let load = format!("__builtin_memcpy(&{n}, &{}, sizeof({n}));", src[0]);
+                match u.src()[0].src().get(2).map(|g| names[g].clone()) {
+                    Some(g) => line(format!("{ty} {n} = {{0}}; if ({g}) {load}")),
+                    None => line(format!("{ty} {n}; {load}")),
+                }
+                Some(n)
+            }
+            (Ops::Store, _) if u.src()[1].dtype().count > 1 => {
+                let store = format!("__builtin_memcpy(&{}, &{}, sizeof({}));", src[0], src[1], src[1]);
+                match u.src()[0].src().get(2).map(|g| names[g].clone()) {
+                    Some(g) => line(format!("if ({g}) {store}")),
+                    None => line(store),
+                }
+                None
+            }
+            (Ops::Vectorize, _) => {
+                let n = fresh("vec");
+                line(format!("{ty} {n} = ({ty}){{{}}};", src.join(", ")));
+                Some(n)
+            }
+            (Ops::Gep, Arg::Int(k)) => Some(format!("{}[{k}]", src[0])),
             (Ops::Load, _) => {
                 let n = fresh("val");
                 let gate = u.src()[0].src().get(2).map(|g| names[g].clone());
@@ -202,5 +231,9 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
         }
     }
     params.sort_by_key(|p| p.slot);
-    format!("{}{} {{\n{body}}}\n{}", d.prelude(), d.signature(name, &params), d.epilogue(name, &params))
+    let mut vectors: Vec<DType> = uops.iter().map(UOp::dtype).filter(|t| t.count > 1).collect();
+    vectors.sort_by_key(|t| (t.scalar, t.count));
+    vectors.dedup();
+    let typedefs: String = vectors.into_iter().map(|t| d.vector_typedef(t)).collect();
+    format!("{}{typedefs}{} {{\n{body}}}\n{}", d.prelude(), d.signature(name, &params), d.epilogue(name, &params))
 }

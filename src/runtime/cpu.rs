@@ -13,9 +13,20 @@ use crate::helpers::{cache::cache_dir, getenv_str};
 use crate::renderer::{c::CRenderer, Renderer};
 use crate::uop::uop::stable_hash;
 
-/// `-mno-avx512f`: gcc 12's loop vectorizer miscompiles selects on AVX-512 mask registers (a
-/// `cond ? x : 0.0f` summed over an unrolled one-hot came out short), so loops vectorize with AVX2.
-const FLAGS: &[&str] = &["-O2", "-march=native", "-mno-avx512f", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
+const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
+
+/// Flags that depend on the source. gcc 12's own vectorizer miscompiles some kernels: selects on
+/// AVX-512 mask registers (a `cond ? x : 0.0f` summed over an unrolled one-hot came out short),
+/// reduction chains whose loads it permutes, and `(double)(_Float16)x`, which it turns into
+/// `(double)x`. Kernels that codegen vectorized itself (explicit vector types) are left alone
+/// by it, with all of AVX-512 for their vectors; scalar kernels keep it, limited to AVX2.
+fn source_flags(src: &str) -> &'static [&'static str] {
+    match (src.contains("vector_size("), src.contains("_Float16")) {
+        (true, _) => &["-fno-tree-vectorize"],
+        (false, true) => &["-mno-avx512f", "-fno-tree-vectorize"],
+        (false, false) => &["-mno-avx512f"],
+    }
+}
 
 /// A C compiler found on this machine.
 pub struct CCompiler {
@@ -46,8 +57,7 @@ impl Compiler for CCompiler {
     fn compile(&self, src: &str) -> Result<PathBuf> {
         let dir = cache_dir().join("cpu");
         std::fs::create_dir_all(&dir)?;
-        // gcc 12's vectorizer turns `(double)(_Float16)x` into `(double)x`, skipping the rounding
-        let extra: &[&str] = if src.contains("_Float16") { &["-fno-tree-vectorize"] } else { &[] };
+        let extra = source_flags(src);
         let key = stable_hash(&(&self.cc, FLAGS, extra, src));
         let so = dir.join(format!("{key:016x}.so"));
         if so.exists() {

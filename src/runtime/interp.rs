@@ -42,19 +42,41 @@ struct Inst {
     jump: usize,
 }
 
-/// A value in a slot: a scalar, or an element address within a buffer.
-#[derive(Clone, Copy)]
+/// A value in a slot: a scalar, a vector's lanes, or an element address within a buffer.
+#[derive(Clone)]
 enum Value {
     Scalar(ConstValue),
+    Lanes(Arc<[ConstValue]>),
     Addr { buf: usize, idx: i64, valid: bool },
 }
 
 impl Value {
-    fn scalar(self) -> ConstValue {
+    fn scalar(&self) -> ConstValue {
         match self {
-            Value::Scalar(c) => c,
+            Value::Scalar(c) => *c,
+            Value::Lanes(_) => panic!("INTERP: vector used as a scalar"),
             Value::Addr { .. } => panic!("INTERP: address used as a value"),
         }
+    }
+    /// Lane `k` (a scalar is the same in every lane).
+    fn lane(&self, k: usize) -> ConstValue {
+        match self {
+            Value::Lanes(l) => l[k],
+            _ => self.scalar(),
+        }
+    }
+    fn width(&self) -> usize {
+        match self {
+            Value::Lanes(l) => l.len(),
+            _ => 1,
+        }
+    }
+    /// A scalar, or lanes when `w > 1`, from `f(lane)`.
+    fn from_lanes(w: usize, mut f: impl FnMut(usize) -> Result<ConstValue>) -> Result<Value> {
+        Ok(match w {
+            1 => Value::Scalar(f(0)?),
+            _ => Value::Lanes((0..w).map(f).collect::<Result<Vec<ConstValue>>>()?.into()),
+        })
     }
 }
 
@@ -95,7 +117,7 @@ impl InterpProgram {
         let mut pc = 0;
         while pc < self.insts.len() {
             let inst = &self.insts[pc];
-            let s = |i: usize| vals[inst.src[i]];
+            let s = |i: usize| vals[inst.src[i]].clone();
             let value = match (inst.op, &inst.arg) {
                 (Ops::Const, Arg::Const(c)) => Some(Value::Scalar(*c)),
                 (Ops::Param, Arg::Int(slot)) => {
@@ -127,44 +149,66 @@ impl InterpProgram {
                     let gate = inst.src.get(2).is_none_or(|_| s(2).scalar().as_bool());
                     Some(Value::Addr { buf, idx: idx + s(1).scalar().as_i64(), valid: valid && gate })
                 }
+                // a vector load reads consecutive elements
                 (Ops::Load, _) => {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: LOAD of a non-pointer") };
-                    Some(Value::Scalar(if valid {
-                        let off = check(bufs, buf, idx)?;
-                        // SAFETY: `check` proved idx is within the buffer, so the element's
+                    let elem = inst.dtype.base();
+                    Some(Value::from_lanes(inst.dtype.count as usize, |k| {
+                        if !valid {
+                            return Ok(cast_value(ConstValue::Int(0), DType::INT64, elem));
+                        }
+                        let off = check(bufs, buf, idx + k as i64)?;
+                        // SAFETY: `check` proved the element is within the buffer, so its
                         // itemsize bytes at `off` lie inside the live allocation.
-                        let bytes = unsafe { std::slice::from_raw_parts(mem[buf].add(off), inst.dtype.itemsize()) };
-                        read_elem(bytes, inst.dtype)
-                    } else {
-                        cast_value(ConstValue::Int(0), DType::INT64, inst.dtype)
-                    }))
+                        let bytes = unsafe { std::slice::from_raw_parts(mem[buf].add(off), elem.itemsize()) };
+                        Ok(read_elem(bytes, elem))
+                    })?)
                 }
                 (Ops::Store, _) => {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: STORE to a non-pointer") };
+                    let value = s(1);
                     if valid {
-                        let off = check(bufs, buf, idx)?;
-                        let bytes = write_elem(s(1).scalar(), inst.src_dtypes[1]);
-                        // SAFETY: as for LOAD; kernels run one at a time, so nothing else
-                        // accesses this buffer during the write.
-                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].add(off), bytes.len()) };
+                        for k in 0..value.width() {
+                            let off = check(bufs, buf, idx + k as i64)?;
+                            let bytes = write_elem(value.lane(k), inst.src_dtypes[1].base());
+                            // SAFETY: as for LOAD; kernels run one at a time, so nothing else
+                            // accesses this buffer during the write.
+                            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].add(off), bytes.len()) };
+                        }
                     }
                     None
                 }
                 (Ops::DefineReg, _) => Some(s(0)),
                 (Ops::Assign, _) => {
                     let new = s(1);
-                    vals[inst.src[0]] = new;
+                    vals[inst.src[0]] = new.clone();
                     Some(new)
                 }
                 (Ops::After, _) => Some(s(0)),
-                (Ops::Cast, _) => Some(Value::Scalar(cast_value(s(0).scalar(), inst.src_dtypes[0], inst.dtype))),
-                (Ops::Bitcast, _) => Some(Value::Scalar(bitcast_value(s(0).scalar(), inst.src_dtypes[0], inst.dtype))),
+                (Ops::Vectorize, _) => Some(Value::Lanes((0..inst.src.len()).map(|i| s(i).scalar()).collect())),
+                (Ops::Gep, Arg::Int(k)) => Some(Value::Scalar(s(0).lane(*k as usize))),
                 (Ops::Special, _) => Some(Value::Scalar(ConstValue::Int(core as i64))),
                 (Ops::Sink, _) => None,
+                // vector ops run lane by lane
+                (op @ (Ops::Cast | Ops::Bitcast), _) => {
+                    let (from, to, x) = (inst.src_dtypes[0].base(), inst.dtype.base(), s(0));
+                    Some(Value::from_lanes(x.width(), |k| {
+                        Ok(match op {
+                            Ops::Cast => cast_value(x.lane(k), from, to),
+                            _ => bitcast_value(x.lane(k), from, to),
+                        })
+                    })?)
+                }
                 (op, _) if op.is_alu() => {
-                    let operand = if op == Ops::Where { inst.src_dtypes[1] } else { inst.src_dtypes[0] };
-                    let args: Vec<ConstValue> = (0..inst.src.len()).map(|i| s(i).scalar()).collect();
-                    Some(Value::Scalar(exec_alu(op, operand, &args)))
+                    let operand = if op == Ops::Where { inst.src_dtypes[1] } else { inst.src_dtypes[0] }.base();
+                    let w = inst.src.iter().map(|&i| vals[i].width()).max().unwrap_or(1);
+                    Some(Value::from_lanes(w, |k| {
+                        let mut args = [ConstValue::Int(0); 3];
+                        for (a, &i) in args.iter_mut().zip(&inst.src) {
+                            *a = vals[i].lane(k);
+                        }
+                        Ok(exec_alu(op, operand, &args[..inst.src.len()]))
+                    })?)
                 }
                 (op, _) => return Err(Error::Device(format!("INTERP: cannot execute {}", op.name()))),
             };

@@ -7,7 +7,8 @@
 //! floats are `Float` holding a value exactly representable in the dtype. Every rounding here is
 //! a single round-to-nearest-even (no double rounding through f32 or f64; `half::f16::from_f64`
 //! rounds through f32 on x86 and truncates low bits, so it is used only on exact values). The C
-//! must be compiled without contraction (`-ffp-contract=off`) for `MulAcc` to match.
+//! must be compiled without contraction (`-ffp-contract=off`): a multiply-add is fused only where
+//! codegen says so, with `MulAcc`.
 //!
 //! Where C leaves behaviour undefined this module picks a deterministic answer (generated code
 //! must not depend on it): float→int casts out of range saturate to the target's min/max and NaN
@@ -72,8 +73,15 @@ pub fn bitcast_value(v: ConstValue, from: DType, to: DType) -> ConstValue {
 pub fn exec_alu(op: Ops, dtype: DType, src: &[ConstValue]) -> ConstValue {
     match op {
         Ops::Where => src[if src[0].as_bool() { 1 } else { 2 }],
-        // Composite ops round their intermediate result to the dtype, as the separate ops would.
-        Ops::MulAcc => exec_alu(Ops::Add, dtype, &[exec_alu(Ops::Mul, dtype, &src[..2]), src[2]]),
+        // fused (one rounding) in float32 and float64, as C's fmaf/fma; elsewhere the product
+        // rounds to the dtype first, as the separate ops would
+        Ops::MulAcc => match (dtype.scalar, src) {
+            (Scalar::Float32, [Float(a), Float(b), Float(c)]) => {
+                Float((*a as f32).mul_add(*b as f32, *c as f32) as f64)
+            }
+            (Scalar::Float64, [Float(a), Float(b), Float(c)]) => Float(a.mul_add(*b, *c)),
+            _ => exec_alu(Ops::Add, dtype, &[exec_alu(Ops::Mul, dtype, &src[..2]), src[2]]),
+        },
         Ops::IDiv if dtype.is_float() => exec_alu(Ops::Trunc, dtype, &[exec_alu(Ops::FDiv, dtype, src)]),
         _ if op.is_comparison() => {
             let ord = compare(dtype, src[0], src[1]);
@@ -395,10 +403,13 @@ mod tests {
         assert_eq!(alu(Ops::IDiv, DType::FLOAT32, &[F(-7.5), F(2.0)]), F(-3.0));
         assert_eq!(alu(Ops::Mod, DType::FLOAT32, &[F(-7.5), F(2.0)]), F(-1.5));
         assert_eq!(alu(Ops::Mod, DType::FLOAT64, &[F(7.5), F(-2.0)]), F(1.5));
-        // (1+2^-12)^2 - (1+2^-11) is 2^-24 fused, but the product rounds first (a tie, to even).
+        // (1+2^-12)^2 - (1+2^-11) is 2^-24 fused; the float32 product alone rounds (a tie, to
+        // even) to 1+2^-11, so Mul then Add gives 0
         let a = F(1.0 + pow2(-12));
-        assert_eq!(alu(Ops::MulAcc, DType::FLOAT32, &[a, a, F(-1.0 - pow2(-11))]), F(0.0));
+        assert_eq!(alu(Ops::MulAcc, DType::FLOAT32, &[a, a, F(-1.0 - pow2(-11))]), F(pow2(-24)));
         assert_eq!(alu(Ops::MulAcc, DType::FLOAT64, &[a, a, F(-1.0 - pow2(-11))]), F(pow2(-24)));
+        let product = alu(Ops::Mul, DType::FLOAT32, &[a, a]);
+        assert_eq!(alu(Ops::Add, DType::FLOAT32, &[product, F(-1.0 - pow2(-11))]), F(0.0));
     }
 
     #[test]

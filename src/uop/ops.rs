@@ -35,6 +35,10 @@ pub enum Ops {
     After,
     /// A launch dimension: the id of the CPU thread (or GPU block/thread) running the kernel.
     Special,
+    /// A vector built from scalar lanes (all sources the same scalar: a broadcast).
+    Vectorize,
+    /// Lane `arg` of a vector.
+    Gep,
     // unary ALU
     Exp2,
     Log2,

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{kernel_ranges, Opt};
+use super::{apply_opts, kernel_ranges, Opt};
 use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -13,10 +13,14 @@ const THREAD_MIN_WORK: usize = 1 << 16;
 /// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
 /// make one vector) takes the widest of `CONTIGUOUS_UPCAST` that divides it. At most
 /// `MAX_UPCAST` output lanes per iteration.
-const UPCAST_AMOUNT: usize = 4;
+const UPCAST_AMOUNT: usize = 8;
 const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
-const MAX_UPCAST: usize = 64;
+const MAX_UPCAST: usize = 256;
 const MAX_UPCAST_AXES: usize = 2;
+/// Lanes of one float32 vector register (AVX-512).
+const VECTOR_LANES: usize = 16;
+/// Output loops swap only when the outer one runs at least this often.
+const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.
 const FULL_UNROLL_MAX: usize = 8;
 const UNROLL_AMOUNT: usize = 4;
@@ -76,6 +80,18 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             upcast.insert(id, amount);
             shared.extend(reused);
         }
+        // a second vector along the contiguous axis when both tiled axes take a whole vector
+        // and more: 8 rows x 2 vectors of 16 is 16 accumulator registers
+        if let (Some(id), 2..) = (innermost, upcast.len()) {
+            let (lanes, size) =
+                (upcast.values().product::<usize>(), ranges.iter().find(|r| r.0 == id).map_or(0, |r| r.2));
+            if let Some(&a) = upcast.get(&id).filter(|a| **a >= VECTOR_LANES && (size / **a) % 2 == 0) {
+                if lanes * 2 <= MAX_UPCAST {
+                    opts.push(Opt::Upcast { range: id, amount: 2 });
+                    upcast.insert(id, a * 2);
+                }
+            }
+        }
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             let amount = if size <= FULL_UNROLL_MAX { size } else { UNROLL_AMOUNT };
             if size.is_multiple_of(amount) {
@@ -83,10 +99,21 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             }
         }
     }
+    // of two register-tiled output loops, the one with fewer iterations runs outside: the inner
+    // loop's inputs are then streamed once per outer iteration, the fewer the better
+    let tiled: Vec<(usize, usize)> = ranges
+        .iter()
+        .filter(|r| r.1 == AxisKind::Loop && upcast.contains_key(&r.0))
+        .map(|r| (r.0, r.2 / upcast[&r.0]))
+        .collect();
+    if let [(outer, outer_iters), (inner, inner_iters)] = tiled[..] {
+        if inner_iters < outer_iters && outer_iters >= SWAP_MIN_ITERS {
+            opts.push(Opt::Swap { range: outer, with: inner });
+        }
+    }
     let work: usize = ranges.iter().map(|r| r.2).product();
-    if let Some(&(id, _, size)) = ranges.iter().find(|r| r.1 == AxisKind::Loop) {
-        // the outer loop's part left after its upcast
-        let size = size / upcast.get(&id).copied().unwrap_or(1);
+    // the outer loop as the opts so far leave it
+    if let Some(&(_, _, size)) = kernel_ranges(&apply_opts(ast, &opts)).iter().find(|r| r.1 == AxisKind::Loop) {
         let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
         if n > 1 && work >= THREAD_MIN_WORK {
             opts.push(Opt::Thread(n));

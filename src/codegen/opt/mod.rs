@@ -26,6 +26,9 @@ pub enum Opt {
     Unroll { range: usize, amount: usize },
     /// Run the outermost output loop on `n` threads: `r -> core_id * (N/n) + r'`.
     Thread(usize),
+    /// Exchange the nesting of output loops `range` and `with` (the loop with the smaller id
+    /// runs outside): the other loop's data then stays in cache while the inner one streams.
+    Swap { range: usize, with: usize },
 }
 
 impl fmt::Display for Opt {
@@ -34,6 +37,7 @@ impl fmt::Display for Opt {
             Opt::Upcast { range, amount } => write!(f, "UPCAST(range={range}, amount={amount})"),
             Opt::Unroll { range, amount } => write!(f, "UNROLL(range={range}, amount={amount})"),
             Opt::Thread(n) => write!(f, "THREAD(threads={n})"),
+            Opt::Swap { range, with } => write!(f, "SWAP(range={range}, with={with})"),
         }
     }
 }
@@ -111,6 +115,23 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             let inner_kind = if want == AxisKind::Loop { AxisKind::Upcast } else { AxisKind::Unroll };
             let outer = new_range(size as usize / amount, *id, *kind);
             Some(split(ast, &r, outer, amount, new_range(amount, next_id, inner_kind)))
+        }
+        Opt::Swap { range, with } => {
+            let (a, b) = (find_range(ast, range)?, find_range(ast, with)?);
+            let loop_size = |r: &UOp| match r.arg() {
+                Arg::Range(_, AxisKind::Loop) => r.src()[0].const_int_value(),
+                _ => None,
+            };
+            let (size_a, size_b) = (loop_size(&a)?, loop_size(&b)?);
+            if range == with {
+                return None;
+            }
+            let mut swap: HashMap<UOp, UOp> = [
+                (a, new_range(size_a as usize, with, AxisKind::Loop)),
+                (b, new_range(size_b as usize, range, AxisKind::Loop)),
+            ]
+            .into();
+            Some(crate::uop::substitute(ast, &mut swap, "apply opts"))
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
