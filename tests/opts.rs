@@ -124,3 +124,26 @@ fn matmul_computes_in_vector_registers() {
     // every multiply-add of the 64x64x64 matmul is counted
     assert_eq!(spec.ops, 2 * 64 * 64 * 64);
 }
+
+#[test]
+fn large_matmuls_read_the_right_operand_in_column_panels() {
+    Tensor::manual_seed(5);
+    let (m, k, n) = (24, 1024, 1024);
+    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
+    let y = x.matmul(&w);
+    // one kernel lays the panels out, one multiplies
+    assert_eq!(kernel_asts(&y).len(), 2);
+    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+    for (i, j) in [(0, 0), (3, 31), (7, 32), (23, 1023), (11, 517)] {
+        let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[t * n + j] as f64).sum();
+        let got = yv[i * n + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+    }
+    // gradients flow through the panel layout: d sum(x @ w) / dx[i, t] = sum_j w[t, j]
+    let xg = x.requires_grad(true);
+    let g = xg.matmul(&w).sum(None, false).gradient(&[&xg]).remove(0).to_vec::<f32>();
+    for t in [0, 100, 1023] {
+        let exact: f64 = (0..n).map(|j| wv[t * n + j] as f64).sum();
+        assert!((g[5 * k + t] as f64 - exact).abs() <= 1e-3 * (1.0 + exact.abs()), "grad[5,{t}]");
+    }
+}

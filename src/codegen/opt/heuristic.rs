@@ -19,6 +19,9 @@ const MAX_UPCAST: usize = 256;
 const MAX_UPCAST_AXES: usize = 2;
 /// Lanes of one float32 vector register (AVX-512).
 const VECTOR_LANES: usize = 16;
+/// Output columns one matmul tile computes (two vectors); `Tensor::matmul` lays large right
+/// operands out in panels of this many columns.
+pub const MATMUL_PANEL: usize = 2 * VECTOR_LANES;
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.

@@ -8,7 +8,7 @@
 
 pub mod heuristic;
 
-pub use heuristic::hand_coded_optimizations;
+pub use heuristic::{hand_coded_optimizations, MATMUL_PANEL};
 
 use std::collections::HashMap;
 use std::fmt;
