@@ -27,8 +27,22 @@ fn matmul_is_register_tiled_and_unrolled() {
     // an 8-row by 2x16-column tile: the columns are contiguous, so 16 of their lanes make one
     // vector; 8 x 2 vectors are 16 accumulator registers
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 16 }), "columns tiled by 16: {opts:?}");
-    assert!(opts.contains(&Opt::Upcast { range: 0, amount: 8 }), "rows tiled by 8: {opts:?}");
-    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 2 }), "two column vectors: {opts:?}");
+    let lanes = |id: usize| -> usize {
+        opts.iter()
+            .map(|o| {
+                if let Opt::Upcast { range, amount } = o {
+                    if *range == id {
+                        *amount
+                    } else {
+                        1
+                    }
+                } else {
+                    1
+                }
+            })
+            .product()
+    };
+    assert_eq!((lanes(0), lanes(1)), (8, 32), "rows tiled by 8, columns by two vectors: {opts:?}");
     assert!(opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 4, .. })), "reduce unrolled: {opts:?}");
     assert!(opts.contains(&Opt::Thread(2)), "outer loop threaded: {opts:?}");
     let _noopt = Context::new(&[("NOOPT", 1)]);

@@ -13,9 +13,9 @@ const THREAD_MIN_WORK: usize = 1 << 16;
 /// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
 /// make one vector) takes the widest of `CONTIGUOUS_UPCAST` that divides it. At most
 /// `MAX_UPCAST` output lanes per iteration.
-const UPCAST_AMOUNT: usize = 8;
+const UPCAST_AMOUNT: usize = 4;
 const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
-const MAX_UPCAST: usize = 256;
+const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
 /// Lanes of one float32 vector register (AVX-512).
 const VECTOR_LANES: usize = 16;
@@ -83,15 +83,14 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             upcast.insert(id, amount);
             shared.extend(reused);
         }
-        // a second vector along the contiguous axis when both tiled axes take a whole vector
-        // and more: 8 rows x 2 vectors of 16 is 16 accumulator registers
-        if let (Some(id), 2..) = (innermost, upcast.len()) {
-            let (lanes, size) =
-                (upcast.values().product::<usize>(), ranges.iter().find(|r| r.0 == id).map_or(0, |r| r.2));
-            if let Some(&a) = upcast.get(&id).filter(|a| **a >= VECTOR_LANES && (size / **a) % 2 == 0) {
-                if lanes * 2 <= MAX_UPCAST {
+        // a tile of whole vectors: when the contiguous axis takes a full vector and one more axis
+        // is tiled, both double: 8 rows by 2 vectors of 16 is 16 accumulator registers
+        let vector_tile = innermost.is_some_and(|id| upcast.get(&id).is_some_and(|a| *a >= VECTOR_LANES));
+        if vector_tile && upcast.len() == 2 {
+            for &(id, _, size) in &ranges {
+                if let Some(lanes) = upcast.get_mut(&id).filter(|a| (size / **a).is_multiple_of(2)) {
                     opts.push(Opt::Upcast { range: id, amount: 2 });
-                    upcast.insert(id, a * 2);
+                    *lanes *= 2;
                 }
             }
         }
