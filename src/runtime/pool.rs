@@ -1,8 +1,18 @@
 //! A persistent pool of worker threads for running one kernel on several CPU cores.
+//!
+//! Kernels come back to back (a JIT'd step launches dozens of them), and waking a thread
+//! blocked on a condition variable costs tens of microseconds on a virtual machine, more than
+//! a small kernel runs. So between jobs the workers, and the caller waiting for them, spin for a
+//! short while (`SPIN`) on an atomic before they block.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 type Job = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// How long an idle worker (or the waiting caller) spins before it blocks.
+const SPIN: Duration = Duration::from_micros(200);
 
 #[derive(Default)]
 struct State {
@@ -13,10 +23,27 @@ struct State {
     unfinished: usize,
 }
 
+#[derive(Default)]
 struct Shared {
     state: Mutex<State>,
     work: Condvar,
     done: Condvar,
+    /// Jobs posted so far: a spinning worker watches it for the next one.
+    posted: AtomicU64,
+    /// Parts of the current job not finished yet (mirrors `State::unfinished` for spinning).
+    remaining: AtomicUsize,
+}
+
+/// Spin until `ready()` or `SPIN` has passed; whether it became ready.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while !ready() {
+        if start.elapsed() > SPIN {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
 }
 
 /// Runs `parts` copies of a job, one per core, on threads started once.
@@ -28,8 +55,7 @@ pub struct Pool {
 
 impl Pool {
     fn new(workers: usize) -> Pool {
-        let shared =
-            Arc::new(Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new() });
+        let shared = Arc::new(Shared::default());
         for _ in 0..workers {
             let shared = shared.clone();
             std::thread::spawn(move || worker(&shared));
@@ -44,21 +70,26 @@ impl Pool {
             return;
         }
         let _one_at_a_time = self.launch.lock().unwrap_or_else(|e| e.into_inner());
+        let sh = &self.shared;
         {
-            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
             *st = State { job: Some(job.clone()), parts, next: 1, unfinished: parts - 1 };
+            sh.remaining.store(parts - 1, Ordering::Release);
+            sh.posted.fetch_add(1, Ordering::Release);
         }
-        self.shared.work.notify_all();
+        sh.work.notify_all();
         job(0);
-        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        spin_until(|| sh.remaining.load(Ordering::Acquire) == 0);
+        let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         while st.unfinished > 0 {
-            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = sh.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.job = None;
     }
 }
 
 fn worker(shared: &Shared) {
+    let mut seen = 0;
     let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         if let (Some(job), true) = (st.job.clone(), st.next < st.parts) {
@@ -68,12 +99,24 @@ fn worker(shared: &Shared) {
             job(part);
             st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             st.unfinished -= 1;
+            shared.remaining.fetch_sub(1, Ordering::Release);
             if st.unfinished == 0 {
                 shared.done.notify_all();
             }
             continue;
         }
-        st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        seen = seen.max(shared.posted.load(Ordering::Acquire));
+        drop(st);
+        let posted = spin_until(|| shared.posted.load(Ordering::Acquire) != seen);
+        st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if posted {
+            seen = shared.posted.load(Ordering::Acquire);
+            continue;
+        }
+        // checked under the lock the poster takes, so a job posted meanwhile is not missed
+        if st.job.is_none() || st.next >= st.parts {
+            st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 
