@@ -128,10 +128,60 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
     (out, items)
 }
 
+/// Compile the schedule's new kernels on every core at once (gcc runs in its own process, so a
+/// cold schedule compiles about as many times faster as there are cores). Below DEBUG=3 and
+/// without VIZ only: there the per-kernel output follows the schedule's order.
+fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
+    let mut phases = Phases::default();
+    if debug() >= 3 || crate::viz::recording() {
+        return Ok(phases);
+    }
+    let mut todo: Vec<(&str, &UOp)> = vec![];
+    for item in items {
+        if let ScheduleItem::Kernel { ast, bufs } = item {
+            let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings());
+            if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
+                && !todo.iter().any(|(d, a)| *d == key.0 && *a == ast)
+            {
+                todo.push((bufs[0].device(), ast));
+            }
+        }
+    }
+    let workers = crate::runtime::pool::cpu_threads().min(todo.len());
+    if workers < 2 {
+        return Ok(phases);
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Result<Phases>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Phases::default();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((device, ast)) = todo.get(i) else { return Ok(mine) };
+                        get_runner_timed(device, ast, &mut mine)?;
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a compile thread panicked")).collect()
+    });
+    for r in results {
+        let r = r?;
+        phases.generated += r.generated;
+        phases.codegen += r.codegen;
+        phases.compile += r.compile;
+    }
+    Ok(phases)
+}
+
 /// Execute `items` in order. Each item is dropped after it runs, so intermediate buffers are
 /// freed at their last use.
 pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
-    let mut phases = Phases::default();
+    let mut phases = precompile(&items)?;
+    // the loop below finds the precompiled programs in the cache: they are not reuses
+    let precompiled = phases.generated;
     for item in items {
         let exec = match item {
             ScheduleItem::Kernel { ast, bufs } => {
@@ -143,6 +193,7 @@ pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
         phases.run += exec.run()?;
         CAPTURE.with(|c| c.borrow_mut().as_mut().map(|v| v.push(exec)));
     }
+    phases.reused -= precompiled;
     if debug() >= 1 {
         eprintln!(
             "realize: programs {} new, {} cached; codegen {:.2} ms, compile {:.2} ms, run {:.2} ms",
