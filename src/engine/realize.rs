@@ -151,11 +151,12 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     if workers < 2 {
         return Ok(phases);
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (next, settings) = (std::sync::atomic::AtomicUsize::new(0), crate::helpers::Context::current());
     let results: Vec<Result<Phases>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
+                    let _ctx = crate::helpers::Context::inherit(&settings);
                     let mut mine = Phases::default();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -41,6 +41,15 @@ impl Context {
         });
         Context { saved }
     }
+    /// The settings every `Context` alive on this thread sets, for a thread that works on its
+    /// behalf (`Context::inherit` there).
+    pub fn current() -> Vec<(String, i64)> {
+        OVERRIDES.with(|o| o.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect())
+    }
+    /// Set `settings` (from `Context::current` on another thread) on this one.
+    pub fn inherit(settings: &[(String, i64)]) -> Context {
+        Context::new(&settings.iter().map(|(k, v)| (k.as_str(), *v)).collect::<Vec<_>>())
+    }
 }
 
 impl Drop for Context {
