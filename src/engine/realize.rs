@@ -109,7 +109,7 @@ impl ExecItem {
                 GlobalCounters::kernel_count(),
                 pad_to(&name, 26),
                 self.bufs.len(),
-                GlobalCounters::global_mem() as f64 * 1e-6,
+                GlobalCounters::mem_used() as f64 * 1e-6,
                 elapsed * 1e6,
                 GlobalCounters::time_sum_s() * 1e3,
                 ops as f64 / elapsed.max(1e-9) * 1e-9,
