@@ -84,6 +84,8 @@ fn main() -> lazygrad::Result<()> {
     println!("test_accuracy_pct {acc:.2}");
     println!("kernels_per_step {kernels_per_step}");
     println!("peak_rss_mb {:.1}", peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64);
+    // the most memory buffers held at once (GlobalCounters; not the allocator's free list)
+    println!("peak_mem_mb {:.1}", GlobalCounters::peak_mem() as f64 / (1 << 20) as f64);
     let target = getenv_str("TARGET_EVAL_ACC_PCT").and_then(|v| v.parse::<f32>().ok()).unwrap_or(0.0);
     if acc < target {
         eprintln!("test accuracy {acc:.2}% is below the target {target}%");

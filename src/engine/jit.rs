@@ -2,13 +2,15 @@
 //! the second call, and from the third call on replay them on the new inputs' buffers without
 //! scheduling or codegen.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::realize::{capture, ExecItem};
+use super::realize::{capture, ExecItem, Runner};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::debug;
 use crate::runtime::Buffer;
+use crate::schedule::memory::{plan_memory, replace_planned, Step};
 use crate::schedule::{buffer_view, view_buffer};
 use crate::tensor::Tensor;
 
@@ -40,6 +42,23 @@ fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
     view_buffer(&t.uop())
         .cloned()
         .ok_or_else(|| Error::Invalid(format!("JIT: input of shape {:?} is not a realized buffer", t.shape())))
+}
+
+/// The captured items with their intermediate buffers (not inputs or outputs, nothing held
+/// outside the capture) sharing memory where their lifetimes allow (`schedule::memory`).
+fn plan_items(mut items: Vec<ExecItem>, keep: &HashSet<u64>) -> Vec<ExecItem> {
+    let plan = {
+        let steps: Vec<Step> = items
+            .iter()
+            .map(|e| Step {
+                bufs: e.bufs.iter().collect(),
+                reads_output: matches!(&e.runner, Runner::Kernel(k) if k.reads_output),
+            })
+            .collect();
+        plan_memory(&steps, keep, "JIT ")
+    };
+    items.iter_mut().for_each(|e| replace_planned(&mut e.bufs, &plan));
+    items
 }
 
 impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
@@ -78,16 +97,17 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 if items.is_empty() {
                     return Err(Error::Invalid("JIT: the function ran no kernels, nothing to capture".into()));
                 }
+                let out_bufs = out.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+                let keep = in_bufs.iter().chain(&out_bufs).map(|b| b.id()).collect();
+                let items = plan_items(items, &keep);
                 let slot = |b: &Arc<Buffer>| match in_bufs.iter().position(|i| Arc::ptr_eq(i, b)) {
                     Some(i) => Slot::Input(i),
                     None => Slot::Fixed(b.clone()),
                 };
                 let items =
                     items.into_iter().map(|e| (e.bufs.iter().map(slot).collect(), e)).map(|(s, e)| (e, s)).collect();
-                let outputs = out
-                    .iter()
-                    .map(|t| Ok((slot(&buffer_of(t)?), t.shape(), t.device().to_string())))
-                    .collect::<Result<Vec<_>>>()?;
+                let outputs =
+                    out.iter().zip(&out_bufs).map(|(t, b)| (slot(b), t.shape(), t.device().to_string())).collect();
                 let captured = Captured { items, outputs };
                 if debug() >= 1 {
                     eprintln!("JIT call 2: captured {} kernels with {} inputs", captured.items.len(), inputs.len());

@@ -1,7 +1,7 @@
 //! Run a schedule: compile (or fetch) each kernel's program and launch it, copy across devices.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Program};
+use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::ScheduleItem;
 use crate::uop::UOp;
 
@@ -18,6 +19,9 @@ pub struct CompiledKernel {
     pub program: Arc<dyn Program>,
     pub name: KernelName,
     pub ops: u64,
+    /// The kernel loads from its output buffer too (an in-place update), so the memory planner
+    /// must not give that buffer memory whose contents it does not know.
+    pub reads_output: bool,
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
@@ -64,7 +68,8 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
     let start = Instant::now();
     let program = dev.compile(&spec)?;
     phases.compile += start.elapsed().as_secs_f64();
-    let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops });
+    let reads_output = loads_output(ast);
+    let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops, reads_output });
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
     Ok(kernel)
 }
@@ -104,7 +109,7 @@ impl ExecItem {
                 GlobalCounters::kernel_count(),
                 pad_to(&name, 26),
                 self.bufs.len(),
-                GlobalCounters::global_mem() as f64 * 1e-6,
+                GlobalCounters::mem_used() as f64 * 1e-6,
                 elapsed * 1e6,
                 GlobalCounters::time_sum_s() * 1e3,
                 ops as f64 / elapsed.max(1e-9) * 1e-9,
@@ -177,12 +182,14 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     Ok(phases)
 }
 
-/// Execute `items` in order. Each item is dropped after it runs, so intermediate buffers are
-/// freed at their last use.
+/// Execute `items` in order. Intermediate buffers share memory where their lifetimes allow
+/// (`schedule::memory`), and each item is dropped after it runs, so what is not planned is freed
+/// at its last use.
 pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
     let mut phases = precompile(&items)?;
     // the loop below finds the precompiled programs in the cache: they are not reuses
     let precompiled = phases.generated;
+    let items = memory_planner(items, &HashSet::new());
     for item in items {
         let exec = match item {
             ScheduleItem::Kernel { ast, bufs } => {

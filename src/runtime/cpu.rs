@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, Program};
+use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
 use crate::codegen::ProgramSpec;
 use crate::error::{Error, Result};
 use crate::helpers::{cache::cache_dir, getenv_str};
@@ -150,11 +150,16 @@ fn disassemble(so: &Path, name: &str) -> String {
 pub struct CpuDevice {
     compiler: CCompiler,
     renderer: CRenderer,
+    allocator: LruAllocator<HostAllocator>,
 }
 
 impl CpuDevice {
     pub fn open() -> Result<CpuDevice> {
-        Ok(CpuDevice { compiler: CCompiler::detect()?, renderer: CRenderer })
+        Ok(CpuDevice {
+            compiler: CCompiler::detect()?,
+            renderer: CRenderer,
+            allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::DEFAULT_CAP),
+        })
     }
 }
 
@@ -163,7 +168,7 @@ impl Device for CpuDevice {
         "CPU"
     }
     fn allocator(&self) -> &dyn Allocator {
-        &HostAllocator
+        &self.allocator
     }
     fn renderer(&self) -> Option<&dyn Renderer> {
         Some(&self.renderer)

@@ -1,6 +1,5 @@
 //! Devices, buffers, and the traits a backend implements.
 
-use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,66 +8,10 @@ use std::time::Duration;
 use crate::codegen::ProgramSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::helpers::GlobalCounters;
 use crate::renderer::Renderer;
 
-/// Zeroed host memory aligned for wide vector loads.
-pub struct HostMemory {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-// SAFETY: HostMemory owns its allocation exclusively; the raw pointer is only a handle to it,
-// so moving or sharing the owner between threads is as safe as for a Vec<u8>.
-unsafe impl Send for HostMemory {}
-unsafe impl Sync for HostMemory {}
-
-impl HostMemory {
-    const ALIGN: usize = 64;
-
-    pub fn new(bytes: usize) -> Result<HostMemory> {
-        let layout = Layout::from_size_align(bytes.max(1), Self::ALIGN)
-            .map_err(|e| Error::Device(format!("cannot allocate {bytes} bytes: {e}")))?;
-        // SAFETY: the layout has non-zero size.
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(Error::Device(format!("out of memory allocating {bytes} bytes")));
-        }
-        Ok(HostMemory { ptr, layout })
-    }
-}
-
-impl Drop for HostMemory {
-    fn drop(&mut self) {
-        // SAFETY: ptr was returned by alloc_zeroed with this exact layout and is freed once.
-        unsafe { alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-
-impl RawBuffer for HostMemory {
-    fn host_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-}
-
-/// One allocation in a device's memory.
-pub trait RawBuffer: Send + Sync {
-    /// The allocation's address in this process (host-memory devices).
-    fn host_ptr(&self) -> *mut u8;
-}
-
-/// Hands out device memory.
-pub trait Allocator: Send + Sync {
-    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>>;
-}
-
-/// Allocates aligned, zeroed host memory (CPU and INTERP).
-pub struct HostAllocator;
-
-impl Allocator for HostAllocator {
-    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
-        Ok(Box::new(HostMemory::new(bytes)?))
-    }
-}
+pub use super::allocator::{Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
 
 /// Turns rendered source into a loadable artifact, cached on disk by source.
 pub trait Compiler: Send + Sync {
@@ -76,13 +19,38 @@ pub trait Compiler: Send + Sync {
     fn compile(&self, src: &str) -> Result<std::path::PathBuf>;
 }
 
-/// A typed array on a device, allocated on first use.
+/// Memory taken from a device's allocator, given back to it (to its free list) when dropped;
+/// `GlobalCounters` counts it as used while it lives.
+struct Allocation {
+    block: Option<Box<dyn RawBuffer>>,
+    bytes: usize,
+    device: Arc<dyn Device>,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if let Some(block) = self.block.take() {
+            self.device.allocator().free(self.bytes, block);
+        }
+        GlobalCounters::mem_freed(self.bytes as u64);
+    }
+}
+
+/// Where a buffer's bytes are.
+enum Storage {
+    /// Its own allocation, taken at first use.
+    Own(OnceLock<Allocation>),
+    /// `offset` bytes into another buffer's storage (the memory planner's arenas).
+    View { base: Arc<Buffer>, offset: usize },
+}
+
+/// A typed array on a device, allocated on first use (or a view into another buffer's memory).
 pub struct Buffer {
     id: u64,
     device: String,
     size: usize,
     dtype: DType,
-    memory: OnceLock<Box<dyn RawBuffer>>,
+    storage: Storage,
 }
 
 static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
@@ -95,8 +63,30 @@ impl Buffer {
             device: device.to_string(),
             size,
             dtype,
-            memory: OnceLock::new(),
+            storage: Storage::Own(OnceLock::new()),
         }
+    }
+    /// A buffer of `size` elements of `dtype` stored `offset` bytes into `base`'s memory, on its
+    /// device. It holds `base` (and so its memory) alive.
+    pub fn view(base: &Arc<Buffer>, offset: usize, size: usize, dtype: DType) -> Result<Buffer> {
+        let end = offset + size * dtype.itemsize();
+        if end > base.nbytes() {
+            return Err(Error::Invalid(format!(
+                "a view of bytes {offset}..{end} does not fit in a {}-byte buffer",
+                base.nbytes()
+            )));
+        }
+        let (base, offset) = match base.base() {
+            Some((b, o)) => (b.clone(), o + offset),
+            None => (base.clone(), offset),
+        };
+        Ok(Buffer {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            device: base.device.clone(),
+            size,
+            dtype,
+            storage: Storage::View { base, offset },
+        })
     }
     pub fn id(&self) -> u64 {
         self.id
@@ -114,19 +104,38 @@ impl Buffer {
     pub fn nbytes(&self) -> usize {
         self.size * self.dtype.itemsize()
     }
-    pub fn is_allocated(&self) -> bool {
-        self.memory.get().is_some()
-    }
-    fn memory(&self) -> Result<&dyn RawBuffer> {
-        if let Some(m) = self.memory.get() {
-            return Ok(m.as_ref());
+    /// The buffer whose memory this one views, and the byte offset into it (None: its own).
+    pub fn base(&self) -> Option<(&Arc<Buffer>, usize)> {
+        match &self.storage {
+            Storage::Own(_) => None,
+            Storage::View { base, offset } => Some((base, *offset)),
         }
-        let m = get_device(&self.device)?.allocator().alloc(self.nbytes())?;
-        Ok(self.memory.get_or_init(|| m).as_ref())
+    }
+    pub fn is_allocated(&self) -> bool {
+        match &self.storage {
+            Storage::Own(m) => m.get().is_some(),
+            Storage::View { base, .. } => base.is_allocated(),
+        }
     }
     /// Base pointer of the (allocated) storage, for launching kernels.
     pub fn as_mut_ptr(&self) -> Result<*mut u8> {
-        Ok(self.memory()?.host_ptr())
+        let memory = match &self.storage {
+            Storage::View { base, offset } => {
+                // SAFETY: `view` checked that offset + nbytes() lies inside base's allocation.
+                return Ok(unsafe { base.as_mut_ptr()?.add(*offset) });
+            }
+            Storage::Own(m) => m,
+        };
+        if let Some(m) = memory.get() {
+            return Ok(m.block.as_ref().expect("a live allocation has its block").host_ptr());
+        }
+        let device = get_device(&self.device)?;
+        let block = device.allocator().alloc(self.nbytes())?;
+        GlobalCounters::mem_allocated(self.nbytes() as u64);
+        // when another thread allocated first, ours drops here and goes back to the allocator
+        let mut ours = Some(Allocation { block: Some(block), bytes: self.nbytes(), device });
+        let m = memory.get_or_init(|| ours.take().expect("initialized once"));
+        Ok(m.block.as_ref().expect("a live allocation has its block").host_ptr())
     }
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {
@@ -144,7 +153,8 @@ impl Buffer {
     pub fn copyout(&self) -> Result<Vec<u8>> {
         let src = self.as_mut_ptr()?;
         let mut out = vec![0u8; self.nbytes()];
-        // SAFETY: src points to nbytes() initialized (zeroed at allocation) bytes.
+        // SAFETY: src points to nbytes() initialized bytes (zeroed when freshly allocated, else
+        // last written by a kernel, a copy or a previous owner of a reused block).
         unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
         Ok(out)
     }
@@ -186,7 +196,7 @@ pub fn get_device(name: &str) -> Result<Arc<dyn Device>> {
     }
     let dev: Arc<dyn Device> = match name.as_str() {
         "CPU" => Arc::new(super::cpu::CpuDevice::open()?),
-        "INTERP" => Arc::new(super::interp::InterpDevice),
+        "INTERP" => Arc::new(super::interp::InterpDevice::new()),
         other => return Err(Error::Device(format!("unknown device {other:?} (known: CPU, INTERP)"))),
     };
     if crate::helpers::debug() >= 1 {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Allocator, Buffer, Device, HostAllocator, Program};
+use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
 use crate::codegen::ProgramSpec;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
@@ -14,14 +14,28 @@ use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
 use crate::uop::{Arg, ConstValue, Ops, UOp};
 
 /// The reference interpreter device.
-pub struct InterpDevice;
+pub struct InterpDevice {
+    allocator: LruAllocator<HostAllocator>,
+}
+
+impl InterpDevice {
+    pub fn new() -> InterpDevice {
+        InterpDevice { allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::DEFAULT_CAP) }
+    }
+}
+
+impl Default for InterpDevice {
+    fn default() -> InterpDevice {
+        InterpDevice::new()
+    }
+}
 
 impl Device for InterpDevice {
     fn name(&self) -> &str {
         "INTERP"
     }
     fn allocator(&self) -> &dyn Allocator {
-        &HostAllocator
+        &self.allocator
     }
     fn renderer(&self) -> Option<&dyn Renderer> {
         None

@@ -1,11 +1,12 @@
 //! Devices: buffers, allocation, compilers and program launch.
 
+pub mod allocator;
 pub mod cpu;
 pub mod device;
 pub mod interp;
 pub mod pool;
 
 pub use device::{
-    canonical_device, default_device, get_device, Allocator, Buffer, Compiler, DefaultDevice, Device, Program,
-    RawBuffer,
+    canonical_device, default_device, get_device, Allocator, AllocatorStats, Buffer, Compiler, DefaultDevice, Device,
+    LruAllocator, Program, RawBuffer,
 };

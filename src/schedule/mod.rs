@@ -1,7 +1,9 @@
 //! Tensor graph -> list of kernels.
 
 pub mod kernel;
+pub mod memory;
 pub mod rangeify;
 pub mod split_reduce;
 
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
+pub use memory::memory_planner;

@@ -1,0 +1,268 @@
+//! Device memory: the `Allocator` trait, host memory, and tinygrad's `LRUAllocator`, which keeps
+//! freed blocks on a per-size free list so that the next allocation of that size reuses one.
+
+use std::alloc::{self, Layout};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+
+/// One allocation in a device's memory.
+pub trait RawBuffer: Send + Sync {
+    /// The allocation's address in this process (host-memory devices).
+    fn host_ptr(&self) -> *mut u8;
+}
+
+/// What an allocator has done: blocks taken from the device, blocks reused from its free list,
+/// and what the free list holds now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    /// Allocations that went to the device (`malloc`, `cuMemAlloc` ...).
+    pub allocs: u64,
+    /// Allocations served from the free list.
+    pub reused: u64,
+    /// Blocks on the free list.
+    pub cached_blocks: usize,
+    /// Bytes on the free list.
+    pub cached_bytes: usize,
+}
+
+/// Hands out device memory.
+pub trait Allocator: Send + Sync {
+    /// A block of at least `bytes` bytes. Fresh memory is zeroed; a block reused from a free
+    /// list holds whatever was written to it last (every kernel and copy writes its whole output).
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>>;
+    /// Take back a block that `alloc(bytes)` returned. The default releases it.
+    fn free(&self, bytes: usize, block: Box<dyn RawBuffer>) {
+        let _ = bytes;
+        drop(block);
+    }
+    /// Release every cached free block to the device.
+    fn free_cache(&self) {}
+    fn stats(&self) -> AllocatorStats {
+        AllocatorStats::default()
+    }
+}
+
+/// Zeroed host memory aligned for wide vector loads.
+pub struct HostMemory {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: HostMemory owns its allocation exclusively; the raw pointer is only a handle to it,
+// so moving or sharing the owner between threads is as safe as for a Vec<u8>.
+unsafe impl Send for HostMemory {}
+unsafe impl Sync for HostMemory {}
+
+impl HostMemory {
+    /// The alignment of every host allocation (and of the memory planner's offsets).
+    pub const ALIGN: usize = 64;
+
+    pub fn new(bytes: usize) -> Result<HostMemory> {
+        let layout = Layout::from_size_align(bytes.max(1), Self::ALIGN)
+            .map_err(|e| Error::Device(format!("cannot allocate {bytes} bytes: {e}")))?;
+        // SAFETY: the layout has non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::Device(format!("out of memory allocating {bytes} bytes")));
+        }
+        Ok(HostMemory { ptr, layout })
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        // SAFETY: ptr was returned by alloc_zeroed with this exact layout and is freed once.
+        unsafe { alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+impl RawBuffer for HostMemory {
+    fn host_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+/// Allocates aligned, zeroed host memory (CPU and INTERP).
+pub struct HostAllocator;
+
+impl Allocator for HostAllocator {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        Ok(Box::new(HostMemory::new(bytes)?))
+    }
+}
+
+/// Freed blocks of one size, oldest first, each with the sequence number it was freed at.
+type Blocks = VecDeque<(u64, Box<dyn RawBuffer>)>;
+
+/// Freed blocks by size; `order` maps each block's sequence number (when it was freed) to its
+/// size, so the least recently freed block is `order`'s first.
+#[derive(Default)]
+struct FreeList {
+    by_size: HashMap<usize, Blocks>,
+    order: BTreeMap<u64, usize>,
+    next: u64,
+    bytes: usize,
+    allocs: u64,
+    reused: u64,
+}
+
+impl FreeList {
+    /// The most recently freed block of `bytes` (warmest in the caches).
+    fn take(&mut self, bytes: usize) -> Option<Box<dyn RawBuffer>> {
+        let list = self.by_size.get_mut(&bytes)?;
+        let (seq, block) = list.pop_back()?;
+        if list.is_empty() {
+            self.by_size.remove(&bytes);
+        }
+        self.order.remove(&seq);
+        self.bytes -= bytes;
+        Some(block)
+    }
+    /// The least recently freed block, and its size.
+    fn pop_oldest(&mut self) -> Option<(usize, Box<dyn RawBuffer>)> {
+        let (_, bytes) = self.order.pop_first()?;
+        let list = self.by_size.get_mut(&bytes).expect("every ordered block is listed by size");
+        let (_, block) = list.pop_front().expect("every ordered block is listed by size");
+        if list.is_empty() {
+            self.by_size.remove(&bytes);
+        }
+        self.bytes -= bytes;
+        Some((bytes, block))
+    }
+}
+
+/// tinygrad's `LRUAllocator` over `inner`: a freed block goes on a free list for its size (the
+/// least recently freed blocks are released once the list holds more than `cap` bytes), an
+/// allocation of that size takes it back, and when the device is out of memory the whole list is
+/// released and the allocation retried. `LRU=0` turns the free list off.
+pub struct LruAllocator<A> {
+    inner: A,
+    cap: usize,
+    free: Mutex<FreeList>,
+}
+
+impl<A: Allocator> LruAllocator<A> {
+    /// The default bound on cached bytes.
+    pub const DEFAULT_CAP: usize = 1 << 30;
+
+    pub fn new(inner: A, cap: usize) -> LruAllocator<A> {
+        LruAllocator { inner, cap, free: Mutex::new(FreeList::default()) }
+    }
+    fn list(&self) -> std::sync::MutexGuard<'_, FreeList> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<A: Allocator> Allocator for LruAllocator<A> {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        if let Some(block) = {
+            let mut list = self.list();
+            let block = list.take(bytes);
+            list.reused += block.is_some() as u64;
+            block
+        } {
+            return Ok(block);
+        }
+        let block = match self.inner.alloc(bytes) {
+            Ok(b) => b,
+            Err(_) => {
+                self.free_cache();
+                self.inner.alloc(bytes)?
+            }
+        };
+        self.list().allocs += 1;
+        Ok(block)
+    }
+    fn free(&self, bytes: usize, block: Box<dyn RawBuffer>) {
+        if bytes > self.cap || crate::helpers::getenv("LRU", 1) == 0 {
+            return self.inner.free(bytes, block);
+        }
+        let evicted = {
+            let mut list = self.list();
+            let seq = list.next;
+            list.next += 1;
+            list.by_size.entry(bytes).or_default().push_back((seq, block));
+            list.order.insert(seq, bytes);
+            list.bytes += bytes;
+            let mut evicted = vec![];
+            while list.bytes > self.cap {
+                evicted.extend(list.pop_oldest());
+            }
+            evicted
+        };
+        // released outside the lock: the inner allocator may take its time
+        evicted.into_iter().for_each(|(n, b)| self.inner.free(n, b));
+    }
+    fn free_cache(&self) {
+        let all: Vec<_> = {
+            let mut list = self.list();
+            std::iter::from_fn(|| list.pop_oldest()).collect()
+        };
+        all.into_iter().for_each(|(n, b)| self.inner.free(n, b));
+    }
+    fn stats(&self) -> AllocatorStats {
+        let list = self.list();
+        AllocatorStats {
+            allocs: list.allocs,
+            reused: list.reused,
+            cached_blocks: list.order.len(),
+            cached_bytes: list.bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Host memory that counts live blocks and fails above a limit.
+    struct Counting {
+        live: Arc<AtomicUsize>,
+        limit: usize,
+    }
+    impl Allocator for Counting {
+        fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+            if self.live.load(Ordering::SeqCst) >= self.limit {
+                return Err(Error::Device("out of memory".into()));
+            }
+            self.live.fetch_add(1, Ordering::SeqCst);
+            HostAllocator.alloc(bytes)
+        }
+        fn free(&self, _bytes: usize, block: Box<dyn RawBuffer>) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+            drop(block);
+        }
+    }
+
+    #[test]
+    fn reuses_by_size_evicts_oldest_and_retries_when_out_of_memory() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let lru = LruAllocator::new(Counting { live: live.clone(), limit: 3 }, 300);
+        let a = lru.alloc(100).unwrap();
+        let pa = a.host_ptr();
+        lru.free(100, a);
+        assert_eq!(lru.stats().cached_bytes, 100);
+        let b = lru.alloc(100).unwrap();
+        assert_eq!(b.host_ptr(), pa, "the same block comes back");
+        assert_eq!((lru.stats().allocs, lru.stats().reused), (1, 1));
+        // another size is a new block
+        let c = lru.alloc(200).unwrap();
+        lru.free(100, b);
+        lru.free(200, c);
+        assert_eq!(lru.stats().cached_bytes, 300);
+        // over the cap: the least recently freed (the 100) goes back to the device
+        let d = lru.alloc(50).unwrap();
+        lru.free(50, d);
+        assert_eq!(lru.stats().cached_bytes, 250);
+        assert_eq!(live.load(Ordering::SeqCst), 2);
+        // the device holds at most 3 blocks: allocating 3 new sizes frees the cache to fit
+        let held: Vec<_> = [10, 20, 30].iter().map(|&n| lru.alloc(n).unwrap()).collect();
+        assert_eq!(lru.stats().cached_blocks, 0);
+        assert_eq!(live.load(Ordering::SeqCst), 3);
+        drop(held);
+    }
+}

@@ -1,0 +1,202 @@
+//! Memory: the LRU allocator reuses freed blocks, `GlobalCounters` tracks the bytes live buffers
+//! hold and their peak, and the memory planner lets intermediates with disjoint lifetimes share
+//! storage, in schedules and in JIT'd training steps, without changing a single bit.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use lazygrad::helpers::GlobalCounters;
+use lazygrad::nn::layers::Linear;
+use lazygrad::nn::optim::{Optimizer, SGD};
+use lazygrad::nn::state::get_parameters;
+use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::schedule::{memory_planner, ScheduleItem};
+use lazygrad::tensor::Reduction;
+use lazygrad::{module, Context, DType, Jit, Tensor};
+
+/// The counters and the random stream are process-wide: these tests run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn lru_reuses_a_freed_block_of_the_same_size() {
+    let _s = serial();
+    let alloc = || get_device("CPU").unwrap().allocator().stats();
+    // an odd size nothing else in this process allocates
+    let first = Buffer::new("CPU", 12_347, DType::UINT8);
+    let ptr = first.as_mut_ptr().unwrap();
+    let before = alloc();
+    drop(first);
+    assert_eq!(alloc().cached_blocks, before.cached_blocks + 1);
+    let second = Buffer::new("CPU", 12_347, DType::UINT8);
+    assert_eq!(second.as_mut_ptr().unwrap(), ptr, "the freed block comes back");
+    let after = alloc();
+    assert_eq!((after.allocs, after.reused), (before.allocs, before.reused + 1));
+    // another size is a new block from the device
+    let third = Buffer::new("CPU", 12_349, DType::UINT8);
+    third.as_mut_ptr().unwrap();
+    assert_eq!(alloc().allocs, after.allocs + 1);
+    // LRU=0: freed blocks go straight back
+    let cached = alloc().cached_blocks;
+    let _off = Context::new(&[("LRU", 0)]);
+    drop(third);
+    assert_eq!(alloc().cached_blocks, cached);
+}
+
+#[test]
+fn peak_counter_is_the_sum_of_the_live_buffers() {
+    let _s = serial();
+    let base = GlobalCounters::mem_used();
+    GlobalCounters::reset();
+    assert_eq!(GlobalCounters::peak_mem(), base);
+    let x = Tensor::from_slice(&[1.5f32; 1024], &[1024]);
+    assert_eq!(GlobalCounters::mem_used(), base + 4096);
+    // two kernels: an intermediate and the output, 4 KB each, live together with the input
+    let y = ((&x + 1.0).contiguous() * 2.0).realize();
+    assert_eq!(GlobalCounters::peak_mem(), base + 3 * 4096);
+    assert_eq!(GlobalCounters::mem_used(), base + 2 * 4096, "the intermediate is freed");
+    assert_eq!(y.to_vec::<f32>()[0], 5.0);
+    drop((x, y));
+    assert_eq!(GlobalCounters::mem_used(), base);
+    GlobalCounters::reset();
+    assert_eq!(GlobalCounters::peak_mem(), base);
+}
+
+/// x -> a -> b -> c -> out, each step its own kernel: a dies before c is born.
+fn chain(x: &Tensor) -> Tensor {
+    let a = (x + 1.0).contiguous();
+    let b = (&a * 2.0).contiguous();
+    let c = (&b + 3.0).contiguous();
+    (&c * &c).sum(None, false)
+}
+
+#[test]
+fn planner_shares_storage_between_intermediates_that_do_not_overlap() {
+    let _s = serial();
+    let x = Tensor::from_slice(&(0..4096).map(|i| i as f32 * 0.25).collect::<Vec<_>>(), &[4096]).realize();
+    let items = Tensor::schedule(&[chain(&x)]);
+    let outs = |items: &[ScheduleItem]| -> Vec<Arc<Buffer>> {
+        items
+            .iter()
+            .map(|i| match i {
+                ScheduleItem::Kernel { bufs, .. } => bufs[0].clone(),
+                ScheduleItem::Copy { dst, .. } => dst.clone(),
+            })
+            .collect()
+    };
+    let before = outs(&items);
+    assert_eq!(before.len(), 4, "a, b, c and the sum");
+    let keep: HashSet<u64> = [before[3].id()].into();
+    drop(before);
+    let items = memory_planner(items, &keep);
+    let after = outs(&items);
+    let (a, b, c) = (&after[0], &after[1], &after[2]);
+    let (base_a, off_a) = a.base().expect("a is planned");
+    let (base_c, off_c) = c.base().expect("c is planned");
+    let (_, off_b) = b.base().expect("b is planned");
+    assert!(Arc::ptr_eq(base_a, base_c) && off_a == off_c, "a and c share storage");
+    assert_ne!(off_a, off_b, "a and b are live together");
+    assert_eq!(base_a.nbytes(), 2 * 4096 * 4, "two intermediates' worth of arena for three");
+    assert!(after[3].base().is_none(), "a kept buffer is left alone");
+    drop((after, items));
+
+    let planned = chain(&x).realize();
+    let unplanned = {
+        let _off = Context::new(&[("NO_MEMORY_PLANNER", 1)]);
+        chain(&x).realize()
+    };
+    assert_eq!(bits(&planned), bits(&unplanned));
+}
+
+struct Mlp {
+    l1: Linear,
+    l2: Linear,
+}
+module!(Mlp { l1, l2 });
+
+/// A JIT'd two-layer MLP trained with SGD for five steps: the losses and the final weights, and
+/// the bytes the JIT holds after it has replayed.
+fn train(planner: bool) -> (Vec<u32>, Vec<Vec<u32>>, u64) {
+    let _ctx = Context::new(&[("NO_MEMORY_PLANNER", !planner as i64)]);
+    Tensor::manual_seed(7);
+    let net = Mlp { l1: Linear::new(32, 64, true), l2: Linear::new(64, 10, true) };
+    let params = get_parameters(&net);
+    Tensor::realize_all(&params).unwrap();
+    let mut opt = SGD::new(&params, 0.05, 0.9, 0.0, false);
+    let batches: Vec<(Tensor, Tensor)> =
+        (0..5).map(|_| (Tensor::randn(&[16, 32]).realize(), Tensor::randint(&[16], 0, 10).realize())).collect();
+    let before = GlobalCounters::mem_used();
+    let mut losses = vec![];
+    let held;
+    {
+        let mut jit = Jit::new(|b: &[Tensor]| {
+            let _training = Context::new(&[("TRAINING", 1)]);
+            opt.zero_grad();
+            let loss = net.l2.forward(&net.l1.forward(&b[0]).relu()).sparse_categorical_crossentropy(
+                &b[1],
+                -1,
+                0.0,
+                Reduction::Mean,
+            );
+            loss.backward();
+            let mut out = vec![loss];
+            out.extend(opt.schedule_step());
+            out
+        });
+        for (x, y) in &batches {
+            losses.push(jit.call(&[x.clone(), y.clone()]).unwrap()[0].to_vec::<f32>()[0].to_bits());
+        }
+        held = GlobalCounters::mem_used() - before;
+    }
+    let weights = params.iter().map(bits).collect();
+    (losses, weights, held)
+}
+
+#[test]
+fn jit_training_step_is_identical_with_the_planner_and_holds_less() {
+    let _s = serial();
+    let (losses, weights, held) = train(true);
+    let (losses_off, weights_off, held_off) = train(false);
+    assert_eq!(losses, losses_off);
+    assert_eq!(weights, weights_off);
+    assert!(held < held_off, "the planned JIT holds {held} bytes, unplanned {held_off}");
+}
+
+/// Runs in a child process (below) with DEBUG=1: the chain realized, then JIT'd three times.
+#[test]
+fn planner_debug_workload() {
+    let _s = serial();
+    let x = Tensor::from_slice(&[0.5f32; 4096], &[4096]).realize();
+    chain(&x).realize();
+    let mut jit = Jit::new(|x: &[Tensor]| vec![chain(&x[0])]);
+    for _ in 0..3 {
+        jit.call(std::slice::from_ref(&x)).unwrap();
+    }
+}
+
+#[test]
+fn debug_1_reports_the_planner_savings() {
+    let run = |planner: &str| {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "planner_debug_workload", "--nocapture"])
+            .env("DEBUG", "1")
+            .env("NO_MEMORY_PLANNER", planner)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&child.stderr).into_owned();
+        assert!(child.status.success(), "the child failed:\n{stderr}");
+        stderr
+    };
+    // three 16 KB intermediates in two 16 KB slots
+    let on = run("0");
+    assert!(on.contains("\nmemory reduced from 0.05 MB -> 0.03 MB, 3 -> 1 bufs\n"), "{on}");
+    assert!(on.contains("\nJIT memory reduced from 0.05 MB -> 0.03 MB, 3 -> 1 bufs\n"), "{on}");
+    let off = run("1");
+    assert!(!off.contains("memory reduced"), "{off}");
+}
