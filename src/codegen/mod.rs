@@ -55,8 +55,13 @@ pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<Prog
     if debug() >= 3 {
         eprintln!("{}", opt::applied_opts_line(&KernelName::of(kernel), &name, &opts, stderr_is_terminal()));
     }
+    let stream = vectorize::streams_output(kernel);
     let ast = expand::expand(&ast);
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
+    let ast = match stream {
+        true => graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut (), "stream stores", false),
+        false => ast,
+    };
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
     // the interpreter executes every op, fused multiply-adds included, so that it computes
     // exactly what the compiled C computes

@@ -16,8 +16,24 @@ use crate::uop::{graph_rewrite, rule, Arg, Ops, PatternMatcher, UOp, UPat};
 /// The widest vector in bytes (one AVX-512 register).
 pub const MAX_VECTOR_BYTES: usize = 64;
 
-/// Ops computed on whole vectors when their dtype is `vector_dtype`.
+/// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
+
+/// Whether ALU node `u` (its dtypes read as lanes) is one vector op: arithmetic, and on float32
+/// also MAX, comparisons into bool masks, AND/OR of masks and WHERE on a mask.
+pub fn vector_op(u: &UOp) -> bool {
+    let f32 = |s: &UOp| s.dtype().scalar == Scalar::Float32;
+    let mask = |s: &UOp| s.dtype().is_bool();
+    let (src, d) = (u.src(), u.dtype());
+    match u.op() {
+        op if VECTOR_OPS.contains(&op) => vector_dtype(d) && src.iter().all(|s| vector_dtype(s.dtype())),
+        Ops::Max => f32(u) && src.iter().all(f32),
+        Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32),
+        Ops::And | Ops::Or => mask(u) && src.iter().all(mask),
+        Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),
+        _ => false,
+    }
+}
 
 /// Element types that vector values may have.
 pub fn vector_dtype(d: DType) -> bool {
@@ -61,8 +77,7 @@ fn per_lane(u: &UOp, w: usize) -> UOp {
 /// An ALU op, CAST or BITCAST over vector sources: one vector op, or one op per lane.
 fn vectorize_alu(u: &UOp) -> Option<UOp> {
     let w = width(u);
-    let vector =
-        VECTOR_OPS.contains(&u.op()) && u.src().iter().all(|s| vector_dtype(s.dtype())) && vector_dtype(u.dtype());
+    let vector = vector_op(u);
     let done = u.dtype().count as usize == w && u.src().iter().all(|s| s.dtype().count as usize == w);
     if w == 1 || (vector && done) {
         return None;
@@ -195,4 +210,50 @@ pub fn vectorize(store: &UOp, r: &UOp) -> UOp {
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), lanes, Arg::None);
     let store = crate::uop::substitute(store, &mut [(r.clone(), iota)].into(), "vector lanes");
     graph_rewrite(&store, pm_vectorize(), &mut (), "vectorize", false)
+}
+
+/// Whether every value `ast` computes can be one vector op per lane group: float32 loads without
+/// gates, vector ops, and index math. Such a kernel is worth vectorizing without a reduce.
+pub fn all_vector(ast: &UOp) -> bool {
+    ast.toposort().iter().all(|u| match u.op() {
+        Ops::Load => u.dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
+        Ops::Store => u.src()[1].dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
+        Ops::Const => true,
+        op if op.is_alu() => u.dtype() == DType::INDEX || vector_op(u),
+        _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize | Ops::Cast | Ops::Bitcast),
+    })
+}
+
+/// Whole-register float32 vector stores whose address is a multiple of the register (64-byte aligned, as
+/// buffers are) bypass the caches (`STORE` arg `stream`): an output too large to stay in cache
+/// would otherwise be read into it before each write.
+pub fn pm_stream_stores() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Store]).named("st"), |m| {
+            let st = &m["st"];
+            let (index, value) = (&st.src()[0], &st.src()[1]);
+            let lanes = value.dtype().count as i128;
+            if st.arg() != &Arg::None || value.dtype() != DType::FLOAT32.vec(16) || index.src().len() != 2 {
+                return None;
+            }
+            let lin = Lin::of(&index.src()[1]);
+            let aligned =
+                lin.k % lanes == 0 && lin.terms.iter().all(|(_, c)| c % lanes == 0) && index.src()[1].vmin() >= 0;
+            aligned.then(|| UOp::new(Ops::Store, st.dtype(), st.src().to_vec(), Arg::Str(STREAM.into())))
+        })])
+    });
+    &PM
+}
+
+/// The `STORE` arg of a store that bypasses the caches.
+pub const STREAM: &str = "stream";
+
+/// Elementwise kernels writing at least this much stream their stores (`pm_stream_stores`).
+const STREAM_MIN_BYTES: usize = 32 << 20;
+
+/// Whether `ast` (before opts) is an elementwise kernel whose output is too large for the caches.
+pub fn streams_output(ast: &UOp) -> bool {
+    let ranges = crate::codegen::opt::kernel_ranges(ast);
+    let elements: usize = ranges.iter().map(|r| r.2).product();
+    ranges.iter().all(|r| r.1 == crate::uop::AxisKind::Loop) && elements * 4 >= STREAM_MIN_BYTES
 }

@@ -28,10 +28,16 @@ impl Dialect for CRenderer {
         };
         match dtype.count {
             1 => scalar.to_string(),
+            // a bool vector is a mask as wide as the float32 lanes it selects
+            n if dtype.is_bool() => format!("lg_mask{n}"),
             n => format!("{scalar}{n}"),
         }
     }
     fn vector_typedef(&self, dtype: DType) -> String {
+        let n = dtype.count;
+        if dtype.is_bool() {
+            return format!("typedef int lg_mask{n} __attribute__((vector_size({})));\n", 4 * n);
+        }
         let (scalar, bytes) = (self.type_name(dtype.base()), dtype.itemsize() * dtype.count as usize);
         let name = self.type_name(dtype);
         let mut def = format!("typedef {scalar} {name} __attribute__((vector_size({bytes})));\n");
@@ -51,7 +57,28 @@ impl Dialect for CRenderer {
                 dtype.count
             );
         }
+        if dtype == DType::FLOAT32.vec(dtype.count) {
+            // selects are bitwise on the comparison masks; max takes a where a is NaN or larger
+            def += &format!(
+                "typedef int lg_mask{n} __attribute__((vector_size({bytes})));\nstatic inline {name} lg_where_{name}(lg_mask{n} m, {name} a, {name} b) {{ return ({name})(((lg_mask{n})a & m) | ((lg_mask{n})b & ~m)); }}\nstatic inline {name} lg_max_{name}({name} a, {name} b) {{ return lg_where_{name}((a != a) | (a > b), a, b); }}\n"
+            );
+        }
+        if dtype == DType::FLOAT32.vec(16) {
+            def += "static inline void lg_stream_float16(float* p, float16 v) {\n#if defined(__AVX512F__)\n  __builtin_ia32_movntps512(p, v);\n#else\n  __builtin_memcpy(p, &v, sizeof(v));\n#endif\n}\n";
+        }
         def
+    }
+    fn vector_where(&self, dtype: DType, a: &[String]) -> String {
+        format!("lg_where_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])
+    }
+    fn vector_max(&self, dtype: DType, a: &[String]) -> String {
+        format!("lg_max_{}({}, {})", self.type_name(dtype), a[0], a[1])
+    }
+    fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String {
+        format!("lg_stream_{}({addr}, {value});", self.type_name(dtype))
+    }
+    fn stream_fence(&self) -> String {
+        "#if defined(__SSE__)\n  __builtin_ia32_sfence();\n#endif".to_string()
     }
     fn vector_fma(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_fma_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])

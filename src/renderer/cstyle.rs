@@ -19,8 +19,16 @@ pub trait Dialect {
     fn epilogue(&self, name: &str, params: &[Param]) -> String;
     /// The definition of vector type `dtype` (a `typedef` before the kernel).
     fn vector_typedef(&self, dtype: DType) -> String;
+    /// `mask ? a : b` lane by lane on vectors (a bool vector is a mask of all-ones lanes).
+    fn vector_where(&self, dtype: DType, a: &[String]) -> String;
+    /// `max(a, b)` lane by lane on float vectors, NaN from either side propagating.
+    fn vector_max(&self, dtype: DType, a: &[String]) -> String;
     /// `a * b + c` with one rounding on vectors of `dtype`.
     fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
+    /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
+    fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String;
+    /// What makes this thread's streamed stores visible before the kernel returns.
+    fn stream_fence(&self) -> String;
     /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
     /// `dtype`.
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
@@ -84,16 +92,18 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
         Ops::CmpLt => infix("<"),
         Ops::CmpNe => infix("!="),
         Ops::CmpEq => infix("=="),
-        Ops::And if dtype.is_bool() => infix("&&"),
-        Ops::Or if dtype.is_bool() => infix("||"),
+        Ops::And if dtype.is_bool() && dtype.count == 1 => infix("&&"),
+        Ops::Or if dtype.is_bool() && dtype.count == 1 => infix("||"),
         Ops::And => infix("&"),
         Ops::Or => infix("|"),
         Ops::Xor => infix("^"),
         Ops::Shl => infix("<<"),
         Ops::Shr => infix(">>"),
         // NaN propagates from either side, as in the interpreter.
+        Ops::Max if float && dtype.count > 1 => d.vector_max(dtype, a),
         Ops::Max if float => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
+        Ops::Where if dtype.count > 1 => d.vector_where(dtype, a),
         Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
         Ops::MulAcc if float && dtype.count > 1 => d.vector_fma(dtype, a),
         Ops::MulAcc if matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => d.math("fma", dtype, a),
@@ -121,6 +131,7 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
     let mut params: Vec<Param> = vec![];
     let mut body = String::new();
     let mut depth = 1;
+    let mut streamed = false;
     let mut counter: HashMap<&str, usize> = HashMap::new();
     let mut fresh = |prefix: &'static str| {
         let n = counter.entry(prefix).or_insert(0);
@@ -167,6 +178,11 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 }
                 Some(n)
             }
+            (Ops::Store, Arg::Str(s)) if s == crate::codegen::vectorize::STREAM => {
+                streamed = true;
+                line(d.stream_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1]));
+                None
+            }
             (Ops::Store, _) if u.src()[1].dtype().count > 1 => {
                 let store = format!("__builtin_memcpy(&{}, &{}, sizeof({}));", src[0], src[1], src[1]);
                 match u.src()[0].src().get(2).map(|g| names[g].clone()) {
@@ -175,11 +191,17 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 }
                 None
             }
+            // bool lanes become masks: true is all ones
             (Ops::Vectorize, _) => {
                 let n = fresh("vec");
-                line(format!("{ty} {n} = ({ty}){{{}}};", src.join(", ")));
+                let lanes: Vec<String> = match u.dtype().is_bool() {
+                    true => src.iter().map(|l| format!("-({l})")).collect(),
+                    false => src.clone(),
+                };
+                line(format!("{ty} {n} = ({ty}){{{}}};", lanes.join(", ")));
                 Some(n)
             }
+            (Ops::Gep, Arg::Int(k)) if u.dtype().is_bool() => Some(format!("({}[{k}] != 0)", src[0])),
             (Ops::Gep, Arg::Int(k)) => Some(format!("{}[{k}]", src[0])),
             (Ops::Load, _) => {
                 let n = fresh("val");
@@ -229,6 +251,9 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
         if let Some(v) = value {
             names.insert(u, v);
         }
+    }
+    if streamed {
+        let _ = writeln!(body, "  {}", d.stream_fence());
     }
     params.sort_by_key(|p| p.slot);
     let mut vectors: Vec<DType> = uops.iter().map(UOp::dtype).filter(|t| t.count > 1).collect();

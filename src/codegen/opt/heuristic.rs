@@ -56,6 +56,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let mut opts = vec![];
     // output loop id -> lanes it was upcast by
     let mut upcast: HashMap<usize, usize> = HashMap::new();
+    // a large elementwise kernel all of whose math has vector forms: one vector per iteration
+    let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0);
+    let work: usize = ranges.iter().map(|r| r.2).product();
+    if let Some(&(id, _, size)) = innermost.filter(|_| reduce_ids.is_empty() && work >= THREAD_MIN_WORK) {
+        if size.is_multiple_of(VECTOR_LANES) && size > VECTOR_LANES && crate::codegen::vectorize::all_vector(ast) {
+            opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
+            upcast.insert(id, VECTOR_LANES);
+        }
+    }
     if !reduce_ids.is_empty() {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
@@ -113,7 +122,6 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             opts.push(Opt::Swap { range: outer, with: inner });
         }
     }
-    let work: usize = ranges.iter().map(|r| r.2).product();
     // the outer loop as the opts so far leave it
     if let Some(&(_, _, size)) = kernel_ranges(&apply_opts(ast, &opts)).iter().find(|r| r.1 == AxisKind::Loop) {
         let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
