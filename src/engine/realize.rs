@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::codegen::{get_program, KernelName, ProgramSpec};
+use crate::codegen::{get_program_for, KernelName, ProgramSpec};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
@@ -21,7 +21,7 @@ pub struct CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
-type Cache = Mutex<HashMap<(String, UOp, (i64, usize)), Arc<CompiledKernel>>>;
+type Cache = Mutex<HashMap<(String, UOp, (i64, usize, usize)), Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -56,7 +56,7 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
         eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
     }
     let start = Instant::now();
-    let spec: ProgramSpec = get_program(ast, dev.renderer())?;
+    let spec: ProgramSpec = get_program_for(ast, dev.as_ref())?;
     phases.codegen += start.elapsed().as_secs_f64();
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
