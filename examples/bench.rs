@@ -7,8 +7,9 @@
 //! `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
-//! median wall time of JIT-replayed steps. `BEAM=2` passes through to the library, which reads
-//! it where BEAM search exists; the opts otherwise are the default heuristics.
+//! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
+//! BEAM search instead of the heuristics: the warm-up realization searches (or reads the search's
+//! disk cache), so the figures time the kernels BEAM chose.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

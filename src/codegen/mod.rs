@@ -16,10 +16,12 @@ use crate::error::Result;
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
+use crate::runtime::Device;
 use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, Ops, UOp};
 
 pub use name::KernelName;
+use opt::Opt;
 
 /// A kernel ready for a device: its linearized UOps and, for compiled devices, its source.
 #[derive(Clone, Debug)]
@@ -40,23 +42,68 @@ fn simplify_valid(ast: &UOp) -> UOp {
     graph_rewrite(ast, crate::uop::valid::pm_simplify_valid(), &mut HashSet::<UOp>::new(), "simplify valid", false)
 }
 
-/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP).
-/// With `PROCESS_REPLAY` set, the rendered source is also captured (`replay.rs`); failing to write
-/// it is the error.
-pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
-    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    let settings = opt::settings();
+/// The kernel AST the opts apply to: `kernel` simplified (symbolic, gated loads, reduce folds).
+pub fn optimizable(kernel: &UOp) -> UOp {
     let ast = graph_rewrite(kernel, symbolic(), &mut (), "symbolic", false);
     let ast = simplify_valid(&ast);
-    let ast = graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false);
-    let opts = opt::hand_coded_optimizations(&ast, settings.1);
-    let ast = opt::apply_opts(&ast, &opts);
-    let name = KernelName::of(&ast);
-    if debug() >= 3 {
-        eprintln!("{}", opt::applied_opts_line(&KernelName::of(kernel), &name, &opts, stderr_is_terminal()));
+    graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false)
+}
+
+/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP), with
+/// the heuristics' opts. With `PROCESS_REPLAY` set, the rendered source is also captured
+/// (`replay.rs`); failing to write it is the error.
+pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
+    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
+    let ast = optimizable(kernel);
+    let opts = opt::hand_coded_optimizations(&ast, opt::settings().2);
+    finish(kernel, &ast, &opts, renderer, "")
+}
+
+/// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` compiles
+/// its kernels (INTERP keeps the heuristics: there is nothing to time), else `get_program`'s.
+pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
+    let width = opt::search::beam_width();
+    if width > 0 && dev.renderer().is_some() {
+        if let Some(beam) = opt::search::beam_opts(kernel, dev, width)? {
+            return get_program_opts(kernel, dev.renderer(), &beam.opts, beam.note());
+        }
     }
-    let stream = vectorize::streams_output(kernel);
-    let ast = expand::expand(&ast);
+    get_program(kernel, dev.renderer())
+}
+
+/// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of
+/// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
+pub fn get_program_opts(
+    kernel: &UOp,
+    renderer: Option<&dyn Renderer>,
+    opts: &[Opt],
+    note: &str,
+) -> Result<ProgramSpec> {
+    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
+    finish(kernel, &optimizable(kernel), opts, renderer, note)
+}
+
+fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>, note: &str) -> Result<ProgramSpec> {
+    let ast = opt::apply_opts(ast, opts);
+    if debug() >= 3 {
+        let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
+        eprintln!("{line}{note}");
+    }
+    let spec = lower(&ast, renderer);
+    if let (Some(r), Some(dir)) = (renderer, replay::capture_dir()) {
+        let (noopt, _, threads) = opt::settings();
+        let key = replay::capture_key(kernel, (noopt, threads), r.language());
+        replay::capture(&dir, &spec.name.to_string(), key, r.language(), &spec.src)?;
+    }
+    Ok(spec)
+}
+
+/// An optimized kernel AST -> program: expand, lower reduces, decompose for `renderer`,
+/// linearize, render.
+pub(crate) fn lower(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
+    let name = KernelName::of(ast);
+    let stream = vectorize::streams_output(ast);
+    let ast = expand::expand(ast);
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = match stream {
         true => graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut (), "stream stores", false),
@@ -78,22 +125,12 @@ pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<Prog
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());
         eprint!("{}", linear_listing(&uops));
     }
-    let src = match renderer {
-        Some(r) => {
-            let src = r.render(&name.to_string(), &uops);
-            if let Some(dir) = replay::capture_dir() {
-                let key = replay::capture_key(kernel, settings, r.language());
-                replay::capture(&dir, &name.to_string(), key, r.language(), &src)?;
-            }
-            src
-        }
-        None => String::new(),
-    };
+    let src = renderer.map_or(String::new(), |r| r.render(&name.to_string(), &uops));
     crate::viz::record_code(|| match src.is_empty() {
         true => linear_listing(&uops),
         false => src.clone(),
     });
-    Ok(ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src })
+    ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
 }
 
 /// A linearized program, one line per UOp: index, op, dtype, arg (DEBUG=6, and VIZ's code pane

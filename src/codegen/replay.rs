@@ -23,7 +23,8 @@ pub fn capture_dir() -> Option<PathBuf> {
 
 /// The capture key of a kernel: the same on every run and every revision whose codegen sees the
 /// same AST, settings and renderer (the AST is hashed through its printed form, so the key does not
-/// depend on how `Ops` happens to be numbered).
+/// depend on how `Ops` happens to be numbered). `settings` are NOOPT and the thread count: BEAM's
+/// choices depend on timings, so its code is not something to replay.
 pub fn capture_key(ast: &UOp, settings: (i64, usize), language: &str) -> u64 {
     stable_hash(&(render_tree(ast), settings, language))
 }

@@ -251,9 +251,15 @@ pub const STREAM: &str = "stream";
 /// Elementwise kernels writing at least this much stream their stores (`pm_stream_stores`).
 const STREAM_MIN_BYTES: usize = 32 << 20;
 
-/// Whether `ast` (before opts) is an elementwise kernel whose output is too large for the caches.
+/// Whether `ast` is an elementwise kernel whose output is too large for the caches: its loops and
+/// threads (SPECIALs) run that many times, none of them a reduce.
 pub fn streams_output(ast: &UOp) -> bool {
-    let ranges = crate::codegen::opt::kernel_ranges(ast);
-    let elements: usize = ranges.iter().map(|r| r.2).product();
-    ranges.iter().all(|r| r.1 == crate::uop::AxisKind::Loop) && elements * 4 >= STREAM_MIN_BYTES
+    let nodes = ast.toposort();
+    let size = |u: &UOp| u.src()[0].const_int_value().unwrap_or(1).max(1) as usize;
+    let core = |u: &UOp| u.op() == Ops::Special && u.arg() == &Arg::Str(crate::codegen::opt::CORE_ID.into());
+    let loops = nodes.iter().filter(|u| u.op() == Ops::Range || core(u));
+    let elements: usize = loops.clone().map(size).product();
+    let reduce =
+        |u: &UOp| matches!(u.arg(), Arg::Range(_, crate::uop::AxisKind::Reduce | crate::uop::AxisKind::Unroll));
+    !loops.into_iter().any(reduce) && elements * 4 >= STREAM_MIN_BYTES
 }

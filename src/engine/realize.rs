@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::codegen::{get_program, KernelName, ProgramSpec};
+use crate::codegen::{get_program_for, KernelName, ProgramSpec};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
@@ -25,7 +25,7 @@ pub struct CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
-type Cache = Mutex<HashMap<(String, UOp, (i64, usize)), Arc<CompiledKernel>>>;
+type Cache = Mutex<HashMap<(String, UOp, (i64, usize, usize)), Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -60,7 +60,7 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
         eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
     }
     let start = Instant::now();
-    let spec: ProgramSpec = get_program(ast, dev.renderer())?;
+    let spec: ProgramSpec = get_program_for(ast, dev.as_ref())?;
     phases.codegen += start.elapsed().as_secs_f64();
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
@@ -135,10 +135,11 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
 
 /// Compile the schedule's new kernels on every core at once (gcc runs in its own process, so a
 /// cold schedule compiles about as many times faster as there are cores). Below DEBUG=3 and
-/// without VIZ only: there the per-kernel output follows the schedule's order.
+/// without VIZ only: there the per-kernel output follows the schedule's order; and not with BEAM,
+/// whose search compiles on every core itself and times its candidates on an idle machine.
 fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     let mut phases = Phases::default();
-    if debug() >= 3 || crate::viz::recording() {
+    if debug() >= 3 || crate::viz::recording() || crate::codegen::opt::search::beam_width() > 0 {
         return Ok(phases);
     }
     let mut todo: Vec<(&str, &UOp)> = vec![];

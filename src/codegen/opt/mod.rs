@@ -1,4 +1,5 @@
-//! Kernel optimizations as RANGE splits, chosen by heuristics (`heuristic.rs`).
+//! Kernel optimizations as RANGE splits, chosen by heuristics (`heuristic.rs`) or by BEAM search
+//! (`search.rs`).
 //!
 //! Every opt splits one loop `r` of size `N` into an outer loop and an inner part of `amount`:
 //! `r -> outer * amount + inner`. THREAD makes the outer part the CPU core id; UPCAST and UNROLL
@@ -7,6 +8,7 @@
 //! several steps of a reduction.
 
 pub mod heuristic;
+pub mod search;
 
 pub use heuristic::{hand_coded_optimizations, MATMUL_PANEL};
 
@@ -101,7 +103,8 @@ fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
     UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(id, kind))
 }
 
-/// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible).
+/// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible, a
+/// second THREAD).
 pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
     let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
     match opt {
@@ -135,7 +138,9 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
-            if n < 2 || size % n != 0 {
+            let threaded =
+                ast.toposort().iter().any(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID));
+            if n < 2 || size % n != 0 || threaded {
                 return None;
             }
             let r = find_range(ast, id)?;
@@ -163,7 +168,8 @@ pub fn thread_count(uops: &[UOp]) -> usize {
         .map_or(1, |n| n as usize)
 }
 
-/// The settings the opts read (NOOPT, CPU threads): with the AST, they decide the program.
-pub fn settings() -> (i64, usize) {
-    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads())
+/// The settings the opts read (NOOPT, BEAM width, CPU threads): with the AST, they decide the
+/// program.
+pub fn settings() -> (i64, usize, usize) {
+    (crate::helpers::getenv("NOOPT", 0), search::beam_width(), crate::runtime::pool::cpu_threads())
 }
