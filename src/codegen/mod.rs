@@ -55,7 +55,7 @@ pub fn optimizable(kernel: &UOp) -> UOp {
 pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
     let ast = optimizable(kernel);
-    let opts = opt::hand_coded_optimizations(&ast, opt::settings().2);
+    let opts = opt::hand_coded_optimizations(&ast, opt::settings().1);
     finish(kernel, &ast, &opts, renderer, "")
 }
 
@@ -91,7 +91,7 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>
     }
     let spec = lower(&ast, renderer);
     if let (Some(r), Some(dir)) = (renderer, replay::capture_dir()) {
-        let (noopt, _, threads) = opt::settings();
+        let (noopt, threads, _) = opt::settings();
         let key = replay::capture_key(kernel, (noopt, threads), r.language());
         replay::capture(&dir, &spec.name.to_string(), key, r.language(), &spec.src)?;
     }

@@ -168,8 +168,8 @@ pub fn thread_count(uops: &[UOp]) -> usize {
         .map_or(1, |n| n as usize)
 }
 
-/// The settings the opts read (NOOPT, BEAM width, CPU threads): with the AST, they decide the
+/// The settings the opts read (NOOPT, CPU threads, BEAM width): with the AST, they decide the
 /// program.
 pub fn settings() -> (i64, usize, usize) {
-    (crate::helpers::getenv("NOOPT", 0), search::beam_width(), crate::runtime::pool::cpu_threads())
+    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads(), search::beam_width())
 }
