@@ -7,6 +7,13 @@ use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::{Context, Tensor};
 
+/// Tests here draw from the process-wide random stream: one at a time, so that a seed gives the
+/// same tensors however the tests interleave.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn kernel_asts(t: &Tensor) -> Vec<lazygrad::uop::UOp> {
     Tensor::schedule(std::slice::from_ref(t))
         .into_iter()
@@ -19,6 +26,7 @@ fn kernel_asts(t: &Tensor) -> Vec<lazygrad::uop::UOp> {
 
 #[test]
 fn matmul_is_register_tiled_and_unrolled() {
+    let _serial = serial();
     Tensor::manual_seed(3);
     let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
     let asts = kernel_asts(&a.matmul(&b));
@@ -105,6 +113,7 @@ fn run(make: &dyn Fn() -> Vec<Tensor>, noopt: i64) -> Vec<Vec<f32>> {
 
 #[test]
 fn optimized_kernels_compute_what_unoptimized_ones_do() {
+    let _serial = serial();
     for device in ["CPU", "INTERP"] {
         let _dev = DefaultDevice::scoped(device);
         for (name, make) in workloads() {
@@ -122,6 +131,7 @@ fn optimized_kernels_compute_what_unoptimized_ones_do() {
 
 #[test]
 fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
+    let _serial = serial();
     // the same optimized programs (vector lanes, fused multiply-adds) on both devices
     for (name, make) in workloads() {
         let on = |device: &str| {
@@ -140,6 +150,7 @@ fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
 
 #[test]
 fn matmul_computes_in_vector_registers() {
+    let _serial = serial();
     Tensor::manual_seed(3);
     let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
     let ast = kernel_asts(&a.matmul(&b)).remove(0);
@@ -154,6 +165,7 @@ fn matmul_computes_in_vector_registers() {
 
 #[test]
 fn large_matmuls_read_the_right_operand_in_column_panels() {
+    let _serial = serial();
     Tensor::manual_seed(5);
     let (m, k, n) = (24, 1024, 1024);
     let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
@@ -177,6 +189,7 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
 
 #[test]
 fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
+    let _serial = serial();
     let program = |t: &Tensor| {
         let ast = kernel_asts(t).remove(0);
         lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap().src
@@ -190,4 +203,18 @@ fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let big = Tensor::rand(&[1 << 23]).realize();
     let src = program(&big.neg());
     assert!(src.contains("lg_stream_float16(&data0[") && src.contains("sfence"), "{src}");
+}
+
+#[test]
+fn swapping_two_loops_twice_is_the_same_kernel() {
+    let _serial = serial();
+    // equal sizes too: the renamed loops are each other's old selves
+    for (m, n) in [(64, 64), (32, 96)] {
+        let (a, b) = (Tensor::rand(&[m, 48]).realize(), Tensor::rand(&[48, n]).realize());
+        let ast = kernel_asts(&a.matmul(&b)).remove(0);
+        let swap = Opt::Swap { range: 0, with: 1 };
+        let once = lazygrad::codegen::opt::apply_opt(&ast, swap).expect("two output loops swap");
+        assert_ne!(once, ast);
+        assert_eq!(lazygrad::codegen::opt::apply_opt(&once, swap), Some(ast));
+    }
 }

@@ -126,15 +126,19 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
                 _ => None,
             };
             let (size_a, size_b) = (loop_size(&a)?, loop_size(&b)?);
-            if range == with {
+            if range == with || size_a < 2 || size_b < 2 {
                 return None;
             }
-            let mut swap: HashMap<UOp, UOp> = [
-                (a, new_range(size_a as usize, with, AxisKind::Loop)),
-                (b, new_range(size_b as usize, range, AxisKind::Loop)),
-            ]
-            .into();
-            Some(crate::uop::substitute(ast, &mut swap, "apply opts"))
+            // through fresh ids: with equal sizes, `a` renamed is `b`, and one substitution would
+            // map the two onto each other
+            let (size_a, size_b) = (size_a as usize, size_b as usize);
+            let parked = [new_range(size_a, next_id, AxisKind::Loop), new_range(size_b, next_id + 1, AxisKind::Loop)];
+            let mut first: HashMap<UOp, UOp> = [(a, parked[0].clone()), (b, parked[1].clone())].into();
+            let ast = crate::uop::substitute(ast, &mut first, "apply opts");
+            let [pa, pb] = parked;
+            let mut second: HashMap<UOp, UOp> =
+                [(pa, new_range(size_a, with, AxisKind::Loop)), (pb, new_range(size_b, range, AxisKind::Loop))].into();
+            Some(crate::uop::substitute(&ast, &mut second, "apply opts"))
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;

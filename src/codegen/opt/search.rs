@@ -26,7 +26,7 @@ use crate::uop::{Arg, AxisKind, Ops, UOp};
 const MAX_LANES: usize = 256;
 /// Split amounts tried on every output loop (UPCAST) and reduce loop (UNROLL), as tinygrad's
 /// `actions`; the whole loop is tried too. Small steps compose over rounds (4 then 4 is 16).
-const UPCAST_AMOUNTS: [usize; 6] = [2, 3, 4, 5, 7, 8];
+const UPCAST_AMOUNTS: [usize; 8] = [2, 3, 4, 5, 7, 8, 16, 32];
 const UNROLL_AMOUNTS: [usize; 4] = [2, 4, 7, 8];
 /// Thread counts tried, up to the core count (which is always tried).
 const THREADS: [usize; 9] = [2, 3, 4, 5, 8, 12, 16, 24, 32];
@@ -150,6 +150,11 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
     let (mut round, mut least_ops) = (0, lower_quietly(ast, dev).ops);
     loop {
         round += 1;
+        // the heuristics' choice competes in the first round, so the search ends no worse
+        let heuristic = (round == 1).then(|| {
+            let opts = super::hand_coded_optimizations(ast, threads);
+            Member { ast: super::apply_opts(ast, &opts), opts, time: f64::INFINITY }
+        });
         let candidates: Vec<Member> = beam
             .iter()
             .flat_map(|m| {
@@ -158,6 +163,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
                     Some(Member { opts: [m.opts.as_slice(), &[opt]].concat(), ast, time: f64::INFINITY })
                 })
             })
+            .chain(heuristic)
             .filter(|c| seen_asts.insert(c.ast.clone()))
             .collect();
         let tried = candidates.len();
