@@ -1,8 +1,8 @@
 //! Vector lanes: one UPCAST loop of a STORE becomes the lanes of vector values.
 //!
 //! The loop variable is replaced by the vector `<0, 1, ..., w-1>`, and a rule table pushes the
-//! vector through the graph: ops the target computes on vectors (float and int32 arithmetic)
-//! become one vector op, every other op splits into one scalar op per lane (`GEP` picks a lane,
+//! vector through the graph: ops the target computes on vectors (float and int32 arithmetic;
+//! on float32 also max, comparisons into lane masks and selects) become one vector op, every other op splits into one scalar op per lane (`GEP` picks a lane,
 //! `VECTORIZE` gathers lanes back). Loads and stores whose lanes are consecutive addresses
 //! become single vector loads and stores; others load lane by lane. The C renderer prints vector
 //! values as GCC/Clang vector types, and the interpreter runs them lane by lane.
@@ -134,7 +134,7 @@ fn vectorize_store(store: &UOp) -> Option<UOp> {
     if w == 1 || index.src()[1].dtype().count == 1 {
         return None;
     }
-    let Some(first) = consecutive(index) else { panic!("not consecutive: {:?}", index.src()[1]) };
+    let first = consecutive(index).expect("the vector axis is chosen so that its lanes store consecutive elements");
     let mut src = index.src().to_vec();
     src[1] = first;
     Some(store.replace_src(vec![index.replace_src(src), broadcast(value, w)]))
@@ -248,7 +248,8 @@ pub fn pm_stream_stores() -> &'static PatternMatcher {
 /// The `STORE` arg of a store that bypasses the caches.
 pub const STREAM: &str = "stream";
 
-/// Elementwise kernels writing at least this much stream their stores (`pm_stream_stores`).
+/// Elementwise kernels writing at least this much float32 stream their stores
+/// (`pm_stream_stores`, which takes float32 stores only).
 const STREAM_MIN_BYTES: usize = 32 << 20;
 
 /// Whether `ast` is an elementwise kernel whose output is too large for the caches: its loops and

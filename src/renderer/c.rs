@@ -45,22 +45,24 @@ impl Dialect for CRenderer {
             // x86's fused multiply-add on whole registers where the target has it, else lane by lane
             let suffix = if dtype.scalar == Scalar::Float64 { "pd" } else { "ps" };
             let native = match bytes {
-                64 => format!("__builtin_ia32_vfmadd{suffix}512_mask(a, b, c, -1, 4)"),
-                32 => format!("__builtin_ia32_vfmadd{suffix}256(a, b, c)"),
-                _ => format!("__builtin_ia32_vfmadd{suffix}(a, b, c)"),
+                64 => Some(("__AVX512F__", format!("__builtin_ia32_vfmadd{suffix}512_mask(a, b, c, -1, 4)"))),
+                32 => Some(("__FMA__", format!("__builtin_ia32_vfmadd{suffix}256(a, b, c)"))),
+                16 => Some(("__FMA__", format!("__builtin_ia32_vfmadd{suffix}(a, b, c)"))),
+                _ => None,
             };
-            let guard = if bytes == 64 { "__AVX512F__" } else { "__FMA__" };
             let fma = if dtype.scalar == Scalar::Float64 { "__builtin_fma" } else { "__builtin_fmaf" };
-            def += &format!(
-                "static inline {name} lg_fma_{name}({name} a, {name} b, {name} c) {{\n#if defined({guard}) && {}\n  return {native};\n#else\n  {name} r; for (int i = 0; i < {}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;\n#endif\n}}\n",
-                if bytes >= 16 { "1" } else { "0" },
-                dtype.count
-            );
+            let lanes = format!("{name} r; for (int i = 0; i < {n}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;");
+            let body = match native {
+                Some((guard, call)) => format!("#if defined({guard})\n  return {call};\n#else\n  {lanes}\n#endif\n"),
+                None => format!("  {lanes}\n"),
+            };
+            def += &format!("static inline {name} lg_fma_{name}({name} a, {name} b, {name} c) {{\n{body}}}\n");
         }
-        if dtype == DType::FLOAT32.vec(dtype.count) {
-            // selects are bitwise on the comparison masks; max takes a where a is NaN or larger
+        if dtype == DType::FLOAT32.vec(n) {
+            // selects are bitwise on the comparison masks (`lg_mask`, typedef'd with the bool
+            // vectors); max takes a where a is NaN or larger
             def += &format!(
-                "typedef int lg_mask{n} __attribute__((vector_size({bytes})));\nstatic inline {name} lg_where_{name}(lg_mask{n} m, {name} a, {name} b) {{ return ({name})(((lg_mask{n})a & m) | ((lg_mask{n})b & ~m)); }}\nstatic inline {name} lg_max_{name}({name} a, {name} b) {{ return lg_where_{name}((a != a) | (a > b), a, b); }}\n"
+                "static inline {name} lg_where_{name}(lg_mask{n} m, {name} a, {name} b) {{ return ({name})(((lg_mask{n})a & m) | ((lg_mask{n})b & ~m)); }}\nstatic inline {name} lg_max_{name}({name} a, {name} b) {{ return lg_where_{name}((a != a) | (a > b), a, b); }}\n"
             );
         }
         if dtype == DType::FLOAT32.vec(16) {

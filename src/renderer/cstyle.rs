@@ -256,7 +256,11 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
         let _ = writeln!(body, "  {}", d.stream_fence());
     }
     params.sort_by_key(|p| p.slot);
+    // float32 vectors select through masks of their width: a bool vector type comes with them
     let mut vectors: Vec<DType> = uops.iter().map(UOp::dtype).filter(|t| t.count > 1).collect();
+    let masks: Vec<DType> =
+        vectors.iter().filter(|t| t.scalar == Scalar::Float32).map(|t| DType::BOOL.vec(t.count)).collect();
+    vectors.extend(masks);
     vectors.sort_by_key(|t| (t.scalar, t.count));
     vectors.dedup();
     let typedefs: String = vectors.into_iter().map(|t| d.vector_typedef(t)).collect();

@@ -17,8 +17,8 @@ const UPCAST_AMOUNT: usize = 4;
 const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
-/// Lanes of one float32 vector register (AVX-512).
-const VECTOR_LANES: usize = 16;
+/// Lanes of one float32 vector register.
+const VECTOR_LANES: usize = crate::codegen::vectorize::MAX_VECTOR_BYTES / 4;
 /// Output columns one matmul tile computes (two vectors); `Tensor::matmul` lays large right
 /// operands out in panels of this many columns.
 pub const MATMUL_PANEL: usize = 2 * VECTOR_LANES;
@@ -56,10 +56,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let mut opts = vec![];
     // output loop id -> lanes it was upcast by
     let mut upcast: HashMap<usize, usize> = HashMap::new();
-    // a large elementwise kernel all of whose math has vector forms: one vector per iteration
-    let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0);
+    // the innermost output loop: contiguous in the output, so its lanes make one vector
+    let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
     let work: usize = ranges.iter().map(|r| r.2).product();
-    if let Some(&(id, _, size)) = innermost.filter(|_| reduce_ids.is_empty() && work >= THREAD_MIN_WORK) {
+    // a large elementwise kernel all of whose math has vector forms: one vector per iteration
+    let elementwise = innermost.filter(|_| reduce_ids.is_empty() && work >= THREAD_MIN_WORK);
+    if let Some(&(id, _, size)) = elementwise.and_then(|id| ranges.iter().find(|r| r.0 == id)) {
         if size.is_multiple_of(VECTOR_LANES) && size > VECTOR_LANES && crate::codegen::vectorize::all_vector(ast) {
             opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
             upcast.insert(id, VECTOR_LANES);
@@ -69,7 +71,6 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
         let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
-        let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
         let amount = |id: usize, size: usize| match Some(id) == innermost {
             true => CONTIGUOUS_UPCAST.into_iter().find(|a| size.is_multiple_of(*a) && size > *a),
             false => (size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT).then_some(UPCAST_AMOUNT),
