@@ -1,15 +1,16 @@
 //! The schedule: realized nodes become kernels (or copies), in dependency order.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use super::rangeify::{is_buffer_view, realize_points, KernelBuilder};
 use super::split_reduce::split_large_reduces;
+use crate::dtype::DType;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::Buffer;
-use crate::uop::{Arg, BufferRef, Ops, UOp};
+use crate::uop::{graph_rewrite, rule, Arg, BufferRef, Ops, PatternMatcher, UOp, UPat};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -24,7 +25,7 @@ pub enum ScheduleItem {
 pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let start = Instant::now();
     let _viz = crate::viz::group(|| "schedule".into());
-    let split = split_large_reduces(outputs);
+    let split = split_large_reduces(&inline_calls(outputs));
     let points = realize_points(&split);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
@@ -97,6 +98,16 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
         );
     }
     (items, becomes)
+}
+
+/// `outputs` with every CALL replaced by its value: to the schedule a function is the graph
+/// it computes (its own backward rule matters only to autograd).
+fn inline_calls(outputs: &[UOp]) -> Vec<UOp> {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Call]).named("c"), |m| Some(m["c"].src()[0].clone()))])
+    });
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    graph_rewrite(&sink, &PM, &mut (), "inline_calls", false).src().to_vec()
 }
 
 /// The buffer behind a BUFFER or reshaped BUFFER node.

@@ -54,20 +54,21 @@ fn split(reduce: &UOp) -> Option<UOp> {
         let fits = (SPLIT_MIN_PARTS..=max_parts).rev().find(|d| shape[a].is_multiple_of(*d))?;
         (!is_broadcast(x, a)).then_some((a, fits))
     })?;
-    // axis `a` becomes (parts, rest); `parts` moves last, so the other axes keep their numbers
+    // axis `a` becomes (parts, rest) and `parts` moves first: the partials' innermost axis stays
+    // the reduce's (a conv weight gradient's output channels keep filling whole vectors) and the
+    // second reduce sums whole rows
     let mut split_shape = shape.clone();
     split_shape.splice(axis..=axis, [parts, shape[axis] / parts]);
-    let mut order: Vec<usize> = (0..split_shape.len()).filter(|&i| i != axis).collect();
-    order.push(axis);
+    let order: Vec<usize> = std::iter::once(axis).chain((0..split_shape.len()).filter(|&i| i != axis)).collect();
     if debug() >= 3 {
         eprintln!("split reduce {shape:?} -> {out_shape:?}: axis {axis} into {parts} parts");
     }
     let split = movement(movement(x.clone(), Ops::Reshape, Arg::Shape(split_shape)), Ops::Permute, Arg::Axes(order));
-    let partial = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![split], Arg::ReduceAxis(*op, axes.clone()));
+    let shifted: Vec<usize> = axes.iter().map(|a| a + 1).collect();
+    let partial = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![split], Arg::ReduceAxis(*op, shifted));
     // a negative id never collides with `Tensor::contiguous`'s counter; equal splits share it
     let stored = UOp::new(Ops::Contiguous, reduce.dtype(), vec![partial], Arg::Int(-1));
-    let last = out_shape.len();
-    let total = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![stored], Arg::ReduceAxis(*op, vec![last]));
+    let total = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![stored], Arg::ReduceAxis(*op, vec![0]));
     Some(movement(total, Ops::Reshape, Arg::Shape(out_shape)))
 }
 

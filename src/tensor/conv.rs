@@ -144,6 +144,34 @@ impl PoolOpts {
 /// Kernel, stride, dilation and `(before, after)` pads of a pooling call.
 type PoolParams = (Vec<usize>, Vec<usize>, Vec<usize>, Vec<(isize, isize)>);
 
+/// What a `conv` CALL records to rebuild its backward: groups, then per spatial dimension the
+/// stride, the dilation and the `(before, after)` pads.
+struct ConvParams {
+    groups: usize,
+    stride: Vec<usize>,
+    dilation: Vec<usize>,
+    pads: Vec<(isize, isize)>,
+}
+
+impl ConvParams {
+    fn encode(&self) -> Vec<isize> {
+        let mut p = vec![self.groups as isize];
+        p.extend(self.stride.iter().chain(&self.dilation).map(|&v| v as isize));
+        p.extend(self.pads.iter().flat_map(|&(b, a)| [b, a]));
+        p
+    }
+    fn decode(p: &[isize]) -> ConvParams {
+        let nd = (p.len() - 1) / 4;
+        let usizes = |r: std::ops::Range<usize>| p[r].iter().map(|&v| v as usize).collect::<Vec<_>>();
+        ConvParams {
+            groups: p[0] as usize,
+            stride: usizes(1..1 + nd),
+            dilation: usizes(1 + nd..1 + 2 * nd),
+            pads: p[1 + 2 * nd..].chunks(2).map(|c| (c[0], c[1])).collect(),
+        }
+    }
+}
+
 /// `(before, after)` pads on the spatial axes after `lead` untouched ones.
 fn lead_pads(lead: usize, pads: &[(isize, isize)]) -> Vec<(isize, isize)> {
     let mut all = vec![(0, 0); lead];
@@ -212,7 +240,9 @@ impl Tensor {
             &opts.padding.pads("conv2d", nd),
         )
     }
-    /// `conv2d` with explicit `(before, after)` pads, negative ones cropping.
+    /// `conv2d` with explicit `(before, after)` pads, negative ones cropping. The result is a
+    /// `conv` CALL: its backward is two more convs (`conv_backward`), not the gather-shaped
+    /// gradient of the window view.
     fn conv_pads(
         &self,
         weight: &Tensor,
@@ -230,23 +260,75 @@ impl Tensor {
             groups > 0 && groups * cin == cin_ && cout % groups == 0,
             "conv2d: input {xs:?} does not match weight {ws:?} with groups={groups}"
         );
+        let params =
+            ConvParams { groups, stride: stride.to_vec(), dilation: dilation.to_vec(), pads: pads.to_vec() }.encode();
         let x = self.pad_value(&lead_pads(2, pads), Scalar::Int(0)).pool(hw, stride, dilation);
         let oyx: Vec<usize> = x.shape()[2..2 + nd].to_vec();
         let rcout = cout / groups;
         let cat = |a: &[usize], b: &[usize], c: &[usize]| [a, b, c].concat();
         let x = x.reshape(&cat(&[bs, groups, cin, 1], &oyx, hw)).expand(&cat(&[bs, groups, cin, rcout], &oyx, hw));
-        let mut order: Vec<isize> = vec![0, 1, 3];
-        order.extend((0..nd).map(|j| (4 + j) as isize));
-        order.push(2);
-        order.extend((0..nd).map(|j| (4 + nd + j) as isize));
-        let x = x.permute(&order);
-        let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
+        let spatial = |first: usize| (first..first + nd).map(|a| a as isize).collect::<Vec<_>>();
         let reduce: Vec<isize> = (0..=nd).map(|j| -1 - j as isize).collect();
-        let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
-        match bias {
-            Some(b) => out.add(b.reshape(&cat(&[1, cout], &vec![1; nd], &[]))),
-            None => out,
+        if !rcout.is_multiple_of(crate::codegen::opt::VECTOR_LANES) {
+            // (batch, groups, cout, out..., cin, k...)
+            let x = x.permute(&[&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat());
+            let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
+            let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
+            return out.call("conv", params, &[self, weight]).add_bias(bias);
         }
+        // channels last: the output channels are the innermost output axis, so the output and
+        // the weight (laid out with them innermost) are read and written as whole vectors, and
+        // the window's pixels share each weight load. (batch, out..., groups, cout, cin, k...)
+        let x = x.permute(&[&[0][..], &spatial(4), &[1, 3, 2], &spatial(4 + nd)].concat());
+        let w = weight.reshape(&[&[groups, rcout, cin][..], hw].concat());
+        let w = w.permute(&[&[0, 2][..], &spatial(3), &[1]].concat()).contiguous();
+        let w = w.permute(&[&[0, 2 + nd as isize, 1][..], &spatial(2)].concat());
+        let w = w.reshape(&[&vec![1; 1 + nd][..], &[groups, rcout, cin], hw].concat());
+        let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs], &oyx, &[cout])).contiguous();
+        let out = out.permute(&[&[0, 1 + nd as isize][..], &spatial(1)].concat());
+        out.call("conv", params, &[self, weight]).add_bias(bias)
+    }
+    /// `self + bias`, the bias broadcast over axis 1 (channels); `self` without one.
+    fn add_bias(&self, bias: Option<&Tensor>) -> Tensor {
+        let mut shape = vec![1; self.ndim()];
+        match bias {
+            Some(b) => {
+                shape[1] = b.numel();
+                self.add(b.reshape(&shape))
+            }
+            None => self.clone(),
+        }
+    }
+    /// The input's and the weight's gradient of `conv_pads(x, w, ..)` given its output's gradient
+    /// `self`: the input's is a transposed conv of `self` with `w`, the weight's a conv of `x`
+    /// with `self` in which the batch plays the channels (kernel taps become output pixels, so
+    /// the stride and the dilation trade places).
+    pub(super) fn conv_backward(&self, x: &Tensor, w: &Tensor, params: &[isize]) -> (Tensor, Tensor) {
+        let ConvParams { groups, stride, dilation, pads } = ConvParams::decode(params);
+        let (xs, ws, gs) = (x.shape(), w.shape(), self.shape());
+        let (bs, cout, cin, nd) = (xs[0], ws[0], ws[1], ws.len() - 2);
+        let (k, o) = (&ws[2..], &gs[2..]);
+        let padded: Vec<usize> = (0..nd).map(|j| (xs[2 + j] as isize + pads[j].0 + pads[j].1) as usize).collect();
+        let transposed_pads: Vec<(isize, isize)> = (0..nd)
+            .map(|j| {
+                let span = dilation[j] * (k[j] - 1);
+                // rows of the padded input past the last window get no gradient
+                let unread = padded[j] - ((o[j] - 1) * stride[j] + span + 1);
+                (span as isize - pads[j].0, (span + unread) as isize - pads[j].1)
+            })
+            .collect();
+        let dx = self.conv_transpose_pads(w, None, groups, &stride, &dilation, &transposed_pads);
+        let spatial = |first: isize| (first..first + nd as isize).collect::<Vec<_>>();
+        let x = x.pad_value(&lead_pads(2, &pads), Scalar::Int(0));
+        let x = x.reshape(&[&[bs, groups, cin][..], &padded].concat()).permute(&[&[2, 1, 0][..], &spatial(3)].concat());
+        let g = self
+            .reshape(&[&[bs, groups, cout / groups][..], o].concat())
+            .permute(&[&[1, 2, 0][..], &spatial(3)].concat());
+        let x = x.reshape(&[&[cin, groups * bs][..], &padded].concat());
+        let g = g.reshape(&[&[cout, bs][..], o].concat());
+        let dw = x.conv_pads(&g, None, groups, &dilation, &stride, &vec![(0, 0); nd]);
+        let keep: Vec<(usize, usize)> = [(0, cin), (0, cout)].into_iter().chain(k.iter().map(|&k| (0, k))).collect();
+        (dx, dw.shrink(&keep).transpose(0, 1))
     }
     /// Transposed convolution (`weight` is `(cin, cout/groups, k...)`): the gradient of `conv2d`,
     /// built as a conv over the input with zeros inserted between elements for the stride.
@@ -259,10 +341,6 @@ impl Tensor {
         let (g, nd) = (opts.groups, ws.len() - 2);
         assert!(g > 0 && ws[0] % g == 0, "conv_transpose2d: weight {ws:?} does not split into {g} groups");
         let hw = &ws[2..];
-        let mut unflat = vec![g, ws[0] / g];
-        unflat.extend_from_slice(&ws[1..]);
-        let flips: Vec<isize> = (3..3 + nd as isize).collect();
-        let w = weight.reshape(&unflat).transpose(1, 2).flip(&flips).flatten(0, 1);
         let name = "conv_transpose2d";
         let (stride, dilation) = (opts.stride.get(name, "stride", nd), opts.dilation.get(name, "dilation", nd));
         let out_pad = opts.output_padding.get(name, "output_padding", nd);
@@ -276,6 +354,25 @@ impl Tensor {
                 (span - b, span - a + out_pad[j] as isize)
             })
             .collect();
+        self.conv_transpose_pads(weight, bias, g, &stride, &dilation, &pads)
+    }
+    /// `conv_transpose2d` as a conv with the flipped weight over the input spread by the stride
+    /// and padded by `pads`.
+    fn conv_transpose_pads(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        groups: usize,
+        stride: &[usize],
+        dilation: &[usize],
+        pads: &[(isize, isize)],
+    ) -> Tensor {
+        let (xs, ws) = (self.shape(), weight.shape());
+        let nd = ws.len() - 2;
+        let mut unflat = vec![groups, ws[0] / groups];
+        unflat.extend_from_slice(&ws[1..]);
+        let flips: Vec<isize> = (3..3 + nd as isize).collect();
+        let w = weight.reshape(&unflat).transpose(1, 2).flip(&flips).flatten(0, 1);
         let mut x = self.clone();
         if stride.iter().any(|&s| s > 1) {
             let sp = &xs[2..];
@@ -290,7 +387,7 @@ impl Tensor {
                 .collect();
             x = x.reshape(&spread).pad(&grow).reshape(&merged).shrink(&keep);
         }
-        x.conv_pads(&w, bias, g, &vec![1; nd], &dilation, &pads)
+        x.conv_pads(&w, bias, groups, &vec![1; nd], dilation, pads)
     }
 
     /// `(kernel, stride, dilation, pads)` of a pooling call, with ceil-mode pads applied.

@@ -114,6 +114,14 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
                 arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),
             }
         }),
+        // a function's own backward rule; its value (src 0) gets no gradient
+        grad_rule(Ops::Call, |k, s, g| match k.uop().arg() {
+            Arg::Call(name, params) if name == "conv" => {
+                let (dx, dw) = g.conv_backward(&s[1], &s[2], params);
+                vec![None, Some(dx), Some(dw)]
+            }
+            arg => panic!("gradient: no backward rule for CALL {arg:?}"),
+        }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
         grad_rule(Ops::Copy, |_, s, g| vec![Some(g.to(s[0].device()))]),
         grad_rule(Ops::Detach, |_, _, _| vec![None]),
@@ -122,6 +130,15 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
         grad_rule(Ops::CmpEq, |_, _, _| vec![None, None]),
     ])
 });
+
+impl Tensor {
+    /// This tensor as the value of the function `name` of `inputs`: autograd then takes the
+    /// inputs' gradients from the `CALL` rule for `name` instead of differentiating this graph.
+    pub(super) fn call(&self, name: &str, params: Vec<isize>, inputs: &[&Tensor]) -> Tensor {
+        let src: Vec<UOp> = std::iter::once(self.uop()).chain(inputs.iter().map(|t| t.uop())).collect();
+        self.lift(UOp::new(Ops::Call, self.dtype(), src, Arg::Call(name.into(), params)))
+    }
+}
 
 /// Gradients of `root` (whose own gradient is `root_grad`) with respect to each of `targets`
 /// that `root` depends on.

@@ -18,6 +18,7 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::Range(id, kind) => format!("({id}, {kind:?})"),
         Arg::Buffer(b) => format!("{b:?}"),
         Arg::Str(s) => s.clone(),
+        Arg::Call(name, params) => format!("{name}{params:?}"),
     }
 }
 

@@ -107,6 +107,8 @@ pub enum Arg {
     Buffer(BufferRef),
     /// COPY destination device, SINK kernel name.
     Str(String),
+    /// CALL: the function's name and its integer parameters (a conv's groups, strides, pads).
+    Call(String, Vec<isize>),
 }
 
 /// A shared device buffer compared and hashed by identity.

@@ -18,7 +18,7 @@ const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
 /// Lanes of one float32 vector register.
-const VECTOR_LANES: usize = crate::codegen::vectorize::MAX_VECTOR_BYTES / 4;
+pub const VECTOR_LANES: usize = crate::codegen::vectorize::MAX_VECTOR_BYTES / 4;
 /// Output columns one matmul tile computes (two vectors); `Tensor::matmul` lays large right
 /// operands out in panels of this many columns.
 pub const MATMUL_PANEL: usize = 2 * VECTOR_LANES;
@@ -44,6 +44,24 @@ fn load_ranges(ast: &UOp) -> Vec<HashSet<usize>> {
                 .collect::<HashSet<usize>>()
         })
         .collect()
+}
+
+/// Whether a load inside the reduce walks memory one element per step of loop `id`: lanes of
+/// that loop are then one vector load even when no lane shares it.
+fn reduce_load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
+    let is_range =
+        |u: &UOp, want: &dyn Fn(usize) -> bool| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if want(*i));
+    ast.toposort().iter().filter(|u| u.op() == Ops::Load).any(|l| {
+        let idx = &l.src()[0].src()[1];
+        let nodes = idx.toposort();
+        let lin = crate::uop::symbolic::Lin::of(idx);
+        nodes.iter().any(|u| is_range(u, &|i| reduce_ids.contains(&i)))
+            && lin.terms.iter().any(|(t, c)| *c == 1 && is_range(t, &|i| i == id))
+            && lin
+                .terms
+                .iter()
+                .all(|(t, _)| is_range(t, &|i| i == id) || !t.toposort().iter().any(|u| is_range(u, &|i| i == id)))
+    })
 }
 
 /// The optimizations hand-picked for `ast` on a machine with `threads` cores (none with NOOPT).
@@ -93,6 +111,16 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             upcast.insert(id, amount);
             shared.extend(reused);
         }
+        // no lane shares a load along the contiguous axis, but its lanes still read one vector
+        // (a per-channel statistic over channels-last data)
+        if let Some(&(id, _, size)) = innermost.and_then(|id| ranges.iter().find(|r| r.0 == id)) {
+            let lanes: usize = upcast.values().product();
+            let fits = size.is_multiple_of(VECTOR_LANES) && lanes * VECTOR_LANES <= MAX_UPCAST;
+            if !upcast.contains_key(&id) && fits && reduce_load_contiguous(ast, id, &reduce_ids) {
+                opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
+                upcast.insert(id, VECTOR_LANES);
+            }
+        }
         // a tile of whole vectors: when the contiguous axis takes a full vector and one more axis
         // is tiled, both double: 8 rows by 2 vectors of 16 is 16 accumulator registers
         let vector_tile = innermost.is_some_and(|id| upcast.get(&id).is_some_and(|a| *a >= VECTOR_LANES));
@@ -119,7 +147,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .map(|r| (r.0, r.2 / upcast[&r.0]))
         .collect();
     if let [(outer, outer_iters), (inner, inner_iters)] = tiled[..] {
-        if inner_iters < outer_iters && outer_iters >= SWAP_MIN_ITERS {
+        if (2..outer_iters).contains(&inner_iters) && outer_iters >= SWAP_MIN_ITERS {
             opts.push(Opt::Swap { range: outer, with: inner });
         }
     }

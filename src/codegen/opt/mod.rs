@@ -10,7 +10,7 @@
 pub mod heuristic;
 pub mod search;
 
-pub use heuristic::{hand_coded_optimizations, MATMUL_PANEL};
+pub use heuristic::{hand_coded_optimizations, MATMUL_PANEL, VECTOR_LANES};
 
 use std::collections::HashMap;
 use std::fmt;
