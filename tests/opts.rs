@@ -100,6 +100,17 @@ fn workloads() -> Vec<Workload> {
                 vec![y, g[0].clone(), g[1].clone()]
             }),
         ),
+        (
+            "channels-last conv2d (16 channels): max pool, per-channel mean, backward",
+            Box::new(|| {
+                let x = Tensor::randn(&[2, 3, 8, 8]).requires_grad(true);
+                let w = Tensor::randn(&[16, 3, 3, 3]).requires_grad(true);
+                let y = x.conv2d(&w, None, &ConvOpts::default()).relu();
+                let (pooled, mean) = (y.max_pool2d(&PoolOpts::default()), y.mean([0isize, 2, 3].as_slice(), false));
+                let g = (pooled.sum(None, false) + mean.sum(None, false)).gradient(&[&x, &w]);
+                vec![pooled, mean, g[0].clone(), g[1].clone()]
+            }),
+        ),
     ]
 }
 
@@ -145,6 +156,31 @@ fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
                 |v: &[f32]| v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect::<Vec<u32>>();
             assert_eq!(bits(c), bits(i), "{name}");
         }
+    }
+}
+
+#[test]
+fn reduces_over_channels_last_data_load_channel_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(4);
+    // (batch, y, x, channel) data read as (batch, channel, y, x): the channels are contiguous
+    let (b, h, c) = (2, 4, 32);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let pooled = nhwc.permute(&[0, 3, 1, 2]).max_pool2d(&PoolOpts::default());
+    let ast = kernel_asts(&pooled).remove(0);
+    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    // 16 channels per vector load and max, stored one channel at a time
+    assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
+    assert!(spec.src.contains("float16 val0; __builtin_memcpy(&val0, &data1["), "{}", spec.src);
+    assert!(spec.src.contains("= acc0[15];"), "{}", spec.src);
+    let (v, got) = (nhwc.to_vec::<f32>(), pooled.to_vec::<f32>());
+    for (n, ch, oy, ox) in [(0, 0, 0, 0), (1, 31, 1, 1), (0, 17, 1, 0), (1, 5, 0, 1)] {
+        let at = |y: usize, x: usize| v[((n * h + y) * h + x) * c + ch];
+        let want = [(0, 0), (0, 1), (1, 0), (1, 1)]
+            .iter()
+            .map(|&(dy, dx)| at(2 * oy + dy, 2 * ox + dx))
+            .fold(f32::MIN, f32::max);
+        assert_eq!(got[((n * c + ch) * 2 + oy) * 2 + ox], want, "pool[{n},{ch},{oy},{ox}]");
     }
 }
 

@@ -24,9 +24,9 @@ pub fn expand(ast: &UOp) -> UOp {
             let vector = vectorize::vector_axis(st, &upcast);
             let copied: Vec<UOp> = upcast.into_iter().filter(|r| Some(r) != vector.as_ref()).collect();
             let copies = lanes(st, &copied);
-            copies.into_iter().map(move |c| match &vector {
+            copies.into_iter().flat_map(move |c| match &vector {
                 Some(r) => vectorize::vectorize(&c, r),
-                None => c,
+                None => vec![c],
             })
         })
         .collect();

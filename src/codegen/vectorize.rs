@@ -127,31 +127,36 @@ fn vectorize_load(load: &UOp) -> Option<UOp> {
     Some(UOp::new(Ops::Vectorize, dtype.vec(w as u16), lanes.collect(), Arg::None))
 }
 
-/// A STORE of vector lanes to consecutive elements (the vector axis is chosen so they are).
+/// A STORE of vector lanes to consecutive elements: one vector store. Other vector stores are
+/// split into one store per lane once the rewrite is done (`vectorize`).
 fn vectorize_store(store: &UOp) -> Option<UOp> {
     let (index, value) = (&store.src()[0], &store.src()[1]);
     let w = width(index).max(value.dtype().count as usize);
     if w == 1 || index.src()[1].dtype().count == 1 {
         return None;
     }
-    let first = consecutive(index).expect("the vector axis is chosen so that its lanes store consecutive elements");
+    let first = consecutive(index)?;
     let mut src = index.src().to_vec();
     src[1] = first;
     Some(store.replace_src(vec![index.replace_src(src), broadcast(value, w)]))
 }
 
-/// A sum or product over vector lanes keeps a vector accumulator; other reduces go lane by lane.
+/// A sum or product over vector lanes (and on float32 a max) keeps a vector accumulator; other
+/// reduces go lane by lane.
 fn vectorize_reduce(red: &UOp) -> Option<UOp> {
     let w = red.src()[0].dtype().count as usize;
     if w == 1 || red.dtype().count > 1 {
         return None;
     }
-    match (red.arg(), vector_dtype(red.dtype())) {
-        (Arg::Reduce(Ops::Add | Ops::Mul), true) => {
-            Some(UOp::new(Ops::Reduce, red.dtype().vec(w as u16), red.src().to_vec(), red.arg().clone()))
-        }
-        _ => Some(per_lane(red, w)),
-    }
+    let vector = match red.arg() {
+        Arg::Reduce(Ops::Add | Ops::Mul) => vector_dtype(red.dtype()),
+        Arg::Reduce(Ops::Max) => red.dtype() == DType::FLOAT32,
+        _ => false,
+    };
+    Some(match vector {
+        true => UOp::new(Ops::Reduce, red.dtype().vec(w as u16), red.src().to_vec(), red.arg().clone()),
+        false => per_lane(red, w),
+    })
 }
 
 /// VECTORIZE(GEP(v, 0), ..., GEP(v, w-1)) is `v` again.
@@ -186,30 +191,47 @@ fn pm_vectorize() -> &'static PatternMatcher {
     &PM
 }
 
-/// The UPCAST loop of `store` to compute as vector lanes: one whose lanes store consecutive
-/// elements of a vector-friendly dtype, ungated, and fit one register.
+/// The UPCAST loop of `store` to compute as vector lanes: one that fits one register of a
+/// vector-friendly dtype, ungated, whose lanes store consecutive elements; else one whose lanes
+/// load consecutive elements when all the math has vector forms (the store then goes lane by
+/// lane: a reduce over channels-last data into channels-first outputs).
 pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
     let index = &store.src()[0];
     let value_dtype = store.src()[1].dtype();
-    let lin = Lin::of(&index.src()[1]);
-    upcast
+    let stride_one = |idx: &UOp, r: &UOp| {
+        let lin = Lin::of(idx);
+        lin.terms.iter().any(|(t, c)| t == r && *c == 1)
+            && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
+    };
+    let fits: Vec<&UOp> = upcast
         .iter()
         .filter(|r| fits_vector(value_dtype, r.src()[0].const_int_value().unwrap_or(0) as usize))
         .filter(|r| index.src().get(2).is_none_or(|g| !g.toposort().contains(r)))
-        .find(|r| {
-            lin.terms.iter().any(|(t, c)| t == *r && *c == 1)
-                && lin.terms.iter().all(|(t, _)| t == *r || !t.toposort().contains(r))
-        })
-        .cloned()
+        .collect();
+    if let Some(r) = fits.iter().find(|r| stride_one(&index.src()[1], r)) {
+        return Some((*r).clone());
+    }
+    let value = store.src()[1].toposort();
+    let vector_math = value.iter().all(|u| !u.op().is_alu() || u.dtype() == DType::INDEX || vector_op(u));
+    let loads: Vec<&UOp> = value.iter().filter(|u| u.op() == Ops::Load && vector_dtype(u.dtype())).collect();
+    fits.into_iter().find(|r| vector_math && loads.iter().any(|l| stride_one(&l.src()[0].src()[1], r))).cloned()
 }
 
-/// `store` with loop `r` computed as vector lanes.
-pub fn vectorize(store: &UOp, r: &UOp) -> UOp {
+/// `store` with loop `r` computed as vector lanes: one store, or one per lane where the lanes'
+/// addresses are not consecutive.
+pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
     let lanes: Vec<UOp> = (0..w).map(UOp::index_const).collect();
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), lanes, Arg::None);
     let store = crate::uop::substitute(store, &mut [(r.clone(), iota)].into(), "vector lanes");
-    graph_rewrite(&store, pm_vectorize(), &mut (), "vectorize", false)
+    let store = graph_rewrite(&store, pm_vectorize(), &mut (), "vectorize", false);
+    let (index, value) = (&store.src()[0], &store.src()[1]);
+    if index.src()[1].dtype().count == 1 {
+        return vec![store];
+    }
+    let scattered =
+        index_lanes(index, w as usize).into_iter().enumerate().map(|(k, i)| store.replace_src(vec![i, lane(value, k)]));
+    scattered.map(|st| graph_rewrite(&st, pm_vectorize(), &mut (), "vectorize", false)).collect()
 }
 
 /// Whether every value `ast` computes can be one vector op per lane group: float32 loads without

@@ -102,24 +102,30 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .filter_map(|r| {
                     let amount = amount(r.0, r.2).filter(|a| lanes * a <= MAX_UPCAST)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
-                    Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
+                    // of equal reuse, an axis that can double into a whole vector tile (below)
+                    let doubles = (r.2 / amount).is_multiple_of(2);
+                    Some((reused.difference(&shared).count(), reused.len(), doubles, r.0, amount, reused))
                 })
                 .filter(|c| c.1 > 0)
-                .max_by_key(|c| (c.0, c.1, c.2));
-            let Some((_, _, id, amount, reused)) = pick else { break };
+                .max_by_key(|c| (c.0, c.1, c.2, c.3));
+            let Some((_, _, _, id, amount, reused)) = pick else { break };
             opts.push(Opt::Upcast { range: id, amount });
             upcast.insert(id, amount);
             shared.extend(reused);
         }
-        // no lane shares a load along the contiguous axis, but its lanes still read one vector
-        // (a per-channel statistic over channels-last data)
-        if let Some(&(id, _, size)) = innermost.and_then(|id| ranges.iter().find(|r| r.0 == id)) {
-            let lanes: usize = upcast.values().product();
-            let fits = size.is_multiple_of(VECTOR_LANES) && lanes * VECTOR_LANES <= MAX_UPCAST;
-            if !upcast.contains_key(&id) && fits && reduce_load_contiguous(ast, id, &reduce_ids) {
-                opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
-                upcast.insert(id, VECTOR_LANES);
-            }
+        // no lane shares a load, but the lanes of an axis along which a load walks memory still
+        // read one vector: the innermost output axis if it is one, else (with no other upcast) the
+        // innermost such axis (a per-channel statistic or max pool over channels-last data)
+        let lanes: usize = upcast.values().product();
+        let vector_load_axis = ranges
+            .iter()
+            .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(VECTOR_LANES))
+            .filter(|r| lanes * VECTOR_LANES <= MAX_UPCAST && reduce_load_contiguous(ast, r.0, &reduce_ids))
+            .filter(|r| upcast.is_empty() || Some(r.0) == innermost)
+            .max_by_key(|r| (Some(r.0) == innermost, r.0));
+        if let Some(&(id, _, _)) = vector_load_axis {
+            opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
+            upcast.insert(id, VECTOR_LANES);
         }
         // a tile of whole vectors: when the contiguous axis takes a full vector and one more axis
         // is tiled, both double: 8 rows by 2 vectors of 16 is 16 accumulator registers
