@@ -211,10 +211,29 @@ pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
     if let Some(r) = fits.iter().find(|r| stride_one(&index.src()[1], r)) {
         return Some((*r).clone());
     }
+    if !vector_math(store) {
+        return None;
+    }
     let value = store.src()[1].toposort();
-    let vector_math = value.iter().all(|u| !u.op().is_alu() || u.dtype() == DType::INDEX || vector_op(u));
-    let loads: Vec<&UOp> = value.iter().filter(|u| u.op() == Ops::Load && vector_dtype(u.dtype())).collect();
-    fits.into_iter().find(|r| vector_math && loads.iter().any(|l| stride_one(&l.src()[0].src()[1], r))).cloned()
+    let loads: Vec<&UOp> = value.iter().filter(|u| u.op() == Ops::Load).collect();
+    fits.into_iter().find(|r| loads.iter().any(|l| stride_one(&l.src()[0].src()[1], r))).cloned()
+}
+
+/// Whether everything `u` computes has a vector form: index math, vector ops, loads and stores of
+/// vector dtypes, and reduces that keep vector accumulators (`vectorize_reduce`).
+pub fn vector_math(u: &UOp) -> bool {
+    u.toposort().iter().all(|n| match n.op() {
+        Ops::Load => vector_dtype(n.dtype()),
+        Ops::Store => vector_dtype(n.src()[1].dtype()),
+        Ops::Reduce => match n.arg() {
+            Arg::Reduce(Ops::Add | Ops::Mul) => vector_dtype(n.dtype()),
+            Arg::Reduce(Ops::Max) => n.dtype() == DType::FLOAT32,
+            _ => false,
+        },
+        // index math, and gates computed from it
+        op if op.is_alu() => n.src().iter().all(|s| s.dtype() == DType::INDEX) || vector_op(n),
+        _ => !matches!(n.op(), Ops::Cast | Ops::Bitcast),
+    })
 }
 
 /// `store` with loop `r` computed as vector lanes: one store, or one per lane where the lanes'

@@ -121,7 +121,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             .iter()
             .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(VECTOR_LANES))
             .filter(|r| lanes * VECTOR_LANES <= MAX_UPCAST && reduce_load_contiguous(ast, r.0, &reduce_ids))
-            .filter(|r| upcast.is_empty() || Some(r.0) == innermost)
+            .filter(|r| (upcast.is_empty() || Some(r.0) == innermost) && crate::codegen::vectorize::vector_math(ast))
             .max_by_key(|r| (Some(r.0) == innermost, r.0));
         if let Some(&(id, _, _)) = vector_load_axis {
             opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
