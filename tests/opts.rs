@@ -101,10 +101,10 @@ fn workloads() -> Vec<Workload> {
             }),
         ),
         (
-            "channels-last conv2d (16 channels): max pool, per-channel mean, backward",
+            "channels-last conv2d (32 channels): max pool, per-channel mean, backward",
             Box::new(|| {
                 let x = Tensor::randn(&[2, 3, 8, 8]).requires_grad(true);
-                let w = Tensor::randn(&[16, 3, 3, 3]).requires_grad(true);
+                let w = Tensor::randn(&[32, 3, 3, 3]).requires_grad(true);
                 let y = x.conv2d(&w, None, &ConvOpts::default()).relu();
                 let (pooled, mean) = (y.max_pool2d(&PoolOpts::default()), y.mean([0isize, 2, 3].as_slice(), false));
                 let g = (pooled.sum(None, false) + mean.sum(None, false)).gradient(&[&x, &w]);

@@ -19,18 +19,25 @@ pub const MAX_VECTOR_BYTES: usize = 64;
 /// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
 
-/// Whether ALU node `u` (its dtypes read as lanes) is one vector op: arithmetic, and on float32
-/// also MAX, comparisons into bool masks, AND/OR of masks and WHERE on a mask.
+/// Whether ALU or CAST node `u` (its dtypes read as lanes) is one vector op: arithmetic, and on
+/// float32 also MAX, comparisons into bool masks, AND/OR/NOT of masks and WHERE on a mask; casts of
+/// masks and of int32 to numbers.
 pub fn vector_op(u: &UOp) -> bool {
     let f32 = |s: &UOp| s.dtype().scalar == Scalar::Float32;
     let mask = |s: &UOp| s.dtype().is_bool();
     let (src, d) = (u.src(), u.dtype());
     match u.op() {
+        Ops::Neg if mask(u) => true,
         op if VECTOR_OPS.contains(&op) => vector_dtype(d) && src.iter().all(|s| vector_dtype(s.dtype())),
         Ops::Max => f32(u) && src.iter().all(f32),
         Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32),
         Ops::And | Ops::Or => mask(u) && src.iter().all(mask),
         Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),
+        // masks to 0/1 numbers, int32 to float32
+        Ops::Cast => {
+            let (from, to) = (src[0].dtype().scalar, d.scalar);
+            matches!((from, to), (Scalar::Bool, Scalar::Float32 | Scalar::Int32) | (Scalar::Int32, Scalar::Float32))
+        }
         _ => false,
     }
 }
@@ -232,7 +239,8 @@ pub fn vector_math(u: &UOp) -> bool {
         },
         // index math, and gates computed from it
         op if op.is_alu() => n.src().iter().all(|s| s.dtype() == DType::INDEX) || vector_op(n),
-        _ => !matches!(n.op(), Ops::Cast | Ops::Bitcast),
+        Ops::Cast => vector_op(n),
+        _ => n.op() != Ops::Bitcast,
     })
 }
 
@@ -257,11 +265,11 @@ pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {
 /// gates, vector ops, and index math. Such a kernel is worth vectorizing without a reduce.
 pub fn all_vector(ast: &UOp) -> bool {
     ast.toposort().iter().all(|u| match u.op() {
-        Ops::Load => u.dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
+        Ops::Load => vector_dtype(u.dtype()) && u.src()[0].src().len() == 2,
         Ops::Store => u.src()[1].dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
         Ops::Const => true,
-        op if op.is_alu() => u.dtype() == DType::INDEX || vector_op(u),
-        _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize | Ops::Cast | Ops::Bitcast),
+        op if op.is_alu() || op == Ops::Cast => u.dtype() == DType::INDEX || vector_op(u),
+        _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize | Ops::Bitcast),
     })
 }
 

@@ -73,6 +73,11 @@ impl Dialect for CRenderer {
     fn vector_where(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_where_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])
     }
+    fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String {
+        // mask lanes are all ones (-1) for true
+        let lanes = if from.is_bool() { format!("-({a})") } else { a.to_string() };
+        format!("__builtin_convertvector({lanes}, {})", self.type_name(dtype))
+    }
     fn vector_max(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_max_{}({}, {})", self.type_name(dtype), a[0], a[1])
     }

@@ -23,6 +23,8 @@ pub trait Dialect {
     fn vector_where(&self, dtype: DType, a: &[String]) -> String;
     /// `max(a, b)` lane by lane on float vectors, NaN from either side propagating.
     fn vector_max(&self, dtype: DType, a: &[String]) -> String;
+    /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
+    fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
     /// `a * b + c` with one rounding on vectors of `dtype`.
     fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
     /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
@@ -108,6 +110,8 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
         Ops::MulAcc if float && dtype.count > 1 => d.vector_fma(dtype, a),
         Ops::MulAcc if matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => d.math("fma", dtype, a),
         Ops::MulAcc => format!("(({} * {}) + {})", a[0], a[1], a[2]),
+        // a mask's lanes are all ones or all zeros
+        Ops::Neg if dtype.is_bool() && dtype.count > 1 => format!("(~{})", a[0]),
         Ops::Neg if dtype.is_bool() => format!("(!{})", a[0]),
         Ops::Neg => format!("(-{})", a[0]),
         Ops::Recip => {
@@ -230,6 +234,7 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 Some(src[0].clone())
             }
             (Ops::After, _) => Some(src[0].clone()),
+            (Ops::Cast, _) if u.dtype().count > 1 => Some(d.vector_cast(u.dtype(), u.src()[0].dtype(), &src[0])),
             (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
             (Ops::Cast, _) if u.dtype() == DType::BFLOAT16 => Some(format!("lg_f32_to_bf16({})", src[0])),
             (Ops::Cast, _) if u.src()[0].dtype() == DType::BFLOAT16 => Some(format!("lg_bf16_to_f32({})", src[0])),

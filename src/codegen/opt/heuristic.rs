@@ -46,16 +46,16 @@ fn load_ranges(ast: &UOp) -> Vec<HashSet<usize>> {
         .collect()
 }
 
-/// Whether a load inside the reduce walks memory one element per step of loop `id`: lanes of
-/// that loop are then one vector load even when no lane shares it.
-fn reduce_load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
+/// Whether a load inside the reduce (any load, without one) walks memory one element per step
+/// of loop `id`: lanes of that loop are then one vector load even when no lane shares it.
+fn load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
     let is_range =
         |u: &UOp, want: &dyn Fn(usize) -> bool| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if want(*i));
     ast.toposort().iter().filter(|u| u.op() == Ops::Load).any(|l| {
         let idx = &l.src()[0].src()[1];
         let nodes = idx.toposort();
         let lin = crate::uop::symbolic::Lin::of(idx);
-        nodes.iter().any(|u| is_range(u, &|i| reduce_ids.contains(&i)))
+        (reduce_ids.is_empty() || nodes.iter().any(|u| is_range(u, &|i| reduce_ids.contains(&i))))
             && lin.terms.iter().any(|(t, c)| *c == 1 && is_range(t, &|i| i == id))
             && lin
                 .terms
@@ -77,13 +77,20 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     // the innermost output loop: contiguous in the output, so its lanes make one vector
     let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
     let work: usize = ranges.iter().map(|r| r.2).product();
-    // a large elementwise kernel all of whose math has vector forms: one vector per iteration
-    let elementwise = innermost.filter(|_| reduce_ids.is_empty() && work >= THREAD_MIN_WORK);
-    if let Some(&(id, _, size)) = elementwise.and_then(|id| ranges.iter().find(|r| r.0 == id)) {
-        if size.is_multiple_of(VECTOR_LANES) && size > VECTOR_LANES && crate::codegen::vectorize::all_vector(ast) {
-            opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
-            upcast.insert(id, VECTOR_LANES);
-        }
+    // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
+    // along the innermost output axis, else along the innermost axis some load walks (the
+    // stores then go lane by lane: channels-last data read channels-first)
+    let elementwise = reduce_ids.is_empty() && work >= THREAD_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    let whole_vectors =
+        |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(VECTOR_LANES) && r.2 > VECTOR_LANES;
+    let vector_axis = ranges
+        .iter()
+        .filter(whole_vectors)
+        .filter(|r| Some(r.0) == innermost || load_contiguous(ast, r.0, &reduce_ids))
+        .max_by_key(|r| (Some(r.0) == innermost, r.0));
+    if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise) {
+        opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
+        upcast.insert(id, VECTOR_LANES);
     }
     if !reduce_ids.is_empty() {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
@@ -120,7 +127,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         let vector_load_axis = ranges
             .iter()
             .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(VECTOR_LANES))
-            .filter(|r| lanes * VECTOR_LANES <= MAX_UPCAST && reduce_load_contiguous(ast, r.0, &reduce_ids))
+            .filter(|r| lanes * VECTOR_LANES <= MAX_UPCAST && load_contiguous(ast, r.0, &reduce_ids))
             .filter(|r| (upcast.is_empty() || Some(r.0) == innermost) && crate::codegen::vectorize::vector_math(ast))
             .max_by_key(|r| (Some(r.0) == innermost, r.0));
         if let Some(&(id, _, _)) = vector_load_axis {
