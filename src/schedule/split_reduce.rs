@@ -16,8 +16,10 @@ use crate::uop::pattern::{rule, PatternMatcher, UPat};
 use crate::uop::rewrite::graph_rewrite;
 use crate::uop::{Arg, Ops, UOp};
 
-/// Split when a reduce combines at least this many inputs per output.
-const SPLIT_MIN_RATIO: usize = 1 << 15;
+/// Split when a reduce combines at least this many inputs per output. Each part also reads a
+/// chunk of the input small enough to stay in cache while every output is computed from it (a
+/// 3x3 conv's weight gradient over 512 maps of 6x6 ran 4x faster split).
+const SPLIT_MIN_RATIO: usize = 1 << 13;
 /// Largest split; the search goes down from it to `SPLIT_MIN_PARTS`.
 const SPLIT_MAX_PARTS: usize = 256;
 const SPLIT_MIN_PARTS: usize = 8;

@@ -109,13 +109,11 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .filter_map(|r| {
                     let amount = amount(r.0, r.2).filter(|a| lanes * a <= MAX_UPCAST)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
-                    // of equal reuse, an axis that can double into a whole vector tile (below)
-                    let doubles = (r.2 / amount).is_multiple_of(2);
-                    Some((reused.difference(&shared).count(), reused.len(), doubles, r.0, amount, reused))
+                    Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
                 })
                 .filter(|c| c.1 > 0)
-                .max_by_key(|c| (c.0, c.1, c.2, c.3));
-            let Some((_, _, _, id, amount, reused)) = pick else { break };
+                .max_by_key(|c| (c.0, c.1, c.2));
+            let Some((_, _, id, amount, reused)) = pick else { break };
             opts.push(Opt::Upcast { range: id, amount });
             upcast.insert(id, amount);
             shared.extend(reused);
