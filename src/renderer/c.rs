@@ -91,9 +91,11 @@ impl Dialect for CRenderer {
         format!("lg_fma_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])
     }
     fn prelude(&self) -> String {
-        // bfloat16 is stored as its 16 bits; conversions round to nearest even, NaN stays NaN.
+        // no <math.h>: parsing it costs more than compiling a small kernel, so the constants and
+        // functions are the compiler's builtins. bfloat16 is stored as its 16 bits; conversions
+        // round to nearest even, NaN stays NaN.
         concat!(
-            "#include <math.h>\n",
+            "#define INFINITY __builtin_inff()\n#define NAN __builtin_nanf(\"\")\n",
             "static inline float lg_bf16_to_f32(unsigned short b) { union { unsigned int u; float f; } v; ",
             "v.u = (unsigned int)b << 16; return v.f; }\n",
             "static inline unsigned short lg_f32_to_bf16(float f) { union { float f; unsigned int u; } v; v.f = f; ",
@@ -116,11 +118,11 @@ impl Dialect for CRenderer {
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
         let joined = args.join(", ");
         match dtype.scalar {
-            Scalar::Float64 => format!("{f}({joined})"),
-            Scalar::Float32 => format!("{f}f({joined})"),
+            Scalar::Float64 => format!("__builtin_{f}({joined})"),
+            Scalar::Float32 => format!("__builtin_{f}f({joined})"),
             _ => {
                 let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
-                format!("(({}){f}f({}))", self.type_name(dtype), widened.join(", "))
+                format!("(({})__builtin_{f}f({}))", self.type_name(dtype), widened.join(", "))
             }
         }
     }

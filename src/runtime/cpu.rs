@@ -13,7 +13,7 @@ use crate::helpers::{cache::cache_dir, getenv_str};
 use crate::renderer::{c::CRenderer, Renderer};
 use crate::uop::uop::stable_hash;
 
-const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC", "-shared", "-lm"];
+const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
 /// Flags that depend on the source. gcc 12's own vectorizer miscompiles some kernels: selects on
 /// AVX-512 mask registers (a `cond ? x : 0.0f` summed over an unrolled one-hot came out short),
@@ -31,6 +31,9 @@ fn source_flags(src: &str) -> &'static [&'static str] {
 /// A C compiler found on this machine.
 pub struct CCompiler {
     cc: String,
+    /// The compiler's runtime library (`-print-libgcc-file-name`) when `ld` links shared objects
+    /// itself: linking through the compiler driver costs more than compiling a small kernel.
+    direct_link: Option<String>,
 }
 
 impl CCompiler {
@@ -40,15 +43,38 @@ impl CCompiler {
             Some(cc) => vec![cc],
             None => vec!["clang".into(), "gcc".into(), "cc".into()],
         };
+        let runs = |cmd: &mut Command| cmd.output().ok().filter(|o| o.status.success());
         for cc in &candidates {
-            if Command::new(cc).arg("--version").output().is_ok_and(|o| o.status.success()) {
-                return Ok(CCompiler { cc: cc.clone() });
+            if runs(Command::new(cc).arg("--version")).is_some() {
+                let ld = runs(Command::new("ld").arg("--version")).is_some();
+                let libgcc = runs(Command::new(cc).arg("-print-libgcc-file-name"))
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                    .filter(|p| ld && Path::new(p).exists());
+                return Ok(CCompiler { cc: cc.clone(), direct_link: libgcc });
             }
         }
         Err(Error::Device(format!(
             "no C compiler found (tried {}); install gcc or clang, or set CC",
             candidates.join(", ")
         )))
+    }
+
+    /// Compile `c_path` into the shared object `so`: to an object, then linked by `ld` with the
+    /// compiler's runtime library and libm, or in one driver call where that is not possible.
+    fn build(&self, c_path: &Path, so: &Path, extra: &[&str]) -> Result<std::process::Output> {
+        let Some(libgcc) = &self.direct_link else {
+            let mut cmd = Command::new(&self.cc);
+            return Ok(cmd.args(FLAGS).args(extra).args(["-shared", "-o"]).arg(so).arg(c_path).arg("-lm").output()?);
+        };
+        let obj = so.with_extension("o");
+        let compiled =
+            Command::new(&self.cc).args(FLAGS).args(extra).arg("-c").arg("-o").arg(&obj).arg(c_path).output()?;
+        if !compiled.status.success() {
+            return Ok(compiled);
+        }
+        let linked = Command::new("ld").args(["-shared", "-o"]).arg(so).arg(&obj).arg(libgcc).arg("-lm").output();
+        let _ = std::fs::remove_file(&obj);
+        Ok(linked?)
     }
 }
 
@@ -58,7 +84,7 @@ impl Compiler for CCompiler {
         let dir = cache_dir().join("cpu");
         std::fs::create_dir_all(&dir)?;
         let extra = source_flags(src);
-        let key = stable_hash(&(&self.cc, FLAGS, extra, src));
+        let key = stable_hash(&(&self.cc, FLAGS, extra, &self.direct_link, src));
         let so = dir.join(format!("{key:016x}.so"));
         if so.exists() {
             return Ok(so);
@@ -69,7 +95,7 @@ impl Compiler for CCompiler {
         let c_path = dir.join(format!("{tmp}.c"));
         let so_tmp = dir.join(format!("{tmp}.so"));
         std::fs::write(&c_path, src)?;
-        let out = Command::new(&self.cc).args(FLAGS).args(extra).arg("-o").arg(&so_tmp).arg(&c_path).output()?;
+        let out = self.build(&c_path, &so_tmp, extra)?;
         let _ = std::fs::remove_file(&c_path);
         if !out.status.success() {
             return Err(Error::Compile(format!(
