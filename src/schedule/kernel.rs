@@ -24,6 +24,45 @@ pub enum ScheduleItem {
 /// reshaped to the node's shape).
 pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let start = Instant::now();
+    let key = super::cache::key(outputs, device_of);
+    let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
+    let hit = cached.is_some();
+    let (items, becomes) = cached.unwrap_or_else(|| {
+        let (items, becomes) = schedule_graph(outputs, device_of);
+        if let Some((k, inputs)) = key {
+            super::cache::insert(k, &inputs, outputs, &items, &becomes);
+        }
+        (items, becomes)
+    });
+    if debug() >= 3 {
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                ScheduleItem::Kernel { ast, bufs } => {
+                    let args: Vec<String> =
+                        bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
+                    let name = crate::codegen::KernelName::of(ast).for_debug();
+                    eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
+                }
+                ScheduleItem::Copy { dst, src } => {
+                    eprintln!("  {i:3} copy   {} -> {} ({} bytes)", src.device(), dst.device(), dst.nbytes())
+                }
+            }
+        }
+    }
+    if debug() >= 1 {
+        let kernels = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
+        eprintln!(
+            "scheduled {kernels} kernels and {} copies in {:.2} ms (schedule cache {})",
+            items.len() - kernels,
+            start.elapsed().as_secs_f64() * 1e3,
+            if hit { "hit" } else { "miss" }
+        );
+    }
+    (items, becomes)
+}
+
+/// The schedule of `outputs`, computed (`create_schedule` without the cache).
+fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
     let _viz = crate::viz::group(|| "schedule".into());
     let split = split_large_reduces(&inline_calls(outputs));
     let points = realize_points(&split);
@@ -74,29 +113,6 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
         .zip(&split)
         .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), buffer_view(b, o.sh()))))
         .collect::<HashMap<_, _>>();
-    if debug() >= 3 {
-        for (i, item) in items.iter().enumerate() {
-            match item {
-                ScheduleItem::Kernel { ast, bufs } => {
-                    let args: Vec<String> =
-                        bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    let name = crate::codegen::KernelName::of(ast).for_debug();
-                    eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
-                }
-                ScheduleItem::Copy { dst, src } => {
-                    eprintln!("  {i:3} copy   {} -> {} ({} bytes)", src.device(), dst.device(), dst.nbytes())
-                }
-            }
-        }
-    }
-    if debug() >= 1 {
-        let kernels = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
-        eprintln!(
-            "scheduled {kernels} kernels and {} copies in {:.2} ms",
-            items.len() - kernels,
-            start.elapsed().as_secs_f64() * 1e3
-        );
-    }
     (items, becomes)
 }
 

@@ -1,5 +1,6 @@
 //! Tensor graph -> list of kernels.
 
+pub mod cache;
 pub mod kernel;
 pub mod memory;
 pub mod rangeify;

@@ -1,0 +1,165 @@
+//! The schedule cache: a graph scheduled once is not scheduled again.
+//!
+//! The key is the outputs' graph with every BUFFER replaced by its position among the graph's
+//! buffers (with its device, size and dtype) and every CONTIGUOUS's id by its position among the
+//! CONTIGUOUS nodes: a training step rebuilt over new input batches is the same key. The entry
+//! is the schedule with each buffer recorded as one of those inputs or as a fresh buffer, so a
+//! hit only allocates the fresh ones. `SCACHE=0` turns it off; it is off with VIZ, which records
+//! the rewrites scheduling runs.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use super::kernel::{buffer_view, ScheduleItem};
+use crate::dtype::DType;
+use crate::helpers::getenv;
+use crate::runtime::Buffer;
+use crate::uop::{Arg, Ops, UOp};
+
+/// Entries kept before the cache starts over (a program builds few distinct graphs).
+const MAX_ENTRIES: usize = 256;
+
+/// One node of a normalized graph: op, dtype, argument (buffers and CONTIGUOUS ids replaced by
+/// positions) and sources by index.
+type NodeKey = (Ops, DType, Arg, Vec<u32>);
+
+/// A graph's normalized form, the devices of its outputs and the scheduling settings.
+#[derive(PartialEq, Eq, Hash)]
+pub struct Key {
+    nodes: Vec<NodeKey>,
+    outputs: Vec<u32>,
+    devices: Vec<String>,
+    split_reduceop: i64,
+}
+
+/// A buffer of a cached schedule: the graph's `n`th input buffer, or the `n`th fresh one.
+#[derive(Clone, Copy)]
+enum Slot {
+    Input(usize),
+    Fresh(usize),
+}
+
+/// A cached schedule over slots.
+struct Template {
+    items: Vec<TemplateItem>,
+    fresh: Vec<(String, usize, DType)>,
+    /// Per output: the slot it became.
+    becomes: Vec<Option<Slot>>,
+}
+
+enum TemplateItem {
+    Kernel { ast: UOp, bufs: Vec<Slot> },
+    Copy { dst: Slot, src: Slot },
+}
+
+static HITS: AtomicUsize = AtomicUsize::new(0);
+static MISSES: AtomicUsize = AtomicUsize::new(0);
+
+/// Schedule-cache hits and misses so far in this process.
+pub fn stats() -> (usize, usize) {
+    (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed))
+}
+
+fn cache() -> &'static Mutex<HashMap<Key, Template>> {
+    static CACHE: LazyLock<Mutex<HashMap<Key, Template>>> = LazyLock::new(Default::default);
+    &CACHE
+}
+
+/// The key of `outputs` and the graph's input buffers in key order; `None` when caching is off.
+pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
+    if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
+        return None;
+    }
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    let order = sink.toposort();
+    let index: HashMap<&UOp, u32> = order.iter().enumerate().map(|(i, u)| (u, i as u32)).collect();
+    let (mut inputs, mut contiguous) = (vec![], 0i64);
+    let nodes = order
+        .iter()
+        .map(|u| {
+            let arg = match (u.op(), u.arg()) {
+                (Ops::Buffer, Arg::Buffer(b)) => {
+                    inputs.push(b.0.clone());
+                    let b = &b.0;
+                    Arg::Str(format!("input {} {} {} {:?}", inputs.len() - 1, b.device(), b.size(), b.dtype()))
+                }
+                (Ops::Contiguous, Arg::Int(_)) => {
+                    contiguous += 1;
+                    Arg::Int(contiguous)
+                }
+                (_, arg) => arg.clone(),
+            };
+            (u.op(), u.dtype(), arg, u.src().iter().map(|s| index[s]).collect())
+        })
+        .collect();
+    let key = Key {
+        nodes,
+        outputs: outputs.iter().map(|o| index[o]).collect(),
+        devices: outputs.iter().map(device_of).collect(),
+        split_reduceop: getenv("SPLIT_REDUCEOP", 1),
+    };
+    Some((key, inputs))
+}
+
+/// The cached schedule for `key` over this call's `inputs` (fresh buffers for the rest), and
+/// what each output became.
+pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec<ScheduleItem>, HashMap<UOp, UOp>)> {
+    let cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = cache.get(key) else {
+        MISSES.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    HITS.fetch_add(1, Ordering::Relaxed);
+    let fresh: Vec<Arc<Buffer>> =
+        t.fresh.iter().map(|(d, size, dtype)| Arc::new(Buffer::new(d, *size, *dtype))).collect();
+    let buf = |s: &Slot| match *s {
+        Slot::Input(i) => inputs[i].clone(),
+        Slot::Fresh(i) => fresh[i].clone(),
+    };
+    let items = t
+        .items
+        .iter()
+        .map(|item| match item {
+            TemplateItem::Kernel { ast, bufs } => {
+                ScheduleItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(buf).collect() }
+            }
+            TemplateItem::Copy { dst, src } => ScheduleItem::Copy { dst: buf(dst), src: buf(src) },
+        })
+        .collect();
+    let becomes = outputs
+        .iter()
+        .zip(&t.becomes)
+        .filter_map(|(o, s)| s.map(|s| (o.clone(), buffer_view(&buf(&s), o.sh()))))
+        .collect();
+    Some((items, becomes))
+}
+
+/// Remember the schedule `items` (and `becomes`) computed for `key`.
+pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[ScheduleItem], becomes: &HashMap<UOp, UOp>) {
+    let position: HashMap<u64, usize> = inputs.iter().enumerate().map(|(i, b)| (b.id(), i)).collect();
+    let mut fresh: Vec<(String, usize, DType)> = vec![];
+    let mut fresh_ids: HashMap<u64, usize> = HashMap::new();
+    let mut slot = |b: &Arc<Buffer>| match position.get(&b.id()) {
+        Some(&i) => Slot::Input(i),
+        None => Slot::Fresh(*fresh_ids.entry(b.id()).or_insert_with(|| {
+            fresh.push((b.device().to_string(), b.size(), b.dtype()));
+            fresh.len() - 1
+        })),
+    };
+    let items: Vec<TemplateItem> = items
+        .iter()
+        .map(|item| match item {
+            ScheduleItem::Kernel { ast, bufs } => {
+                TemplateItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(&mut slot).collect() }
+            }
+            ScheduleItem::Copy { dst, src } => TemplateItem::Copy { dst: slot(dst), src: slot(src) },
+        })
+        .collect();
+    let becomes = outputs.iter().map(|o| becomes.get(o).and_then(super::view_buffer).map(&mut slot)).collect();
+    let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MAX_ENTRIES {
+        cache.clear();
+    }
+    cache.insert(key, Template { items, fresh, becomes });
+}
