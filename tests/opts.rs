@@ -84,6 +84,13 @@ fn workloads() -> Vec<Workload> {
             }),
         ),
         (
+            "sums and maxes along 8x2048 rows (vector reduce lanes)",
+            Box::new(|| {
+                let x = Tensor::randn(&[8, 2048]);
+                vec![x.sum(1, false), x.max(1, false), (&x * 2.0).relu().sum(None, false)]
+            }),
+        ),
+        (
             "sum and max of 7x5x9",
             Box::new(|| {
                 let x = Tensor::randn(&[7, 5, 9]);

@@ -53,6 +53,39 @@ fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
     })
 }
 
+/// A sum (or float32 max) over one UNROLL loop along which its loads are consecutive, in a
+/// kernel without UPCAST loops: the loop's lanes become one vector, accumulated whole, and
+/// combined across lanes once after the reduce.
+fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<UOp> {
+    let [u] = unrolled else { return None };
+    let src = &red.src()[0];
+    let w = u.src()[0].const_int_value()? as usize;
+    let reducible = match op {
+        Ops::Add => vectorize::vector_dtype(red.dtype()),
+        Ops::Max => red.dtype() == crate::dtype::DType::FLOAT32,
+        _ => false,
+    };
+    let upcast =
+        src.toposort().iter().any(|r| matches!(r.arg(), Arg::Range(_, AxisKind::Upcast)) && r.op() == Ops::Range);
+    if !reducible
+        || upcast
+        || !vectorize::fits_vector(red.dtype(), w)
+        || !vectorize::vector_math(src)
+        || !vectorize::loads_along(src, u)
+    {
+        return None;
+    }
+    let lanes = vectorize::vectorize_value(src, u);
+    let lanes = vectorize::broadcast(&lanes, w);
+    let acc = match kept.is_empty() {
+        true => lanes,
+        false => {
+            UOp::new(Ops::Reduce, red.dtype().vec(w as u16), [vec![lanes], kept.to_vec()].concat(), red.arg().clone())
+        }
+    };
+    Some((1..w).fold(vectorize::gep(&acc, 0), |total, k| total.alu(op, &[&vectorize::gep(&acc, k)])))
+}
+
 /// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).
 fn pm_unroll() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
@@ -64,9 +97,12 @@ fn pm_unroll() -> &'static PatternMatcher {
             if unrolled.is_empty() {
                 return None;
             }
+            let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
+            if let Some(reduced) = vector_reduce(red, *op, &unrolled, &kept) {
+                return Some(reduced);
+            }
             let values = lanes(&red.src()[0], &unrolled);
             let combined = values[1..].iter().fold(values[0].clone(), |acc, v| acc.alu(*op, &[v]));
-            let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
             if kept.is_empty() {
                 return Some(combined);
             }

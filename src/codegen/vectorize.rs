@@ -244,6 +244,28 @@ pub fn vector_math(u: &UOp) -> bool {
     })
 }
 
+/// `value` with loop `r` computed as vector lanes (a reduce's source over its UNROLL loop).
+pub fn vectorize_value(value: &UOp, r: &UOp) -> UOp {
+    let w = r.src()[0].const_int_value().expect("vector loops have constant size");
+    let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), (0..w).map(UOp::index_const).collect(), Arg::None);
+    let value = crate::uop::substitute(value, &mut [(r.clone(), iota)].into(), "vector lanes");
+    graph_rewrite(&value, pm_vectorize(), &mut (), "vectorize", false)
+}
+
+/// Whether some load in `value` reads consecutive elements along loop `r`.
+pub fn loads_along(value: &UOp, r: &UOp) -> bool {
+    value.toposort().iter().filter(|u| u.op() == Ops::Load).any(|l| {
+        let lin = Lin::of(&l.src()[0].src()[1]);
+        lin.terms.iter().any(|(t, c)| t == r && *c == 1)
+            && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
+    })
+}
+
+/// Lane `k` of `u`.
+pub fn gep(u: &UOp, k: usize) -> UOp {
+    lane(u, k)
+}
+
 /// `store` with loop `r` computed as vector lanes: one store, or one per lane where the lanes'
 /// addresses are not consecutive.
 pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {

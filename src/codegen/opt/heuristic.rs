@@ -144,7 +144,16 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             }
         }
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
-            let amount = if size <= FULL_UNROLL_MAX { size } else { UNROLL_AMOUNT };
+            // with no output lanes, a reduce loop its loads walk becomes vector lanes itself
+            let vector = upcast.is_empty()
+                && size.is_multiple_of(VECTOR_LANES)
+                && load_contiguous(ast, id, &reduce_ids)
+                && crate::codegen::vectorize::vector_math(ast);
+            let amount = match () {
+                _ if vector => VECTOR_LANES,
+                _ if size <= FULL_UNROLL_MAX => size,
+                _ => UNROLL_AMOUNT,
+            };
             if size.is_multiple_of(amount) {
                 opts.push(Opt::Unroll { range: id, amount });
             }
