@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use super::rangeify::is_arange;
 use crate::dtype::DType;
 use crate::helpers::{debug, getenv};
-use crate::uop::pattern::{rule, PatternMatcher, UPat};
+use crate::uop::pattern::{rule_ctx, PatternMatcher, UPat};
 use crate::uop::rewrite::graph_rewrite;
 use crate::uop::{Arg, Ops, UOp};
 
@@ -32,13 +32,23 @@ pub fn split_large_reduces(outputs: &[UOp]) -> Vec<UOp> {
     if getenv("SPLIT_REDUCEOP", 1) == 0 {
         return outputs.to_vec();
     }
-    static PM: LazyLock<PatternMatcher> =
-        LazyLock::new(|| PatternMatcher::new(vec![rule(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m| split(&m["r"]))]));
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m, partials: &mut Partials| {
+            split(&m["r"], partials)
+        })])
+    });
     let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    graph_rewrite(&sink, &PM, &mut (), "split_reduce", false).src().to_vec()
+    graph_rewrite(&sink, &PM, &mut Partials::default(), "split_reduce", false).src().to_vec()
 }
 
-fn split(reduce: &UOp) -> Option<UOp> {
+/// The partial reduces made by splits: they are not split again, since splitting a partial's
+/// contiguous run would make each part read short runs far apart.
+type Partials = std::collections::HashSet<UOp>;
+
+fn split(reduce: &UOp, partials: &mut Partials) -> Option<UOp> {
+    if partials.contains(reduce) {
+        return None;
+    }
     let Arg::ReduceAxis(op, axes) = reduce.arg() else { return None };
     let x = &reduce.src()[0];
     let (shape, out_shape) = (x.sh().to_vec(), reduce.sh().to_vec());
@@ -68,6 +78,7 @@ fn split(reduce: &UOp) -> Option<UOp> {
     let split = movement(movement(x.clone(), Ops::Reshape, Arg::Shape(split_shape)), Ops::Permute, Arg::Axes(order));
     let shifted: Vec<usize> = axes.iter().map(|a| a + 1).collect();
     let partial = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![split], Arg::ReduceAxis(*op, shifted));
+    partials.insert(partial.clone());
     // a negative id never collides with `Tensor::contiguous`'s counter; equal splits share it
     let stored = UOp::new(Ops::Contiguous, reduce.dtype(), vec![partial], Arg::Int(-1));
     let total = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![stored], Arg::ReduceAxis(*op, vec![0]));
