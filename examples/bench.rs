@@ -66,7 +66,7 @@ fn matmul(n: usize) -> lazygrad::Result<()> {
     let reps = match n {
         256 => 50,
         512 => 20,
-        1024 => 8,
+        1000 | 1024 => 8,
         _ => 3,
     };
     let seconds = best_kernel_seconds(reps, || a.matmul(&b))?;
@@ -222,6 +222,7 @@ type Workload = (&'static str, fn() -> lazygrad::Result<()>);
 const WORKLOADS: &[Workload] = &[
     ("matmul_256", || matmul(256)),
     ("matmul_512", || matmul(512)),
+    ("matmul_1000", || matmul(1000)),
     ("matmul_1024", || matmul(1024)),
     ("matmul_2048", || matmul(2048)),
     ("copy", copy),

@@ -67,6 +67,10 @@ fn workloads() -> Vec<Workload> {
     vec![
         ("matmul 24x36x20", Box::new(|| vec![Tensor::rand(&[24, 36]).matmul(&Tensor::rand(&[36, 20]))])),
         (
+            "matmul 200x100x90 (columns padded to 96, column tiles to the threads)",
+            Box::new(|| vec![Tensor::randn(&[200, 100]).matmul(&Tensor::randn(&[100, 90]))]),
+        ),
+        (
             "relu, max with NaNs, where on 128x512 (vector elementwise)",
             Box::new(|| {
                 let (x, y) = (Tensor::randn(&[128, 512]), Tensor::randn(&[128, 512]));
@@ -260,4 +264,53 @@ fn swapping_two_loops_twice_is_the_same_kernel() {
         assert_ne!(once, ast);
         assert_eq!(lazygrad::codegen::opt::apply_opt(&once, swap), Some(ast));
     }
+}
+
+#[test]
+fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
+    let _serial = serial();
+    Tensor::manual_seed(11);
+    let (m, k, n) = (200, 100, 90);
+    let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
+    let c = a.matmul(&b);
+    let ast = kernel_asts(&c).remove(0);
+    let opts = hand_coded_optimizations(&ast, 2);
+    // 90 columns pad to 96 (tiles of two 16-float vectors, the last one masked); the 3 column
+    // tiles run outside the 25 row tiles, padded to 4 for 2 threads
+    assert_eq!(opts.first(), Some(&Opt::Padto { range: 1, amount: 32 }), "{opts:?}");
+    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 16 }), "{opts:?}");
+    assert!(opts.ends_with(&[Opt::Padto { range: 0, amount: 2 }, Opt::Thread(2)]), "{opts:?}");
+    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    assert!(
+        spec.src.contains("lg_load_float16(&data2[") && spec.src.contains("lg_store_float16(&data0["),
+        "{}",
+        spec.src
+    );
+    assert_eq!(spec.name.to_string().split('_').nth(1), Some("2"), "threaded: {}", spec.name);
+    // padded iterations compute nothing that lands: every entry is the float64 dot product
+    let (av, bv, cv) = (a.to_vec::<f32>(), b.to_vec::<f32>(), c.to_vec::<f32>());
+    assert_eq!(cv.len(), m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let exact: f64 = (0..k).map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64).sum();
+            assert!((cv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "c[{i},{j}]");
+        }
+    }
+}
+
+#[test]
+fn padto_applies_only_to_output_loops_it_grows() {
+    let _serial = serial();
+    let (a, b) = (Tensor::rand(&[20, 30]).realize(), Tensor::rand(&[30, 40]).realize());
+    let ast = kernel_asts(&a.matmul(&b)).remove(0);
+    let pad = |range: usize, amount: usize| lazygrad::codegen::opt::apply_opt(&ast, Opt::Padto { range, amount });
+    let sizes = |u: Option<lazygrad::uop::UOp>| {
+        lazygrad::codegen::opt::kernel_ranges(&u.expect("the pad applies")).iter().map(|r| r.2).collect::<Vec<_>>()
+    };
+    assert_eq!(sizes(pad(1, 16)), vec![20, 48, 30], "40 columns grow to 48");
+    assert_eq!(sizes(pad(0, 3)), vec![21, 40, 30]);
+    assert!(pad(1, 8).is_none(), "40 is a multiple of 8 already");
+    assert!(pad(0, 32).is_none(), "a pad past twice the size");
+    assert!(pad(2, 16).is_none(), "the reduce loop: padded terms would need to be the identity");
+    assert!(pad(5, 16).is_none(), "no such loop");
 }

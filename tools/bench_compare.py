@@ -31,7 +31,7 @@ import time  # noqa: E402
 
 THREADS = 2
 STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/bench.rs
-MATMUL_SIZES = (256, 512, 1024, 2048)
+MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
 MNIST_BATCH, MLP_BATCH = 512, 128
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +79,7 @@ def median_seconds(run, reps, warmup):
 
 def matmul_reps(n):
     """Timed runs per matmul size (more for the small ones, whose timings vary more)."""
-    return {256: 50, 512: 20, 1024: 8}.get(n, 3)
+    return {256: 50, 512: 20, 1000: 8, 1024: 8}.get(n, 3)
 
 
 def report_matmul(n, seconds):

@@ -95,11 +95,12 @@ fn vectorize_alu(u: &UOp) -> Option<UOp> {
     })
 }
 
-/// The first lane of an INDEX's address when its lanes are consecutive elements and its gate (if
-/// any) is the same for every lane.
-fn consecutive(index: &UOp) -> Option<UOp> {
+/// The first lane of an INDEX of `elem`s when its lanes are consecutive elements. A gate that
+/// differs by lane (the last vector of a padded loop) is kept for float32, whose masked vector
+/// loads and stores the renderers have; other element types then go lane by lane.
+fn consecutive(index: &UOp, elem: DType) -> Option<UOp> {
     let (idx, gate) = (&index.src()[1], index.src().get(2));
-    if gate.is_some_and(|g| g.dtype().count > 1) {
+    if gate.is_some_and(|g| g.dtype().count > 1) && elem != DType::FLOAT32 {
         return None;
     }
     let first = Lin::of(&lane(idx, 0));
@@ -121,11 +122,12 @@ fn index_lanes(index: &UOp, w: usize) -> Vec<UOp> {
 fn vectorize_load(load: &UOp) -> Option<UOp> {
     let index = &load.src()[0];
     let w = width(index);
-    if w == 1 {
+    // a vector load already (whose gate may still be a vector of lanes)
+    if w == 1 || load.dtype().count > 1 {
         return None;
     }
     let dtype = load.dtype();
-    if let Some(first) = consecutive(index).filter(|_| vector_dtype(dtype)) {
+    if let Some(first) = consecutive(index, dtype).filter(|_| vector_dtype(dtype)) {
         let mut src = index.src().to_vec();
         src[1] = first;
         return Some(UOp::new(Ops::Load, dtype.vec(w as u16), vec![index.replace_src(src)], Arg::None));
@@ -142,7 +144,7 @@ fn vectorize_store(store: &UOp) -> Option<UOp> {
     if w == 1 || index.src()[1].dtype().count == 1 {
         return None;
     }
-    let first = consecutive(index)?;
+    let first = consecutive(index, value.dtype().base())?;
     let mut src = index.src().to_vec();
     src[1] = first;
     Some(store.replace_src(vec![index.replace_src(src), broadcast(value, w)]))
@@ -199,7 +201,8 @@ fn pm_vectorize() -> &'static PatternMatcher {
 }
 
 /// The UPCAST loop of `store` to compute as vector lanes: one that fits one register of a
-/// vector-friendly dtype, ungated, whose lanes store consecutive elements; else one whose lanes
+/// vector-friendly dtype, ungated along it unless float32 (masked), whose lanes store consecutive
+/// elements; else one whose lanes
 /// load consecutive elements when all the math has vector forms (the store then goes lane by
 /// lane: a reduce over channels-last data into channels-first outputs).
 pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
@@ -213,7 +216,7 @@ pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
     let fits: Vec<&UOp> = upcast
         .iter()
         .filter(|r| fits_vector(value_dtype, r.src()[0].const_int_value().unwrap_or(0) as usize))
-        .filter(|r| index.src().get(2).is_none_or(|g| !g.toposort().contains(r)))
+        .filter(|r| value_dtype == DType::FLOAT32 || index.src().get(2).is_none_or(|g| !g.toposort().contains(r)))
         .collect();
     if let Some(r) = fits.iter().find(|r| stride_one(&index.src()[1], r)) {
         return Some((*r).clone());

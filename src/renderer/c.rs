@@ -65,6 +65,26 @@ impl Dialect for CRenderer {
                 "static inline {name} lg_where_{name}(lg_mask{n} m, {name} a, {name} b) {{ return ({name})(((lg_mask{n})a & m) | ((lg_mask{n})b & ~m)); }}\nstatic inline {name} lg_max_{name}({name} a, {name} b) {{ return lg_where_{name}((a != a) | (a > b), a, b); }}\n"
             );
         }
+        if dtype == DType::FLOAT32.vec(n) {
+            // masked lanes are neither read nor written: AVX-512's masked moves suppress their
+            // faults, and the fallback branches lane by lane
+            let native = (n == 16).then_some((
+                "__builtin_ia32_loadups512_mask(p, (float16){0}, __builtin_ia32_ptestmd512(m, m, -1))",
+                "__builtin_ia32_storeups512_mask(p, v, __builtin_ia32_ptestmd512(m, m, -1))",
+            ));
+            let guarded = |call: Option<&str>, lanes: String| match call {
+                Some(call) => format!("#if defined(__AVX512F__)\n  {call};\n#else\n  {lanes}\n#endif\n"),
+                None => format!("  {lanes}\n"),
+            };
+            let load = guarded(
+                native.map(|c| format!("return {}", c.0)).as_deref(),
+                format!("{name} v = {{0}}; for (int i = 0; i < {n}; i++) if (m[i]) v[i] = p[i]; return v;"),
+            );
+            let store = guarded(native.map(|c| c.1), format!("for (int i = 0; i < {n}; i++) if (m[i]) p[i] = v[i];"));
+            def += &format!(
+                "static inline {name} lg_load_{name}(const float* p, lg_mask{n} m) {{\n{load}}}\nstatic inline void lg_store_{name}(float* p, {name} v, lg_mask{n} m) {{\n{store}}}\n"
+            );
+        }
         if dtype == DType::FLOAT32.vec(16) {
             def += "static inline void lg_stream_float16(float* p, float16 v) {\n#if defined(__AVX512F__)\n  __builtin_ia32_movntps512(p, v);\n#else\n  __builtin_memcpy(p, &v, sizeof(v));\n#endif\n}\n";
         }
@@ -83,6 +103,12 @@ impl Dialect for CRenderer {
     }
     fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String {
         format!("lg_stream_{}({addr}, {value});", self.type_name(dtype))
+    }
+    fn masked_load(&self, dtype: DType, addr: &str, mask: &str) -> String {
+        format!("lg_load_{}({addr}, {mask})", self.type_name(dtype))
+    }
+    fn masked_store(&self, dtype: DType, addr: &str, value: &str, mask: &str) -> String {
+        format!("lg_store_{}({addr}, {value}, {mask});", self.type_name(dtype))
     }
     fn stream_fence(&self) -> String {
         "#if defined(__SSE__)\n  __builtin_ia32_sfence();\n#endif".to_string()

@@ -29,6 +29,11 @@ pub trait Dialect {
     fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
     /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
     fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String;
+    /// A load of float32 vector `dtype` from `addr` reading only the lanes `mask` is true in (the
+    /// others are 0 and their addresses are never touched).
+    fn masked_load(&self, dtype: DType, addr: &str, mask: &str) -> String;
+    /// A store of float32 vector `value` to `addr` writing only the lanes `mask` is true in.
+    fn masked_store(&self, dtype: DType, addr: &str, value: &str, mask: &str) -> String;
     /// What makes this thread's streamed stores visible before the kernel returns.
     fn stream_fence(&self) -> String;
     /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
@@ -176,8 +181,11 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             (Ops::Load, _) if u.dtype().count > 1 => {
                 let n = fresh("val");
                 let load = format!("__builtin_memcpy(&{n}, &{}, sizeof({n}));", src[0]);
-                match u.src()[0].src().get(2).map(|g| names[g].clone()) {
-                    Some(g) => line(format!("{ty} {n} = {{0}}; if ({g}) {load}")),
+                match u.src()[0].src().get(2) {
+                    Some(g) if g.dtype().count > 1 => {
+                        line(format!("{ty} {n} = {};", d.masked_load(u.dtype(), &format!("&{}", src[0]), &names[g])))
+                    }
+                    Some(g) => line(format!("{ty} {n} = {{0}}; if ({}) {load}", names[g])),
                     None => line(format!("{ty} {n}; {load}")),
                 }
                 Some(n)
@@ -189,8 +197,11 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             }
             (Ops::Store, _) if u.src()[1].dtype().count > 1 => {
                 let store = format!("__builtin_memcpy(&{}, &{}, sizeof({}));", src[0], src[1], src[1]);
-                match u.src()[0].src().get(2).map(|g| names[g].clone()) {
-                    Some(g) => line(format!("if ({g}) {store}")),
+                match u.src()[0].src().get(2) {
+                    Some(g) if g.dtype().count > 1 => {
+                        line(d.masked_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1], &names[g]))
+                    }
+                    Some(g) => line(format!("if ({}) {store}", names[g])),
                     None => line(store),
                 }
                 None

@@ -61,7 +61,13 @@ struct Inst {
 enum Value {
     Scalar(ConstValue),
     Lanes(Arc<[ConstValue]>),
-    Addr { buf: usize, idx: i64, valid: bool },
+    /// `valid`: bit `k` says whether lane `k` of an access through it happens (all ones when
+    /// ungated; a vector gate clears the bits of its false lanes).
+    Addr {
+        buf: usize,
+        idx: i64,
+        valid: u64,
+    },
 }
 
 impl Value {
@@ -139,7 +145,7 @@ impl InterpProgram {
                     if buf >= bufs.len() {
                         return Err(Error::Device(format!("INTERP: PARAM {buf} but {} buffers", bufs.len())));
                     }
-                    Some(Value::Addr { buf, idx: 0, valid: true })
+                    Some(Value::Addr { buf, idx: 0, valid: u64::MAX })
                 }
                 (Ops::Range, _) => {
                     if s(0).scalar().as_i64() <= 0 {
@@ -160,15 +166,27 @@ impl InterpProgram {
                 }
                 (Ops::Index, _) => {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: INDEX of a non-pointer") };
-                    let gate = inst.src.get(2).is_none_or(|_| s(2).scalar().as_bool());
-                    Some(Value::Addr { buf, idx: idx + s(1).scalar().as_i64(), valid: valid && gate })
+                    let gate = match inst.src.get(2).map(|_| s(2)) {
+                        None => u64::MAX,
+                        Some(Value::Lanes(l)) => {
+                            l.iter().enumerate().fold(0, |m, (k, g)| m | (g.as_bool() as u64) << k)
+                        }
+                        Some(g) => {
+                            if g.scalar().as_bool() {
+                                u64::MAX
+                            } else {
+                                0
+                            }
+                        }
+                    };
+                    Some(Value::Addr { buf, idx: idx + s(1).scalar().as_i64(), valid: valid & gate })
                 }
                 // a vector load reads consecutive elements
                 (Ops::Load, _) => {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: LOAD of a non-pointer") };
                     let elem = inst.dtype.base();
                     Some(Value::from_lanes(inst.dtype.count as usize, |k| {
-                        if !valid {
+                        if valid >> k & 1 == 0 {
                             return Ok(cast_value(ConstValue::Int(0), DType::INT64, elem));
                         }
                         let off = check(bufs, buf, idx + k as i64)?;
@@ -181,14 +199,12 @@ impl InterpProgram {
                 (Ops::Store, _) => {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: STORE to a non-pointer") };
                     let value = s(1);
-                    if valid {
-                        for k in 0..value.width() {
-                            let off = check(bufs, buf, idx + k as i64)?;
-                            let bytes = write_elem(value.lane(k), inst.src_dtypes[1].base());
-                            // SAFETY: as for LOAD; kernels run one at a time, so nothing else
-                            // accesses this buffer during the write.
-                            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].add(off), bytes.len()) };
-                        }
+                    for k in (0..value.width()).filter(|k| valid >> k & 1 == 1) {
+                        let off = check(bufs, buf, idx + k as i64)?;
+                        let bytes = write_elem(value.lane(k), inst.src_dtypes[1].base());
+                        // SAFETY: as for LOAD; kernels run one at a time, so nothing else
+                        // accesses this buffer during the write.
+                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].add(off), bytes.len()) };
                     }
                     None
                 }

@@ -69,9 +69,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
     }
+    let reduce_ids: HashSet<usize> =
+        kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
+    let mut opts: Vec<Opt> = pad_innermost(ast, &reduce_ids).into_iter().collect();
+    let padded = apply_opts(ast, &opts);
+    let ast = &padded;
     let ranges = kernel_ranges(ast);
-    let reduce_ids: HashSet<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
-    let mut opts = vec![];
     // output loop id -> lanes it was upcast by
     let mut upcast: HashMap<usize, usize> = HashMap::new();
     // the innermost output loop: contiguous in the output, so its lanes make one vector
@@ -171,12 +174,41 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             opts.push(Opt::Swap { range: outer, with: inner });
         }
     }
-    // the outer loop as the opts so far leave it
-    if let Some(&(_, _, size)) = kernel_ranges(&apply_opts(ast, &opts)).iter().find(|r| r.1 == AxisKind::Loop) {
-        let n = (2..=threads).rev().find(|n| size.is_multiple_of(*n)).unwrap_or(1);
-        if n > 1 && work >= THREAD_MIN_WORK {
-            opts.push(Opt::Thread(n));
+    // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
+    // count divides it
+    let tiled = apply_opts(ast, &opts[usize::from(padded_first(&opts))..]);
+    if let Some(&(id, _, size)) = kernel_ranges(&tiled).iter().find(|r| r.1 == AxisKind::Loop) {
+        match (2..=threads).rev().find(|n| size.is_multiple_of(*n)) {
+            _ if work < THREAD_MIN_WORK => {}
+            Some(n) => opts.push(Opt::Thread(n)),
+            None if threads > 1 && size >= threads => {
+                opts.extend([Opt::Padto { range: id, amount: threads }, Opt::Thread(threads)])
+            }
+            None => {}
         }
     }
     opts
+}
+
+/// Whether the first opt is `pad_innermost`'s (already applied to the AST the others see).
+fn padded_first(opts: &[Opt]) -> bool {
+    matches!(opts.first(), Some(Opt::Padto { .. }))
+}
+
+/// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not
+/// divide, padded to a multiple of a matmul tile's columns, else of a vector, when that adds at
+/// most an eighth: a 1000-column matmul then computes 32-column tiles with masked edges instead
+/// of scalar lanes.
+fn pad_innermost(ast: &UOp, reduce_ids: &HashSet<usize>) -> Option<Opt> {
+    if reduce_ids.is_empty() {
+        return None;
+    }
+    let &(id, _, size) = kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0)?;
+    if size <= VECTOR_LANES || size.is_multiple_of(VECTOR_LANES) || !crate::codegen::vectorize::vector_math(ast) {
+        return None;
+    }
+    [MATMUL_PANEL, VECTOR_LANES]
+        .into_iter()
+        .find(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
+        .map(|amount| Opt::Padto { range: id, amount })
 }

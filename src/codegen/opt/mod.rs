@@ -31,6 +31,10 @@ pub enum Opt {
     /// Exchange the nesting of output loops `range` and `with` (the loop with the smaller id
     /// runs outside): the other loop's data then stays in cache while the inner one streams.
     Swap { range: usize, with: usize },
+    /// Round output loop `range` up to a multiple of `amount`: the extra iterations touch no
+    /// memory (every load and store whose address depends on the loop is gated by `r < size`),
+    /// so a loop of odd size still splits into whole vectors, tiles and threads.
+    Padto { range: usize, amount: usize },
 }
 
 impl fmt::Display for Opt {
@@ -40,6 +44,7 @@ impl fmt::Display for Opt {
             Opt::Unroll { range, amount } => write!(f, "UNROLL(range={range}, amount={amount})"),
             Opt::Thread(n) => write!(f, "THREAD(threads={n})"),
             Opt::Swap { range, with } => write!(f, "SWAP(range={range}, with={with})"),
+            Opt::Padto { range, amount } => write!(f, "PADTO(range={range}, amount={amount})"),
         }
     }
 }
@@ -103,8 +108,23 @@ fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
     UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(id, kind))
 }
 
+/// `ast` with `gate` ANDed into the gate of every INDEX whose address depends on loop `r`.
+fn gate_accesses(ast: &UOp, r: &UOp, gate: &UOp) -> UOp {
+    let mut gated: HashMap<UOp, UOp> = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op() == Ops::Index && u.src()[1].toposort().contains(r))
+        .map(|index| {
+            let mut src = index.src()[..2].to_vec();
+            src.push(index.src().get(2).map_or(gate.clone(), |old| gate.alu(Ops::And, &[old])));
+            (index.clone(), index.replace_src(src))
+        })
+        .collect();
+    crate::uop::substitute(ast, &mut gated, "apply opts")
+}
+
 /// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible, a
-/// second THREAD).
+/// second THREAD, a pad of a loop already a multiple or shorter than the amount).
 pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
     let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
     match opt {
@@ -139,6 +159,19 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             let mut second: HashMap<UOp, UOp> =
                 [(pa, new_range(size_a, with, AxisKind::Loop)), (pb, new_range(size_b, range, AxisKind::Loop))].into();
             Some(crate::uop::substitute(&ast, &mut second, "apply opts"))
+        }
+        Opt::Padto { range, amount } => {
+            let r = find_range(ast, range)?;
+            let (Arg::Range(id, AxisKind::Loop), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else {
+                return None;
+            };
+            let size = size as usize;
+            if amount < 2 || amount > size || size.is_multiple_of(amount) {
+                return None;
+            }
+            let padded = new_range(size.next_multiple_of(amount), *id, AxisKind::Loop);
+            let ast = crate::uop::substitute(ast, &mut [(r, padded.clone())].into(), "apply opts");
+            Some(gate_accesses(&ast, &padded, &padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)])))
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;

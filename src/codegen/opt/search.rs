@@ -30,6 +30,8 @@ const UPCAST_AMOUNTS: [usize; 8] = [2, 3, 4, 5, 7, 8, 16, 32];
 const UNROLL_AMOUNTS: [usize; 4] = [2, 4, 7, 8];
 /// Thread counts tried, up to the core count (which is always tried).
 const THREADS: [usize; 9] = [2, 3, 4, 5, 8, 12, 16, 24, 32];
+/// Multiples output loops are padded to (a vector, a matmul tile's columns).
+const PADTO_AMOUNTS: [usize; 2] = [16, 32];
 /// Timed runs per candidate (the fastest counts): at least `RUNS`, and more (up to `MAX_RUNS`)
 /// until they took `MIN_TIMING` seconds, so that short kernels are timed over many runs; a run
 /// `EARLY_STOP` times slower than the best time so far ends its candidate's runs.
@@ -214,9 +216,9 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
     }
 }
 
-/// Every single opt tried on `ast`: UPCAST of each output loop and UNROLL of each reduce loop by
-/// each amount, SWAP of each pair of output loops, THREAD by each thread count (`apply_opt`
-/// rejects those that do not fit).
+/// Every single opt tried on `ast`: UPCAST and PADTO of each output loop and UNROLL of each
+/// reduce loop by each amount, SWAP of each pair of output loops, THREAD by each thread count
+/// (`apply_opt` rejects those that do not fit).
 fn actions(ast: &UOp, threads: usize) -> Vec<Opt> {
     let mut out = vec![];
     let ranges = kernel_ranges(ast);
@@ -229,7 +231,8 @@ fn actions(ast: &UOp, threads: usize) -> Vec<Opt> {
             |list: &[usize]| list.iter().copied().chain((!list.contains(&size)).then_some(size)).collect::<Vec<_>>();
         match kind {
             AxisKind::Loop => {
-                out.extend(amounts(&UPCAST_AMOUNTS).into_iter().map(|amount| Opt::Upcast { range, amount }))
+                out.extend(amounts(&UPCAST_AMOUNTS).into_iter().map(|amount| Opt::Upcast { range, amount }));
+                out.extend(PADTO_AMOUNTS.map(|amount| Opt::Padto { range, amount }));
             }
             AxisKind::Reduce => {
                 out.extend(amounts(&UNROLL_AMOUNTS).into_iter().map(|amount| Opt::Unroll { range, amount }))
@@ -340,13 +343,14 @@ fn scratch_buffers(ast: &UOp, device: &str) -> Option<Vec<Arc<Buffer>>> {
 }
 
 /// Opts as cache file text: the header, then one opt a line (`UPCAST 1 16`, `UNROLL 2 4`,
-/// `SWAP 0 1`, `THREAD 8`).
+/// `SWAP 0 1`, `PADTO 1 32`, `THREAD 8`).
 fn format_opts(opts: &[Opt]) -> String {
     let lines = opts.iter().map(|o| match o {
         Opt::Upcast { range, amount } => format!("UPCAST {range} {amount}\n"),
         Opt::Unroll { range, amount } => format!("UNROLL {range} {amount}\n"),
         Opt::Thread(n) => format!("THREAD {n}\n"),
         Opt::Swap { range, with } => format!("SWAP {range} {with}\n"),
+        Opt::Padto { range, amount } => format!("PADTO {range} {amount}\n"),
     });
     format!("{CACHE_HEADER}\n{}", lines.collect::<String>())
 }
@@ -366,6 +370,7 @@ fn parse_opts(text: &str) -> Option<Vec<Opt>> {
                 (Some("UNROLL"), 3) => Some(Opt::Unroll { range: num(1)?, amount: num(2)? }),
                 (Some("THREAD"), 2) => Some(Opt::Thread(num(1)?)),
                 (Some("SWAP"), 3) => Some(Opt::Swap { range: num(1)?, with: num(2)? }),
+                (Some("PADTO"), 3) => Some(Opt::Padto { range: num(1)?, amount: num(2)? }),
                 _ => None,
             }
         })
