@@ -171,6 +171,35 @@ fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
 }
 
 #[test]
+fn narrower_vector_targets_run_bit_identical_on_cpu_and_interp() {
+    let _serial = serial();
+    // the code for AVX2 (32-byte vectors) and SSE (16), generated and run on this machine
+    for bytes in [32, 16] {
+        let _width = Context::new(&[("VECTOR_BYTES", bytes)]);
+        let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
+        let ast = kernel_asts(&a.matmul(&b)).remove(0);
+        let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+        let lanes = bytes / 4;
+        assert!(spec.src.contains(&format!("typedef float float{lanes} __attribute__((vector_size({bytes})))")));
+        assert!(!spec.src.contains("vector_size(64)"), "{}", spec.src);
+        // at most 8 accumulators: half of the 16 registers AVX2 and SSE have
+        assert!(spec.src.matches(&format!("float{lanes} acc")).count() <= 8, "{}", spec.src);
+        for (name, make) in workloads() {
+            let on = |device: &str| {
+                let _dev = DefaultDevice::scoped(device);
+                run(make.as_ref(), 0)
+            };
+            let (cpu, interp) = (on("CPU"), on("INTERP"));
+            let bits =
+                |v: &[f32]| v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect::<Vec<u32>>();
+            for (c, i) in cpu.iter().zip(&interp) {
+                assert_eq!(bits(c), bits(i), "{bytes}-byte vectors: {name}");
+            }
+        }
+    }
+}
+
+#[test]
 fn reduces_over_channels_last_data_load_channel_vectors() {
     let _serial = serial();
     Tensor::manual_seed(4);

@@ -91,7 +91,7 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>
     }
     let spec = lower(&ast, renderer);
     if let (Some(r), Some(dir)) = (renderer, replay::capture_dir()) {
-        let (noopt, threads, _) = opt::settings();
+        let (noopt, threads, ..) = opt::settings();
         let key = replay::capture_key(kernel, (noopt, threads), r.language());
         replay::capture(&dir, &spec.name.to_string(), key, r.language(), &spec.src)?;
     }

@@ -13,8 +13,27 @@ use crate::dtype::{DType, Scalar};
 use crate::uop::symbolic::{symbolic, Lin};
 use crate::uop::{graph_rewrite, rule, Arg, Ops, PatternMatcher, UOp, UPat};
 
-/// The widest vector in bytes (one AVX-512 register).
-pub const MAX_VECTOR_BYTES: usize = 64;
+/// The widest vector in bytes: one register of the CPU's widest vector unit (64 with AVX-512,
+/// 32 with AVX2, else 16), or `VECTOR_BYTES` (16, 32 or 64) to generate code for a narrower one.
+pub fn vector_bytes() -> usize {
+    static NATIVE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let native = *NATIVE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return 64;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                return 32;
+            }
+        }
+        16
+    });
+    match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
+        v @ (16 | 32 | 64) => v as usize,
+        _ => native,
+    }
+}
 
 /// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
@@ -49,7 +68,7 @@ pub fn vector_dtype(d: DType) -> bool {
 
 /// Whether `w` lanes of `d` make one vector register.
 pub fn fits_vector(d: DType, w: usize) -> bool {
-    vector_dtype(d) && w.is_power_of_two() && w >= 2 && w * d.itemsize() <= MAX_VECTOR_BYTES
+    vector_dtype(d) && w.is_power_of_two() && w >= 2 && w * d.itemsize() <= vector_bytes()
 }
 
 /// `u` as `w` lanes: itself when it is a vector, else `w` copies of the scalar.
@@ -307,7 +326,8 @@ pub fn pm_stream_stores() -> &'static PatternMatcher {
             let st = &m["st"];
             let (index, value) = (&st.src()[0], &st.src()[1]);
             let lanes = value.dtype().count as i128;
-            if st.arg() != &Arg::None || value.dtype() != DType::FLOAT32.vec(16) || index.src().len() != 2 {
+            let register = DType::FLOAT32.vec((vector_bytes() / 4) as u16);
+            if st.arg() != &Arg::None || value.dtype() != register || index.src().len() != 2 {
                 return None;
             }
             let lin = Lin::of(&index.src()[1]);

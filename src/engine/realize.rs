@@ -25,7 +25,7 @@ pub struct CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
-type Cache = Mutex<HashMap<(String, UOp, (i64, usize, usize)), Arc<CompiledKernel>>>;
+type Cache = Mutex<HashMap<(String, UOp, (i64, usize, usize, usize)), Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();

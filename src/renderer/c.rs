@@ -66,27 +66,50 @@ impl Dialect for CRenderer {
             );
         }
         if dtype == DType::FLOAT32.vec(n) {
-            // masked lanes are neither read nor written: AVX-512's masked moves suppress their
+            // masked lanes are neither read nor written: the x86 masked moves suppress their
             // faults, and the fallback branches lane by lane
-            let native = (n == 16).then_some((
-                "__builtin_ia32_loadups512_mask(p, (float16){0}, __builtin_ia32_ptestmd512(m, m, -1))",
-                "__builtin_ia32_storeups512_mask(p, v, __builtin_ia32_ptestmd512(m, m, -1))",
-            ));
-            let guarded = |call: Option<&str>, lanes: String| match call {
-                Some(call) => format!("#if defined(__AVX512F__)\n  {call};\n#else\n  {lanes}\n#endif\n"),
-                None => format!("  {lanes}\n"),
+            let (guard, load, store) = match n {
+                16 => (
+                    "__AVX512F__",
+                    "__builtin_ia32_loadups512_mask(p, (float16){0}, __builtin_ia32_ptestmd512(m, m, -1))",
+                    "__builtin_ia32_storeups512_mask(p, v, __builtin_ia32_ptestmd512(m, m, -1))",
+                ),
+                8 => (
+                    "__AVX__",
+                    "__builtin_ia32_maskloadps256((const float8*)p, m)",
+                    "__builtin_ia32_maskstoreps256((float8*)p, m, v)",
+                ),
+                4 => (
+                    "__AVX__",
+                    "__builtin_ia32_maskloadps((const float4*)p, m)",
+                    "__builtin_ia32_maskstoreps((float4*)p, m, v)",
+                ),
+                _ => ("", "", ""),
+            };
+            let guarded = |call: String, lanes: String| match guard {
+                "" => format!("  {lanes}\n"),
+                _ => format!("#if defined({guard})\n  {call};\n#else\n  {lanes}\n#endif\n"),
             };
             let load = guarded(
-                native.map(|c| format!("return {}", c.0)).as_deref(),
+                format!("return {load}"),
                 format!("{name} v = {{0}}; for (int i = 0; i < {n}; i++) if (m[i]) v[i] = p[i]; return v;"),
             );
-            let store = guarded(native.map(|c| c.1), format!("for (int i = 0; i < {n}; i++) if (m[i]) p[i] = v[i];"));
+            let store = guarded(store.to_string(), format!("for (int i = 0; i < {n}; i++) if (m[i]) p[i] = v[i];"));
             def += &format!(
                 "static inline {name} lg_load_{name}(const float* p, lg_mask{n} m) {{\n{load}}}\nstatic inline void lg_store_{name}(float* p, {name} v, lg_mask{n} m) {{\n{store}}}\n"
             );
-        }
-        if dtype == DType::FLOAT32.vec(16) {
-            def += "static inline void lg_stream_float16(float* p, float16 v) {\n#if defined(__AVX512F__)\n  __builtin_ia32_movntps512(p, v);\n#else\n  __builtin_memcpy(p, &v, sizeof(v));\n#endif\n}\n";
+            // stores around the caches, for whole registers (`pm_stream_stores`)
+            let stream = match n {
+                16 => Some(("__AVX512F__", "__builtin_ia32_movntps512(p, v)")),
+                8 => Some(("__AVX__", "__builtin_ia32_movntps256(p, v)")),
+                4 => Some(("__SSE__", "__builtin_ia32_movntps(p, v)")),
+                _ => None,
+            };
+            if let Some((guard, call)) = stream {
+                def += &format!(
+                    "static inline void lg_stream_{name}(float* p, {name} v) {{\n#if defined({guard})\n  {call};\n#else\n  __builtin_memcpy(p, &v, sizeof(v));\n#endif\n}}\n"
+                );
+            }
         }
         def
     }

@@ -19,9 +19,12 @@ const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 /// AVX-512 mask registers (a `cond ? x : 0.0f` summed over an unrolled one-hot came out short),
 /// reduction chains whose loads it permutes, and `(double)(_Float16)x`, which it turns into
 /// `(double)x`. Kernels that codegen vectorized itself (explicit vector types) are left alone
-/// by it, with all of AVX-512 for their vectors; scalar kernels keep it, limited to AVX2.
+/// by it, with all of AVX-512 for their vectors (if they have 64-byte ones); scalar kernels keep
+/// it, limited to AVX2.
 fn source_flags(src: &str) -> &'static [&'static str] {
     match (src.contains("vector_size("), src.contains("_Float16")) {
+        // vectors narrower than AVX-512's (`VECTOR_BYTES`): the code of a machine without it
+        (true, _) if !src.contains("vector_size(64)") => &["-mno-avx512f", "-fno-tree-vectorize"],
         (true, _) => &["-fno-tree-vectorize"],
         (false, true) => &["-mno-avx512f", "-fno-tree-vectorize"],
         (false, false) => &["-mno-avx512f"],

@@ -269,7 +269,7 @@ impl Tensor {
         let x = x.reshape(&cat(&[bs, groups, cin, 1], &oyx, hw)).expand(&cat(&[bs, groups, cin, rcout], &oyx, hw));
         let spatial = |first: usize| (first..first + nd).map(|a| a as isize).collect::<Vec<_>>();
         let reduce: Vec<isize> = (0..=nd).map(|j| -1 - j as isize).collect();
-        if !rcout.is_multiple_of(crate::codegen::opt::VECTOR_LANES) {
+        if !rcout.is_multiple_of(crate::codegen::opt::vector_lanes()) {
             // (batch, groups, cout, out..., cin, k...)
             let x = x.permute(&[&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat());
             let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));

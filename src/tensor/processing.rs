@@ -29,14 +29,14 @@ impl Tensor {
         x.mul(&w).sum(-1isize, false)
     }
     /// `self @ w` for a large matrix `w` (k, n), first laid out as column panels `(n/P, k, P)`
-    /// of `P = MATMUL_PANEL` columns (one copy kernel, k·n elements): the matmul kernel then
+    /// of `P = matmul_panel()` columns (one copy kernel, k·n elements): the matmul kernel then
     /// reads each panel of its output tile's columns as one contiguous block, which stays in
     /// cache while the rows stream past. Read in place, consecutive rows of `w` are a power of
     /// two apart for the usual sizes: they land in the same cache sets and evict each other, and
     /// each one is a new page for the prefetcher (1024² and 2048² run 3x slower).
     fn matmul_panels(&self, w: &Tensor) -> Tensor {
         let (xs, ws) = (self.shape(), w.shape());
-        let (k, n, p) = (ws[0], ws[1], crate::codegen::opt::MATMUL_PANEL);
+        let (k, n, p) = (ws[0], ws[1], crate::codegen::opt::matmul_panel());
         let panels = w.reshape(&[k, n / p, p]).permute(&[1, 0, 2]).contiguous();
         let batch = &xs[..xs.len() - 1];
         let x = self.reshape(&[batch, &[1, k, 1]].concat());
@@ -52,7 +52,7 @@ impl Tensor {
 /// splits into them.
 fn packs_in_panels(k: usize, n: usize) -> bool {
     const MIN_ELEMENTS: usize = 1 << 20;
-    let p = crate::codegen::opt::MATMUL_PANEL;
+    let p = crate::codegen::opt::matmul_panel();
     k >= p && n.is_multiple_of(p) && k * n >= MIN_ELEMENTS
 }
 

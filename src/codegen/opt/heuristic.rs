@@ -11,17 +11,28 @@ use crate::uop::{Arg, AxisKind, Ops, UOp};
 /// Kernels smaller than this many loop iterations stay on one thread.
 const THREAD_MIN_WORK: usize = 1 << 16;
 /// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
-/// make one vector) takes the widest of `CONTIGUOUS_UPCAST` that divides it. At most
-/// `MAX_UPCAST` output lanes per iteration.
+/// make one vector) takes the widest of a vector, half and a quarter of one (at least 4) that
+/// divides it. At most `MAX_UPCAST` output lanes per iteration.
 const UPCAST_AMOUNT: usize = 4;
-const CONTIGUOUS_UPCAST: [usize; 3] = [16, 8, 4];
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
 /// Lanes of one float32 vector register.
-pub const VECTOR_LANES: usize = crate::codegen::vectorize::MAX_VECTOR_BYTES / 4;
+pub fn vector_lanes() -> usize {
+    crate::codegen::vectorize::vector_bytes() / 4
+}
 /// Output columns one matmul tile computes (two vectors); `Tensor::matmul` lays large right
 /// operands out in panels of this many columns.
-pub const MATMUL_PANEL: usize = 2 * VECTOR_LANES;
+pub fn matmul_panel() -> usize {
+    2 * vector_lanes()
+}
+/// Vector accumulators a register tile may hold: half the vector registers (32 with AVX-512,
+/// 16 with AVX2 and SSE), the rest holding the loaded operands.
+fn max_accumulators() -> usize {
+    match crate::codegen::vectorize::vector_bytes() {
+        64 => 16,
+        _ => 8,
+    }
+}
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.
@@ -69,6 +80,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
     }
+    let vl = vector_lanes();
     let reduce_ids: HashSet<usize> =
         kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
     let mut opts: Vec<Opt> = pad_innermost(ast, &reduce_ids).into_iter().collect();
@@ -84,23 +96,22 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     // along the innermost output axis, else along the innermost axis some load walks (the
     // stores then go lane by lane: channels-last data read channels-first)
     let elementwise = reduce_ids.is_empty() && work >= THREAD_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
-    let whole_vectors =
-        |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(VECTOR_LANES) && r.2 > VECTOR_LANES;
+    let whole_vectors = |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(vl) && r.2 > vl;
     let vector_axis = ranges
         .iter()
         .filter(whole_vectors)
         .filter(|r| Some(r.0) == innermost || load_contiguous(ast, r.0, &reduce_ids))
         .max_by_key(|r| (Some(r.0) == innermost, r.0));
     if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise) {
-        opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
-        upcast.insert(id, VECTOR_LANES);
+        opts.push(Opt::Upcast { range: id, amount: vl });
+        upcast.insert(id, vl);
     }
     if !reduce_ids.is_empty() {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
         let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
         let amount = |id: usize, size: usize| match Some(id) == innermost {
-            true => CONTIGUOUS_UPCAST.into_iter().find(|a| size.is_multiple_of(*a) && size > *a),
+            true => [vl, vl / 2, vl / 4].into_iter().find(|a| *a >= 4 && size.is_multiple_of(*a) && size > *a),
             false => (size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT).then_some(UPCAST_AMOUNT),
         };
         let mut shared: HashSet<usize> = HashSet::new();
@@ -127,19 +138,22 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         let lanes: usize = upcast.values().product();
         let vector_load_axis = ranges
             .iter()
-            .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(VECTOR_LANES))
-            .filter(|r| lanes * VECTOR_LANES <= MAX_UPCAST && load_contiguous(ast, r.0, &reduce_ids))
+            .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(vl))
+            .filter(|r| lanes * vl <= MAX_UPCAST && load_contiguous(ast, r.0, &reduce_ids))
             .filter(|r| (upcast.is_empty() || Some(r.0) == innermost) && crate::codegen::vectorize::vector_math(ast))
             .max_by_key(|r| (Some(r.0) == innermost, r.0));
         if let Some(&(id, _, _)) = vector_load_axis {
-            opts.push(Opt::Upcast { range: id, amount: VECTOR_LANES });
-            upcast.insert(id, VECTOR_LANES);
+            opts.push(Opt::Upcast { range: id, amount: vl });
+            upcast.insert(id, vl);
         }
         // a tile of whole vectors: when the contiguous axis takes a full vector and one more axis
         // is tiled, both double: 8 rows by 2 vectors of 16 is 16 accumulator registers
-        let vector_tile = innermost.is_some_and(|id| upcast.get(&id).is_some_and(|a| *a >= VECTOR_LANES));
+        let vector_tile = innermost.is_some_and(|id| upcast.get(&id).is_some_and(|a| *a >= vl));
         if vector_tile && upcast.len() == 2 {
             for &(id, _, size) in &ranges {
+                if 2 * upcast.values().product::<usize>() / vl > max_accumulators() {
+                    break;
+                }
                 if let Some(lanes) = upcast.get_mut(&id).filter(|a| (size / **a).is_multiple_of(2)) {
                     opts.push(Opt::Upcast { range: id, amount: 2 });
                     *lanes *= 2;
@@ -149,11 +163,11 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             // with no output lanes, a reduce loop its loads walk becomes vector lanes itself
             let vector = upcast.is_empty()
-                && size.is_multiple_of(VECTOR_LANES)
+                && size.is_multiple_of(vl)
                 && load_contiguous(ast, id, &reduce_ids)
                 && crate::codegen::vectorize::vector_math(ast);
             let amount = match () {
-                _ if vector => VECTOR_LANES,
+                _ if vector => vl,
                 _ if size <= FULL_UNROLL_MAX => size,
                 _ => UNROLL_AMOUNT,
             };
@@ -204,10 +218,10 @@ fn pad_innermost(ast: &UOp, reduce_ids: &HashSet<usize>) -> Option<Opt> {
         return None;
     }
     let &(id, _, size) = kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0)?;
-    if size <= VECTOR_LANES || size.is_multiple_of(VECTOR_LANES) || !crate::codegen::vectorize::vector_math(ast) {
+    if size <= vector_lanes() || size.is_multiple_of(vector_lanes()) || !crate::codegen::vectorize::vector_math(ast) {
         return None;
     }
-    [MATMUL_PANEL, VECTOR_LANES]
+    [matmul_panel(), vector_lanes()]
         .into_iter()
         .find(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
         .map(|amount| Opt::Padto { range: id, amount })

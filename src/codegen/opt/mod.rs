@@ -10,7 +10,7 @@
 pub mod heuristic;
 pub mod search;
 
-pub use heuristic::{hand_coded_optimizations, MATMUL_PANEL, VECTOR_LANES};
+pub use heuristic::{hand_coded_optimizations, matmul_panel, vector_lanes};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -205,8 +205,9 @@ pub fn thread_count(uops: &[UOp]) -> usize {
         .map_or(1, |n| n as usize)
 }
 
-/// The settings the opts read (NOOPT, CPU threads, BEAM width): with the AST, they decide the
-/// program.
-pub fn settings() -> (i64, usize, usize) {
-    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads(), search::beam_width())
+/// The settings the opts read (NOOPT, CPU threads, BEAM width, vector bytes): with the AST, they
+/// decide the program.
+pub fn settings() -> (i64, usize, usize, usize) {
+    let vector_bytes = crate::codegen::vectorize::vector_bytes();
+    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads(), search::beam_width(), vector_bytes)
 }

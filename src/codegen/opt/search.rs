@@ -2,7 +2,8 @@
 //! each round applies every action of a fixed list to every member of the beam, compiles the new
 //! kernels in parallel, times each on scratch buffers and keeps the `n` fastest, until a round
 //! brings no improvement. The chosen opts are cached in memory and on disk
-//! (`<cache_dir>/beam/<key>`, keyed by the kernel, the device, the width and the thread count).
+//! (`<cache_dir>/beam/<key>`, keyed by the kernel, the device, the width, the thread count and
+//! the vector width).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -92,7 +93,8 @@ fn memory() -> &'static Mutex<HashMap<u64, Vec<Opt>>> {
 }
 
 fn cache_key(kernel: &UOp, device: &str, width: usize) -> u64 {
-    stable_hash(&("beam", render_tree(kernel), device, width, cpu_threads()))
+    let vector_bytes = crate::codegen::vectorize::vector_bytes();
+    stable_hash(&("beam", render_tree(kernel), device, width, cpu_threads(), vector_bytes))
 }
 
 /// The disk cache file of `kernel`'s BEAM opts on `device` at `width`.
