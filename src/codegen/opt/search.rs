@@ -42,6 +42,9 @@ const MIN_TIMING: f64 = 2e-3;
 const EARLY_STOP: f64 = 3.0;
 /// A round continues the search only if it beats the best time so far by this fraction.
 const MIN_PROGRESS: f64 = 0.01;
+/// At the end, the winner and the heuristics' choice are timed in turn this many times and the
+/// faster is kept: on a busy machine one noisy timing could otherwise crown a slower kernel.
+const CONFIRM_ROUNDS: usize = 5;
 /// Candidates with more linearized UOps than this are not compiled (the C compiler would take
 /// seconds on them).
 const MAX_UOPS: usize = 6000;
@@ -152,12 +155,14 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
     let mut beam = vec![Member { opts: vec![], ast: ast.clone(), time: f64::INFINITY }];
     let (mut seen_asts, mut seen_srcs) = (HashSet::from([ast.clone()]), HashSet::new());
     let (mut round, mut least_ops) = (0, lower_quietly(ast, dev).ops);
+    let heuristic_opts = super::hand_coded_optimizations(ast, threads);
     loop {
         round += 1;
         // the heuristics' choice competes in the first round, so the search ends no worse
-        let heuristic = (round == 1).then(|| {
-            let opts = super::hand_coded_optimizations(ast, threads);
-            Member { ast: super::apply_opts(ast, &opts), opts, time: f64::INFINITY }
+        let heuristic = (round == 1).then(|| Member {
+            ast: super::apply_opts(ast, &heuristic_opts),
+            opts: heuristic_opts.clone(),
+            time: f64::INFINITY,
         });
         let candidates: Vec<Member> = beam
             .iter()
@@ -213,9 +218,38 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
             );
         }
         if !improved {
-            return Ok(beam.swap_remove(0).opts);
+            return confirm(ast, dev, bufs, beam.swap_remove(0).opts, heuristic_opts, name);
         }
     }
+}
+
+/// Of the search's `winner` and the heuristics' opts, the faster when timed in turn
+/// (`CONFIRM_ROUNDS`); the winner if the two are one or one does not compile.
+fn confirm(
+    ast: &UOp,
+    dev: &dyn Device,
+    bufs: &[Arc<Buffer>],
+    winner: Vec<Opt>,
+    heuristic: Vec<Opt>,
+    name: &KernelName,
+) -> Result<Vec<Opt>> {
+    if winner == heuristic {
+        return Ok(winner);
+    }
+    let members: Vec<Member> = [&winner, &heuristic]
+        .map(|opts| Member { ast: super::apply_opts(ast, opts), opts: opts.clone(), time: f64::INFINITY })
+        .into();
+    let compiled = compile_all(dev, &members);
+    let [Ok(w), Ok(h)] = &compiled[..] else { return Ok(winner) };
+    let (mut tw, mut th) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..CONFIRM_ROUNDS {
+        tw = tw.min(time_program(w.program.as_ref(), bufs, f64::INFINITY)?);
+        th = th.min(time_program(h.program.as_ref(), bufs, f64::INFINITY)?);
+    }
+    if debug() >= 2 {
+        eprintln!("BEAM {}: confirmed {:.2} us vs the heuristics' {:.2} us", name.for_debug(), tw * 1e6, th * 1e6);
+    }
+    Ok(if th <= tw { heuristic } else { winner })
 }
 
 /// Every single opt tried on `ast`: UPCAST and PADTO of each output loop and UNROLL of each
