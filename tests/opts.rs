@@ -154,7 +154,12 @@ fn optimized_kernels_compute_what_unoptimized_ones_do() {
 #[test]
 fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
     let _serial = serial();
-    // the same optimized programs (vector lanes, fused multiply-adds) on both devices
+    assert_workloads_bit_identical_on_cpu_and_interp("");
+}
+
+/// The same optimized programs (vector lanes, fused multiply-adds) of every workload give the
+/// same bits on CPU and INTERP; `label` starts the failure message.
+fn assert_workloads_bit_identical_on_cpu_and_interp(label: &str) {
     for (name, make) in workloads() {
         let on = |device: &str| {
             let _dev = DefaultDevice::scoped(device);
@@ -165,7 +170,7 @@ fn vectorized_kernels_run_bit_identical_on_cpu_and_interp() {
             // every NaN reads the same: C and Rust may give NaNs different sign bits
             let bits =
                 |v: &[f32]| v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect::<Vec<u32>>();
-            assert_eq!(bits(c), bits(i), "{name}");
+            assert_eq!(bits(c), bits(i), "{label}{name}");
         }
     }
 }
@@ -184,18 +189,7 @@ fn narrower_vector_targets_run_bit_identical_on_cpu_and_interp() {
         assert!(!spec.src.contains("vector_size(64)"), "{}", spec.src);
         // at most 8 accumulators: half of the 16 registers AVX2 and SSE have
         assert!(spec.src.matches(&format!("float{lanes} acc")).count() <= 8, "{}", spec.src);
-        for (name, make) in workloads() {
-            let on = |device: &str| {
-                let _dev = DefaultDevice::scoped(device);
-                run(make.as_ref(), 0)
-            };
-            let (cpu, interp) = (on("CPU"), on("INTERP"));
-            let bits =
-                |v: &[f32]| v.iter().map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() }).collect::<Vec<u32>>();
-            for (c, i) in cpu.iter().zip(&interp) {
-                assert_eq!(bits(c), bits(i), "{bytes}-byte vectors: {name}");
-            }
-        }
+        assert_workloads_bit_identical_on_cpu_and_interp(&format!("{bytes}-byte vectors: "));
     }
 }
 
