@@ -4,10 +4,12 @@ conv net in PyTorch, computed in float64, read by tests/train.rs.
 
 Usage: python3 tools/gen_train_ref.py [--check]
 
-The net (conv 1->8 5x5, relu, BatchNorm in training mode, 2x2 max pool, linear 1152->10, mean
-cross-entropy) sees a batch of 128 28x28 images, so its BatchNorm statistics and its conv
-weight's gradient each sum 73728 values per output: the kind of long reduction where float32
-accumulation order matters. The images are a hash of the element index (both sides compute it,
+The net (conv 1->16 5x5, relu, conv 16->16 3x3, relu, BatchNorm in training mode, 2x2 max pool,
+linear 1936->10, mean cross-entropy) sees a batch of 128 28x28 images, so its BatchNorm
+statistics and its conv weights' gradients each sum tens of thousands of values per output: the
+kind of long reduction where float32 accumulation order matters. With 16 channels, lazygrad
+computes both convs channels-last, and the second conv's input gradient (a transposed conv) is
+part of the step. The images are a hash of the element index (both sides compute it,
 see `image` below); the parameters, labels, loss and float64 gradients (stored as float32) are
 in the file. Runs in tools/.venv-torch (created on first use); `--check` compares instead of
 writing.
@@ -28,7 +30,9 @@ if __name__ == "__main__":
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-BATCH, CHANNELS, CLASSES = 128, 8, 10
+BATCH, CHANNELS, CLASSES = 128, 16, 10
+# spatial size after conv 5x5 (28 -> 24), conv 3x3 (-> 22) and the 2x2 pool (-> 11)
+POOLED = 11
 
 
 def image():
@@ -59,15 +63,18 @@ def main():
     params = {
         "conv.weight": uniform((CHANNELS, 1, 5, 5), bound(25)),
         "conv.bias": uniform((CHANNELS,), bound(25)),
+        "conv2.weight": uniform((CHANNELS, CHANNELS, 3, 3), bound(CHANNELS * 9)),
+        "conv2.bias": uniform((CHANNELS,), bound(CHANNELS * 9)),
         "bn.weight": 1 + uniform((CHANNELS,), 0.1),
         "bn.bias": uniform((CHANNELS,), 0.1),
-        "fc.weight": uniform((CLASSES, CHANNELS * 144), bound(CHANNELS * 144)),
-        "fc.bias": uniform((CLASSES,), bound(CHANNELS * 144)),
+        "fc.weight": uniform((CLASSES, CHANNELS * POOLED**2), bound(CHANNELS * POOLED**2)),
+        "fc.bias": uniform((CLASSES,), bound(CHANNELS * POOLED**2)),
     }
     labels = torch.randint(0, CLASSES, (BATCH,), generator=gen)
     for p in params.values():
         p.requires_grad_(True)
     x = F.conv2d(image(), params["conv.weight"], params["conv.bias"]).relu()
+    x = F.conv2d(x, params["conv2.weight"], params["conv2.bias"]).relu()
     x = F.batch_norm(x, None, None, params["bn.weight"], params["bn.bias"], training=True, eps=1e-5)
     logits = F.linear(F.max_pool2d(x, 2).flatten(1), params["fc.weight"], params["fc.bias"])
     loss = F.cross_entropy(logits, labels)
