@@ -172,6 +172,15 @@ fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
     })
 }
 
+/// What `k := e` with `gate` does to `root` (see `Substitution`): each node that depended on `k`
+/// mapped to its new form, `root` among them, for a substitution pass to apply; None where an
+/// `e` failing the gate could fault or wrap. PADTO pads a loop with it.
+pub(crate) fn gated_substitution(root: &UOp, k: &UOp, e: UOp, gate: UOp) -> Option<HashMap<UOp, UOp>> {
+    let mut sub = Substitution { k, e, gate: Some(gate), map: HashMap::new() };
+    sub.apply(root)?;
+    Some(sub.map)
+}
+
 /// `k := e` in a graph. With a `gate`, every INDEX that depended on `k` gets it ANDed into its
 /// gate, and the substitution is refused where an out-of-range `e` could fault or wrap; without
 /// one, `e` must take only values `k` takes.

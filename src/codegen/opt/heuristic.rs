@@ -83,10 +83,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let vl = vector_lanes();
     let reduce_ids: HashSet<usize> =
         kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
-    let mut opts: Vec<Opt> = pad_innermost(ast, &reduce_ids).into_iter().collect();
-    let padded = apply_opts(ast, &opts);
+    // the other opts are chosen for the kernel as padded
+    let pad = pad_innermost(ast, &reduce_ids);
+    let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
     let ranges = kernel_ranges(ast);
+    let mut opts = vec![];
     // output loop id -> lanes it was upcast by
     let mut upcast: HashMap<usize, usize> = HashMap::new();
     // the innermost output loop: contiguous in the output, so its lanes make one vector
@@ -190,8 +192,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     }
     // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
     // count divides it
-    let tiled = apply_opts(ast, &opts[usize::from(padded_first(&opts))..]);
-    if let Some(&(id, _, size)) = kernel_ranges(&tiled).iter().find(|r| r.1 == AxisKind::Loop) {
+    if let Some(&(id, _, size)) = kernel_ranges(&apply_opts(ast, &opts)).iter().find(|r| r.1 == AxisKind::Loop) {
         match (2..=threads).rev().find(|n| size.is_multiple_of(*n)) {
             _ if work < THREAD_MIN_WORK => {}
             Some(n) => opts.push(Opt::Thread(n)),
@@ -201,12 +202,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             None => {}
         }
     }
-    opts
-}
-
-/// Whether the first opt is `pad_innermost`'s (already applied to the AST the others see).
-fn padded_first(opts: &[Opt]) -> bool {
-    matches!(opts.first(), Some(Opt::Padto { .. }))
+    pad.into_iter().chain(opts).collect()
 }
 
 /// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not

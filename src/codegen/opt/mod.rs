@@ -108,23 +108,9 @@ fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
     UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(id, kind))
 }
 
-/// `ast` with `gate` ANDed into the gate of every INDEX whose address depends on loop `r`.
-fn gate_accesses(ast: &UOp, r: &UOp, gate: &UOp) -> UOp {
-    let mut gated: HashMap<UOp, UOp> = ast
-        .toposort()
-        .into_iter()
-        .filter(|u| u.op() == Ops::Index && u.src()[1].toposort().contains(r))
-        .map(|index| {
-            let mut src = index.src()[..2].to_vec();
-            src.push(index.src().get(2).map_or(gate.clone(), |old| gate.alu(Ops::And, &[old])));
-            (index.clone(), index.replace_src(src))
-        })
-        .collect();
-    crate::uop::substitute(ast, &mut gated, "apply opts")
-}
-
 /// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible, a
-/// second THREAD, a pad of a loop already a multiple or shorter than the amount).
+/// second THREAD, a pad of a loop already a multiple or shorter than the amount, or one whose
+/// extra iterations could fault).
 pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
     let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
     match opt {
@@ -169,9 +155,11 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             if amount < 2 || amount > size || size.is_multiple_of(amount) {
                 return None;
             }
+            // the loop := its padded self, every access that depends on it gated by `r < size`
             let padded = new_range(size.next_multiple_of(amount), *id, AxisKind::Loop);
-            let ast = crate::uop::substitute(ast, &mut [(r, padded.clone())].into(), "apply opts");
-            Some(gate_accesses(&ast, &padded, &padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)])))
+            let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
+            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded, gate)?;
+            Some(crate::uop::substitute(ast, &mut gated, "apply opts"))
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
