@@ -81,10 +81,10 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         return vec![];
     }
     let vl = vector_lanes();
-    let reduce_ids: HashSet<usize> =
-        kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
+    let unpadded = kernel_ranges(ast);
+    let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
     // the other opts are chosen for the kernel as padded
-    let pad = pad_innermost(ast, &reduce_ids);
+    let pad = pad_innermost(ast, &unpadded, vl);
     let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
     let ranges = kernel_ranges(ast);
@@ -209,15 +209,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
 /// divide, padded to a multiple of a matmul tile's columns, else of a vector, when that adds at
 /// most an eighth: a 1000-column matmul then computes 32-column tiles with masked edges instead
 /// of scalar lanes.
-fn pad_innermost(ast: &UOp, reduce_ids: &HashSet<usize>) -> Option<Opt> {
-    if reduce_ids.is_empty() {
+fn pad_innermost(ast: &UOp, ranges: &[(usize, AxisKind, usize)], vl: usize) -> Option<Opt> {
+    if !ranges.iter().any(|r| r.1 == AxisKind::Reduce) {
         return None;
     }
-    let &(id, _, size) = kernel_ranges(ast).iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0)?;
-    if size <= vector_lanes() || size.is_multiple_of(vector_lanes()) || !crate::codegen::vectorize::vector_math(ast) {
+    let &(id, _, size) = ranges.iter().filter(|r| r.1 == AxisKind::Loop).max_by_key(|r| r.0)?;
+    if size <= vl || size.is_multiple_of(vl) || !crate::codegen::vectorize::vector_math(ast) {
         return None;
     }
-    [matmul_panel(), vector_lanes()]
+    [matmul_panel(), vl]
         .into_iter()
         .find(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
         .map(|amount| Opt::Padto { range: id, amount })
