@@ -45,14 +45,19 @@ fn report(name: &str, value: f64, unit: &str) {
 }
 
 /// The shortest time spent in kernels over `reps` realizations of `build()`, after one warm-up
-/// realization (which compiles). Fails when realizing ran no kernel.
-fn best_kernel_seconds(reps: usize, build: impl Fn() -> Tensor) -> lazygrad::Result<f64> {
+/// realization (which compiles); with `evict`, each run empties the caches first (see
+/// `kernel_seconds`). Fails when realizing ran no kernel.
+fn best_kernel_seconds(reps: usize, evict: Option<&Tensor>, build: impl Fn() -> Tensor) -> lazygrad::Result<f64> {
     build().try_realize()?;
-    (0..reps).try_fold(f64::INFINITY, |best, _| Ok(best.min(kernel_seconds(&build)?)))
+    (0..reps).try_fold(f64::INFINITY, |best, _| Ok(best.min(kernel_seconds(&build, evict)?)))
 }
 
-/// The time spent in kernels realizing `build()` once.
-fn kernel_seconds(build: &impl Fn() -> Tensor) -> lazygrad::Result<f64> {
+/// The time spent in kernels realizing `build()` once; with `evict` (an `EVICT_LEN` buffer), it
+/// is read first, untimed, so the run finds none of its inputs in cache.
+fn kernel_seconds(build: &impl Fn() -> Tensor, evict: Option<&Tensor>) -> lazygrad::Result<f64> {
+    if let Some(evict) = evict {
+        evict.sum(None, false).try_realize()?;
+    }
     let out = build();
     GlobalCounters::reset();
     out.try_realize()?;
@@ -75,7 +80,7 @@ fn matmul(n: usize) -> lazygrad::Result<()> {
         1000 | 1024 => 8,
         _ => 3,
     };
-    let seconds = best_kernel_seconds(reps, || a.matmul(&b))?;
+    let seconds = best_kernel_seconds(reps, None, || a.matmul(&b))?;
     report(&format!("matmul_{n}"), 2.0 * (n * n * n) as f64 / seconds * 1e-9, "GFLOP/s");
     Ok(())
 }
@@ -83,13 +88,6 @@ fn matmul(n: usize) -> lazygrad::Result<()> {
 /// GB/s of a workload over `STREAM_LEN` floats that moves `tensors_moved` tensors of that size.
 fn report_stream(name: &str, tensors_moved: usize, seconds: f64) {
     report(name, (tensors_moved * STREAM_LEN * 4) as f64 / seconds * 1e-9, "GB/s");
-}
-
-/// The time in kernels of one realization of `build()` with the caches emptied first (reading
-/// `evict`, an `EVICT_LEN` buffer).
-fn cold_kernel_seconds(evict: &Tensor, build: &impl Fn() -> Tensor) -> lazygrad::Result<f64> {
-    evict.sum(None, false).try_realize()?;
-    kernel_seconds(build)
 }
 
 /// The copy and the fused elementwise kernel, timed in turn (the best of 10 cold runs each):
@@ -105,8 +103,8 @@ fn copy_elementwise() -> lazygrad::Result<()> {
     fused().try_realize()?;
     let (mut copy_best, mut fused_best) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..10 {
-        copy_best = copy_best.min(cold_kernel_seconds(&evict, &copy)?);
-        fused_best = fused_best.min(cold_kernel_seconds(&evict, &fused)?);
+        copy_best = copy_best.min(kernel_seconds(&copy, Some(&evict))?);
+        fused_best = fused_best.min(kernel_seconds(&fused, Some(&evict))?);
     }
     report_stream("copy", 2, copy_best);
     report_stream("elementwise", 4, fused_best);
@@ -115,11 +113,7 @@ fn copy_elementwise() -> lazygrad::Result<()> {
 
 fn sum() -> lazygrad::Result<()> {
     let (a, evict) = (realized_rand(&[STREAM_LEN]), realized_rand(&[EVICT_LEN]));
-    let sum = || a.sum(None, false);
-    sum().try_realize()?;
-    let best = (0..10)
-        .try_fold(f64::INFINITY, |best, _| Ok::<_, lazygrad::Error>(best.min(cold_kernel_seconds(&evict, &sum)?)))?;
-    report_stream("sum", 1, best);
+    report_stream("sum", 1, best_kernel_seconds(10, Some(&evict), || a.sum(None, false))?);
     Ok(())
 }
 
@@ -127,7 +121,7 @@ fn conv2d() -> lazygrad::Result<()> {
     let (n, c, hw) = (16, 64, 32);
     let (x, w) = (realized_rand(&[n, c, hw, hw]), realized_rand(&[c, c, 3, 3]));
     let opts = ConvOpts::default().padding(1);
-    let seconds = best_kernel_seconds(5, || x.conv2d(&w, None, &opts))?;
+    let seconds = best_kernel_seconds(5, None, || x.conv2d(&w, None, &opts))?;
     report("conv2d", 2.0 * (n * c * hw * hw * c * 9) as f64 / seconds * 1e-9, "GFLOP/s");
     Ok(())
 }
