@@ -3,6 +3,7 @@
 pub mod decompose;
 pub mod expand;
 pub mod fold;
+pub mod gpudims;
 pub mod linearize;
 pub mod lower;
 pub mod name;
@@ -12,7 +13,7 @@ pub mod vectorize;
 
 use std::collections::HashSet;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
@@ -84,6 +85,12 @@ pub fn get_program_opts(
 }
 
 fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>, note: &str) -> Result<ProgramSpec> {
+    if let (Some(opt), Some(r)) = (opts.iter().find(|o| o.needs_local()), renderer.filter(|r| !r.has_local())) {
+        let lang = r.language();
+        return Err(Error::Invalid(format!(
+            "opt {opt} needs workgroups with local memory, which the {lang} target lacks"
+        )));
+    }
     let ast = opt::apply_opts(ast, opts);
     if debug() >= 3 {
         let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
@@ -98,12 +105,17 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>
     Ok(spec)
 }
 
-/// An optimized kernel AST -> program: expand, lower reduces, decompose for `renderer`,
-/// linearize, render.
+/// An optimized kernel AST -> program: expand, launch dims for workgroups, lower reduces,
+/// decompose for `renderer`, linearize, render.
 pub(crate) fn lower(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
     let name = KernelName::of(ast);
     let stream = vectorize::streams_output(ast);
+    let workgroups = opt::workgroups(ast);
     let ast = expand::expand(ast);
+    let ast = match workgroups {
+        true => gpudims::gpudims(&ast),
+        false => ast,
+    };
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = match stream {
         true => graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut (), "stream stores", false),

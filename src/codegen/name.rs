@@ -1,6 +1,6 @@
 //! Kernel names that say what a kernel is, as tinygrad's do: `E_` (elementwise) or `r_` (reduces),
-//! then the sizes of its loops grouped by kind: threads, output loops, reduce loops, upcast lanes,
-//! unrolled reduce steps. DEBUG output colors each size by its kind when stderr is a terminal.
+//! then the sizes of its loops grouped by kind: threads, output loops, workgroup output and
+//! reduce threads, reduce loops, upcast lanes, unrolled reduce steps. DEBUG output colors each size by its kind when stderr is a terminal.
 
 use std::fmt;
 
@@ -15,6 +15,10 @@ enum NameAxis {
     Thread,
     /// An output loop (blue).
     Loop,
+    /// Output threads of a workgroup (cyan).
+    Local,
+    /// Reduce threads of a workgroup (green).
+    GroupReduce,
     /// A reduce loop (red).
     Reduce,
     /// Output lanes computed together (yellow).
@@ -28,6 +32,8 @@ impl NameAxis {
         match self {
             NameAxis::Thread => Color::BrightBlue,
             NameAxis::Loop => Color::Blue,
+            NameAxis::Local => Color::Cyan,
+            NameAxis::GroupReduce => Color::Green,
             NameAxis::Reduce => Color::Red,
             NameAxis::Upcast => Color::Yellow,
             NameAxis::Unroll => Color::Magenta,
@@ -42,6 +48,8 @@ impl From<AxisKind> for NameAxis {
             AxisKind::Reduce => NameAxis::Reduce,
             AxisKind::Upcast => NameAxis::Upcast,
             AxisKind::Unroll => NameAxis::Unroll,
+            AxisKind::Local => NameAxis::Local,
+            AxisKind::GroupReduce => NameAxis::GroupReduce,
         }
     }
 }
@@ -74,7 +82,10 @@ impl KernelName {
     /// The name, with each size colored by its loop's kind when `color` (plain, it is the
     /// kernel's C identifier).
     pub fn render(&self, color: bool) -> String {
-        let reduces = self.axes.iter().any(|(kind, _)| matches!(kind, NameAxis::Reduce | NameAxis::Unroll));
+        let reduces = self
+            .axes
+            .iter()
+            .any(|(kind, _)| matches!(kind, NameAxis::GroupReduce | NameAxis::Reduce | NameAxis::Unroll));
         let mut name = String::from(if reduces { "r" } else { "E" });
         for (kind, size) in &self.axes {
             name.push('_');

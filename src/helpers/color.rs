@@ -7,9 +7,11 @@ use std::sync::OnceLock;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Color {
     Red,
+    Green,
     Yellow,
     Blue,
     Magenta,
+    Cyan,
     BrightBlue,
 }
 
@@ -17,9 +19,11 @@ impl Color {
     fn sgr(self) -> &'static str {
         match self {
             Color::Red => "31",
+            Color::Green => "32",
             Color::Yellow => "33",
             Color::Blue => "34",
             Color::Magenta => "35",
+            Color::Cyan => "36",
             Color::BrightBlue => "94",
         }
     }

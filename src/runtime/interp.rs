@@ -41,7 +41,7 @@ impl Device for InterpDevice {
         None
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
-        Ok(Arc::new(InterpProgram::new(&spec.uops, spec.threads)))
+        Ok(Arc::new(InterpProgram::new(&spec.uops)))
     }
 }
 
@@ -101,14 +101,44 @@ impl Value {
 }
 
 /// A linear program prepared for interpretation.
+///
+/// It runs as a grid of workgroups (one per value of its `core_id` or `gidx` launch dims, one
+/// after the other), each a set of threads (one per value of its `lidx` dims) that share the
+/// workgroup's local memory. The threads take turns: each runs until it reaches a BARRIER or
+/// the end, and once all have, they go on together.
 pub struct InterpProgram {
     insts: Vec<Inst>,
-    /// `core_id` takes each value in `0..threads`, one run after the other.
-    threads: usize,
+    /// (slot of the SPECIAL, size) of the grid's dims and of a workgroup's thread dims.
+    grid: Vec<(usize, i64)>,
+    local: Vec<(usize, i64)>,
+    /// Each DEFINE_LOCAL: its slot, size in elements and element dtype.
+    shared: Vec<(usize, usize, DType)>,
+}
+
+/// Memory a program addresses by index in `Value::Addr`: the kernel's buffers, then the
+/// workgroup's local memory.
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+    dtype: DType,
+}
+
+/// One thread's state: where it is and the values it computed.
+struct Thread {
+    pc: usize,
+    vals: Vec<Value>,
+}
+
+/// Why a thread stopped running.
+#[derive(PartialEq)]
+enum Stop {
+    /// At the BARRIER just before this pc.
+    Barrier(usize),
+    Done,
 }
 
 impl InterpProgram {
-    pub fn new(uops: &[UOp], threads: usize) -> InterpProgram {
+    pub fn new(uops: &[UOp]) -> InterpProgram {
         let slot: HashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
         let mut insts: Vec<Inst> = uops
             .iter()
@@ -128,13 +158,68 @@ impl InterpProgram {
                 insts[r].jump = i;
             }
         }
-        InterpProgram { insts, threads }
+        let size =
+            |u: &UOp| u.src()[0].const_int_value().expect("INTERP: launch dims and local memory have constant sizes");
+        let (mut grid, mut local, mut shared) = (vec![], vec![], vec![]);
+        for (i, u) in uops.iter().enumerate() {
+            match (u.op(), u.arg()) {
+                (Ops::Special, Arg::Str(name)) if name.starts_with("lidx") => local.push((i, size(u))),
+                (Ops::Special, _) => grid.push((i, size(u))),
+                (Ops::DefineLocal, _) => shared.push((i, size(u) as usize, u.dtype().base())),
+                _ => {}
+            }
+        }
+        InterpProgram { insts, grid, local, shared }
     }
 
-    fn execute(&self, bufs: &[Arc<Buffer>], core: usize) -> Result<()> {
-        let mem: Vec<*mut u8> = bufs.iter().map(|b| b.as_mut_ptr()).collect::<Result<_>>()?;
-        let mut vals = vec![Value::Scalar(ConstValue::Int(0)); self.insts.len()];
-        let mut pc = 0;
+    /// Run every workgroup of the grid.
+    fn launch(&self, bufs: &[Arc<Buffer>]) -> Result<()> {
+        let mut regions: Vec<Region> = bufs
+            .iter()
+            .map(|b| Ok(Region { ptr: b.as_mut_ptr()?, len: b.size(), dtype: b.dtype() }))
+            .collect::<Result<_>>()?;
+        let groups: i64 = self.grid.iter().map(|d| d.1).product();
+        let threads: i64 = self.local.iter().map(|d| d.1).product();
+        for group in 0..groups {
+            let mut shared: Vec<Vec<u8>> = self.shared.iter().map(|s| vec![0; s.1 * s.2.itemsize()]).collect();
+            regions.truncate(bufs.len());
+            regions.extend(shared.iter_mut().zip(&self.shared).map(|(m, s)| Region {
+                ptr: m.as_mut_ptr(),
+                len: s.1,
+                dtype: s.2,
+            }));
+            let mut team: Vec<Thread> = (0..threads)
+                .map(|t| {
+                    let mut vals = vec![Value::Scalar(ConstValue::Int(0)); self.insts.len()];
+                    for (dims, mut id) in [(&self.grid, group), (&self.local, t)] {
+                        for &(slot, size) in dims.iter().rev() {
+                            vals[slot] = Value::Scalar(ConstValue::Int(id % size));
+                            id /= size;
+                        }
+                    }
+                    Thread { pc: 0, vals }
+                })
+                .collect();
+            loop {
+                let stops = team.iter_mut().map(|t| self.run(t, &regions)).collect::<Result<Vec<Stop>>>()?;
+                match &stops[..] {
+                    [Stop::Done, ..] if stops.iter().all(|s| *s == Stop::Done) => break,
+                    [Stop::Barrier(pc), ..] if stops.iter().all(|s| *s == Stop::Barrier(*pc)) => {}
+                    _ => {
+                        return Err(Error::Device(
+                            "INTERP: the threads of a workgroup reached different barriers".into(),
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `t` until it passes a BARRIER or ends.
+    fn run(&self, t: &mut Thread, mem: &[Region]) -> Result<Stop> {
+        let vals = &mut t.vals;
+        let mut pc = t.pc;
         while pc < self.insts.len() {
             let inst = &self.insts[pc];
             let s = |i: usize| vals[inst.src[i]].clone();
@@ -142,10 +227,19 @@ impl InterpProgram {
                 (Ops::Const, Arg::Const(c)) => Some(Value::Scalar(*c)),
                 (Ops::Param, Arg::Int(slot)) => {
                     let buf = *slot as usize;
-                    if buf >= bufs.len() {
-                        return Err(Error::Device(format!("INTERP: PARAM {buf} but {} buffers", bufs.len())));
+                    if buf >= mem.len() - self.shared.len() {
+                        let n = mem.len() - self.shared.len();
+                        return Err(Error::Device(format!("INTERP: PARAM {buf} but {n} buffers")));
                     }
                     Some(Value::Addr { buf, idx: 0, valid: u64::MAX })
+                }
+                (Ops::DefineLocal, _) => {
+                    let k = self.shared.iter().position(|s| s.0 == pc).expect("every DEFINE_LOCAL has memory");
+                    Some(Value::Addr { buf: mem.len() - self.shared.len() + k, idx: 0, valid: u64::MAX })
+                }
+                (Ops::Barrier, _) => {
+                    t.pc = pc + 1;
+                    return Ok(Stop::Barrier(pc));
                 }
                 (Ops::Range, _) => {
                     if s(0).scalar().as_i64() <= 0 {
@@ -189,10 +283,12 @@ impl InterpProgram {
                         if valid >> k & 1 == 0 {
                             return Ok(cast_value(ConstValue::Int(0), DType::INT64, elem));
                         }
-                        let off = check(bufs, buf, idx + k as i64)?;
-                        // SAFETY: `check` proved the element is within the buffer, so its
-                        // itemsize bytes at `off` lie inside the live allocation.
-                        let bytes = unsafe { std::slice::from_raw_parts(mem[buf].add(off), elem.itemsize()) };
+                        let off = check(mem, buf, idx + k as i64)?;
+                        // SAFETY: `check` proved the element is within the region, so its
+                        // itemsize bytes at `off` lie inside a live allocation: a kernel buffer,
+                        // or this workgroup's local memory, which `launch` keeps alive and
+                        // unresized while its threads run.
+                        let bytes = unsafe { std::slice::from_raw_parts(mem[buf].ptr.add(off), elem.itemsize()) };
                         Ok(read_elem(bytes, elem))
                     })?)
                 }
@@ -200,11 +296,11 @@ impl InterpProgram {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: STORE to a non-pointer") };
                     let value = s(1);
                     for k in (0..value.width()).filter(|k| valid >> k & 1 == 1) {
-                        let off = check(bufs, buf, idx + k as i64)?;
+                        let off = check(mem, buf, idx + k as i64)?;
                         let bytes = write_elem(value.lane(k), inst.src_dtypes[1].base());
                         // SAFETY: as for LOAD; kernels run one at a time, so nothing else
                         // accesses this buffer during the write.
-                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].add(off), bytes.len()) };
+                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].ptr.add(off), bytes.len()) };
                     }
                     None
                 }
@@ -217,7 +313,8 @@ impl InterpProgram {
                 (Ops::After, _) => Some(s(0)),
                 (Ops::Vectorize, _) => Some(Value::Lanes((0..inst.src.len()).map(|i| s(i).scalar()).collect())),
                 (Ops::Gep, Arg::Int(k)) => Some(Value::Scalar(s(0).lane(*k as usize))),
-                (Ops::Special, _) => Some(Value::Scalar(ConstValue::Int(core as i64))),
+                // launch dims: set when the thread was made
+                (Ops::Special, _) => None,
                 (Ops::Sink, _) => None,
                 // vector ops run lane by lane
                 (op @ (Ops::Cast | Ops::Bitcast), _) => {
@@ -247,17 +344,18 @@ impl InterpProgram {
             }
             pc += 1;
         }
-        Ok(())
+        t.pc = pc;
+        Ok(Stop::Done)
     }
 }
 
-/// Byte offset of element `idx` of buffer `buf`, or an error naming the out-of-bounds access.
-fn check(bufs: &[Arc<Buffer>], buf: usize, idx: i64) -> Result<usize> {
-    let b = &bufs[buf];
-    if idx < 0 || idx as usize >= b.size() {
-        return Err(Error::Device(format!("INTERP: index {idx} out of bounds for buffer {buf} of size {}", b.size())));
+/// Byte offset of element `idx` of region `buf`, or an error naming the out-of-bounds access.
+fn check(mem: &[Region], buf: usize, idx: i64) -> Result<usize> {
+    let r = &mem[buf];
+    if idx < 0 || idx as usize >= r.len {
+        return Err(Error::Device(format!("INTERP: index {idx} out of bounds for buffer {buf} of size {}", r.len)));
     }
-    Ok(idx as usize * b.dtype().itemsize())
+    Ok(idx as usize * r.dtype.itemsize())
 }
 
 /// An element's value from its little-endian bytes.
@@ -301,9 +399,7 @@ pub fn write_elem(v: ConstValue, dtype: DType) -> Vec<u8> {
 impl Program for InterpProgram {
     fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
         let start = Instant::now();
-        for core in 0..self.threads {
-            self.execute(bufs, core)?;
-        }
+        self.launch(bufs)?;
         Ok(start.elapsed())
     }
 }

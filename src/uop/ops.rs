@@ -36,6 +36,11 @@ pub enum Ops {
     Store,
     End,
     DefineReg,
+    /// Memory shared by the threads of one workgroup (`src[0]`: its size in elements).
+    DefineLocal,
+    /// Every thread of the workgroup waits here until all have arrived (`src`: the stores it
+    /// orders before what reads after it).
+    Barrier,
     After,
     /// A launch dimension: the id of the CPU thread (or GPU block/thread) running the kernel.
     Special,
@@ -130,6 +135,7 @@ impl Ops {
         match self {
             Ops::ReduceAxis => "REDUCE_AXIS".into(),
             Ops::DefineReg => "DEFINE_REG".into(),
+            Ops::DefineLocal => "DEFINE_LOCAL".into(),
             _ => format!("{self:?}").to_ascii_uppercase(),
         }
     }

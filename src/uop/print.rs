@@ -19,6 +19,7 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::Buffer(b) => format!("{b:?}"),
         Arg::Str(s) => s.clone(),
         Arg::Call(name, params) => format!("{name}{params:?}"),
+        Arg::NoLocals => "NOLOCALS".into(),
     }
 }
 

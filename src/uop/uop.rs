@@ -82,6 +82,11 @@ pub enum AxisKind {
     Upcast,
     /// Part of a reduce axis whose iterations are unrolled into one loop step.
     Unroll,
+    /// Part of an output axis spread over the threads of a workgroup (GPU local dims).
+    Local,
+    /// Part of a reduce axis spread over the threads of a workgroup, each reducing its share,
+    /// the shares then combined through shared memory.
+    GroupReduce,
 }
 
 /// The non-graph payload of a UOp.
@@ -109,6 +114,9 @@ pub enum Arg {
     Str(String),
     /// CALL: the function's name and its integer parameters (a conv's groups, strides, pads).
     Call(String, Vec<isize>),
+    /// SINK of a kernel launched without local dims (the NOLOCALS opt): no LOCAL or GROUP may
+    /// follow, and each workgroup is one thread.
+    NoLocals,
 }
 
 /// A shared device buffer compared and hashed by identity.

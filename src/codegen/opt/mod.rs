@@ -5,7 +5,9 @@
 //! `r -> outer * amount + inner`. THREAD makes the outer part the CPU core id; UPCAST and UNROLL
 //! make the inner part a constant-size axis the expander (`codegen/expand.rs`) turns into copies
 //! of the code, so one iteration computes several outputs (registers reuse loaded values) or
-//! several steps of a reduction.
+//! several steps of a reduction. LOCAL, GROUP and GROUPTOP make a part the threads of a GPU
+//! workgroup (`codegen/gpudims.rs`); they need a target with local memory (`Renderer::has_local`;
+//! INTERP emulates one), as in tinygrad, whose CPU backend rejects them too.
 
 pub mod heuristic;
 pub mod search;
@@ -35,6 +37,26 @@ pub enum Opt {
     /// memory (every load and store whose address depends on the loop is gated by `r < size`),
     /// so a loop of odd size still splits into whole vectors, tiles and threads.
     Padto { range: usize, amount: usize },
+    /// Spread `amount` consecutive outputs of output loop `range` over the threads of a
+    /// workgroup: `r -> outer * amount + lidx`.
+    Local { range: usize, amount: usize },
+    /// Spread reduce loop `range` over `amount` threads of a workgroup that take every
+    /// `amount`-th step (`r -> outer * amount + lidx`), their partial results combined through
+    /// shared memory.
+    Group { range: usize, amount: usize },
+    /// GROUP with each thread taking a contiguous `1/amount` of the steps:
+    /// `r -> lidx * (N / amount) + inner`.
+    GroupTop { range: usize, amount: usize },
+    /// Launch the kernel without local dims: each workgroup is one thread, and no LOCAL or GROUP
+    /// may follow.
+    NoLocals,
+}
+
+impl Opt {
+    /// Whether the opt needs a target with workgroups and local memory.
+    pub fn needs_local(&self) -> bool {
+        matches!(self, Opt::Local { .. } | Opt::Group { .. } | Opt::GroupTop { .. } | Opt::NoLocals)
+    }
 }
 
 impl fmt::Display for Opt {
@@ -45,6 +67,10 @@ impl fmt::Display for Opt {
             Opt::Thread(n) => write!(f, "THREAD(threads={n})"),
             Opt::Swap { range, with } => write!(f, "SWAP(range={range}, with={with})"),
             Opt::Padto { range, amount } => write!(f, "PADTO(range={range}, amount={amount})"),
+            Opt::Local { range, amount } => write!(f, "LOCAL(range={range}, amount={amount})"),
+            Opt::Group { range, amount } => write!(f, "GROUP(range={range}, amount={amount})"),
+            Opt::GroupTop { range, amount } => write!(f, "GROUPTOP(range={range}, amount={amount})"),
+            Opt::NoLocals => write!(f, "NOLOCALS"),
         }
     }
 }
@@ -110,7 +136,8 @@ fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
 
 /// `ast` with one opt applied; `None` if it does not apply (no such loop, size not divisible, a
 /// second THREAD, a pad of a loop already a multiple or shorter than the amount, or one whose
-/// extra iterations could fault).
+/// extra iterations could fault, THREAD and workgroups in one kernel, LOCAL or GROUP after
+/// NOLOCALS, a workgroup over `MAX_WORKGROUP` threads).
 pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
     let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
     match opt {
@@ -163,16 +190,65 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
-            let threaded =
-                ast.toposort().iter().any(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID));
-            if n < 2 || size % n != 0 || threaded {
+            if n < 2 || size % n != 0 || threaded(ast) || workgroups(ast) {
                 return None;
             }
             let r = find_range(ast, id)?;
             let core = UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str(CORE_ID.into()));
             Some(split(ast, &r, core, size / n, new_range(size / n, id, AxisKind::Loop)))
         }
+
+        Opt::Local { range, amount } | Opt::Group { range, amount } | Opt::GroupTop { range, amount } => {
+            let r = find_range(ast, range)?;
+            let (Arg::Range(id, kind), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else { return None };
+            let (size, local) = (size as usize, matches!(opt, Opt::Local { .. }));
+            let want = if local { AxisKind::Loop } else { AxisKind::Reduce };
+            let no_locals = ast.arg() == &Arg::NoLocals;
+            let threads: usize = kernel_ranges(ast)
+                .iter()
+                .filter(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce))
+                .map(|r| r.2)
+                .product();
+            if *kind != want
+                || amount < 2
+                || !size.is_multiple_of(amount)
+                || threads * amount > MAX_WORKGROUP
+                || no_locals
+                || threaded(ast)
+            {
+                return None;
+            }
+            let part = match local {
+                true => new_range(amount, next_id, AxisKind::Local),
+                false => new_range(amount, next_id, AxisKind::GroupReduce),
+            };
+            let rest = new_range(size / amount, *id, *kind);
+            Some(match opt {
+                Opt::GroupTop { .. } => split(ast, &r, part, size / amount, rest),
+                _ => split(ast, &r, rest, amount, part),
+            })
+        }
+        Opt::NoLocals => {
+            if ast.arg() == &Arg::NoLocals || workgroups(ast) || threaded(ast) {
+                return None;
+            }
+            Some(UOp::new(Ops::Sink, ast.dtype(), ast.src().to_vec(), Arg::NoLocals))
+        }
     }
+}
+
+/// The most threads a workgroup may have (the product of its LOCAL and GROUP parts).
+pub const MAX_WORKGROUP: usize = 1024;
+
+/// Whether THREAD split the kernel over CPU cores.
+fn threaded(ast: &UOp) -> bool {
+    ast.toposort().iter().any(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID))
+}
+
+/// Whether the kernel is launched as GPU workgroups: it has LOCAL or GROUP parts, or NOLOCALS.
+pub fn workgroups(ast: &UOp) -> bool {
+    ast.arg() == &Arg::NoLocals
+        || kernel_ranges(ast).iter().any(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce))
 }
 
 /// `ast` with `opts` applied in order (an opt that does not apply is a bug in whoever chose it).

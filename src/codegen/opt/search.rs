@@ -33,6 +33,10 @@ const UNROLL_AMOUNTS: [usize; 4] = [2, 4, 7, 8];
 const THREADS: [usize; 9] = [2, 3, 4, 5, 8, 12, 16, 24, 32];
 /// Multiples output loops are padded to (a vector, a matmul tile's columns).
 const PADTO_AMOUNTS: [usize; 2] = [16, 32];
+/// On targets with workgroups: threads per LOCAL part of an output loop, and per GROUP or
+/// GROUPTOP part of a reduce loop (tinygrad's lists).
+const LOCAL_AMOUNTS: [usize; 7] = [2, 3, 4, 8, 13, 16, 29];
+const GROUP_AMOUNTS: [usize; 3] = [4, 8, 16];
 /// Timed runs per candidate (the fastest counts): at least `RUNS`, and more (up to `MAX_RUNS`)
 /// until they took `MIN_TIMING` seconds, so that short kernels are timed over many runs; a run
 /// `EARLY_STOP` times slower than the best time so far ends its candidate's runs.
@@ -152,6 +156,7 @@ struct Member {
 fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name: &KernelName) -> Result<Vec<Opt>> {
     let start = Instant::now();
     let threads = cpu_threads();
+    let has_local = dev.renderer().is_some_and(|r| r.has_local());
     let mut beam = vec![Member { opts: vec![], ast: ast.clone(), time: f64::INFINITY }];
     let (mut seen_asts, mut seen_srcs) = (HashSet::from([ast.clone()]), HashSet::new());
     let (mut round, mut least_ops) = (0, lower_quietly(ast, dev).ops);
@@ -167,7 +172,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
         let candidates: Vec<Member> = beam
             .iter()
             .flat_map(|m| {
-                actions(&m.ast, threads).into_iter().filter_map(|opt| {
+                actions(&m.ast, threads, has_local).into_iter().filter_map(|opt| {
                     let ast = apply_opt(&m.ast, opt).filter(|a| lanes(a) <= MAX_LANES)?;
                     Some(Member { opts: [m.opts.as_slice(), &[opt]].concat(), ast, time: f64::INFINITY })
                 })
@@ -253,9 +258,10 @@ fn confirm(
 }
 
 /// Every single opt tried on `ast`: UPCAST and PADTO of each output loop and UNROLL of each
-/// reduce loop by each amount, SWAP of each pair of output loops, THREAD by each thread count
-/// (`apply_opt` rejects those that do not fit).
-fn actions(ast: &UOp, threads: usize) -> Vec<Opt> {
+/// reduce loop by each amount, SWAP of each pair of output loops; on a target with workgroups
+/// (`has_local`) LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by each thread
+/// count (`apply_opt` rejects those that do not fit).
+pub fn actions(ast: &UOp, threads: usize, has_local: bool) -> Vec<Opt> {
     let mut out = vec![];
     let ranges = kernel_ranges(ast);
     let loops: Vec<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).collect();
@@ -269,15 +275,24 @@ fn actions(ast: &UOp, threads: usize) -> Vec<Opt> {
             AxisKind::Loop => {
                 out.extend(amounts(&UPCAST_AMOUNTS).into_iter().map(|amount| Opt::Upcast { range, amount }));
                 out.extend(PADTO_AMOUNTS.map(|amount| Opt::Padto { range, amount }));
+                if has_local {
+                    out.extend(LOCAL_AMOUNTS.map(|amount| Opt::Local { range, amount }));
+                }
             }
             AxisKind::Reduce => {
-                out.extend(amounts(&UNROLL_AMOUNTS).into_iter().map(|amount| Opt::Unroll { range, amount }))
+                out.extend(amounts(&UNROLL_AMOUNTS).into_iter().map(|amount| Opt::Unroll { range, amount }));
+                if has_local {
+                    out.extend(GROUP_AMOUNTS.map(|amount| Opt::Group { range, amount }));
+                    out.extend(GROUP_AMOUNTS.map(|amount| Opt::GroupTop { range, amount }));
+                }
             }
-            AxisKind::Upcast | AxisKind::Unroll => {}
+            AxisKind::Upcast | AxisKind::Unroll | AxisKind::Local | AxisKind::GroupReduce => {}
         }
     }
-    let counts = THREADS.into_iter().filter(|n| *n < threads).chain([threads]);
-    out.extend(counts.map(Opt::Thread));
+    match has_local {
+        true => out.push(Opt::NoLocals),
+        false => out.extend(THREADS.into_iter().filter(|n| *n < threads).chain([threads]).map(Opt::Thread)),
+    }
     out
 }
 
@@ -379,7 +394,7 @@ fn scratch_buffers(ast: &UOp, device: &str) -> Option<Vec<Arc<Buffer>>> {
 }
 
 /// Opts as cache file text: the header, then one opt a line (`UPCAST 1 16`, `UNROLL 2 4`,
-/// `SWAP 0 1`, `PADTO 1 32`, `THREAD 8`).
+/// `SWAP 0 1`, `PADTO 1 32`, `THREAD 8`, `LOCAL 0 8`, `GROUP 2 16`, `GROUPTOP 2 16`, `NOLOCALS`).
 fn format_opts(opts: &[Opt]) -> String {
     let lines = opts.iter().map(|o| match o {
         Opt::Upcast { range, amount } => format!("UPCAST {range} {amount}\n"),
@@ -387,6 +402,10 @@ fn format_opts(opts: &[Opt]) -> String {
         Opt::Thread(n) => format!("THREAD {n}\n"),
         Opt::Swap { range, with } => format!("SWAP {range} {with}\n"),
         Opt::Padto { range, amount } => format!("PADTO {range} {amount}\n"),
+        Opt::Local { range, amount } => format!("LOCAL {range} {amount}\n"),
+        Opt::Group { range, amount } => format!("GROUP {range} {amount}\n"),
+        Opt::GroupTop { range, amount } => format!("GROUPTOP {range} {amount}\n"),
+        Opt::NoLocals => "NOLOCALS\n".to_string(),
     });
     format!("{CACHE_HEADER}\n{}", lines.collect::<String>())
 }
@@ -407,6 +426,10 @@ fn parse_opts(text: &str) -> Option<Vec<Opt>> {
                 (Some("THREAD"), 2) => Some(Opt::Thread(num(1)?)),
                 (Some("SWAP"), 3) => Some(Opt::Swap { range: num(1)?, with: num(2)? }),
                 (Some("PADTO"), 3) => Some(Opt::Padto { range: num(1)?, amount: num(2)? }),
+                (Some("LOCAL"), 3) => Some(Opt::Local { range: num(1)?, amount: num(2)? }),
+                (Some("GROUP"), 3) => Some(Opt::Group { range: num(1)?, amount: num(2)? }),
+                (Some("GROUPTOP"), 3) => Some(Opt::GroupTop { range: num(1)?, amount: num(2)? }),
+                (Some("NOLOCALS"), 1) => Some(Opt::NoLocals),
                 _ => None,
             }
         })
@@ -445,6 +468,13 @@ mod tests {
     fn cache_text_round_trips() {
         let opts = vec![Opt::Upcast { range: 1, amount: 16 }, Opt::Unroll { range: 2, amount: 4 }, Opt::Thread(8)];
         assert_eq!(parse_opts(&format_opts(&opts)), Some(opts));
+        let gpu = vec![
+            Opt::NoLocals,
+            Opt::Local { range: 0, amount: 8 },
+            Opt::Group { range: 2, amount: 16 },
+            Opt::GroupTop { range: 3, amount: 4 },
+        ];
+        assert_eq!(parse_opts(&format_opts(&gpu)), Some(gpu));
         assert_eq!(parse_opts(&format_opts(&[])), Some(vec![]));
         for bad in ["", "garbage", "lazygrad beam opts v1\nUPCAST 1", "lazygrad beam opts v1\nTHREAD x"] {
             assert_eq!(parse_opts(bad), None, "{bad:?}");

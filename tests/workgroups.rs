@@ -1,0 +1,211 @@
+//! Workgroup opts (LOCAL, GROUP, GROUPTOP, NOLOCALS): INTERP runs their kernels as a grid of
+//! workgroups whose threads share local memory and meet at barriers, and every such kernel
+//! computes what the unoptimized one does; a target without local memory (the C renderer)
+//! rejects them, and BEAM tries them only on targets that have it.
+
+use std::sync::Arc;
+
+use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
+use lazygrad::codegen::{get_program_opts, ProgramSpec};
+use lazygrad::renderer::c::CRenderer;
+use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::uop::{Arg, Ops, UOp};
+use lazygrad::Tensor;
+
+/// The one kernel computing `t` (its inputs realized first), with its buffers.
+fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
+    let mut items = Tensor::schedule(std::slice::from_ref(t));
+    assert_eq!(items.len(), 1, "one kernel");
+    match items.remove(0) {
+        ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
+        ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
+    }
+}
+
+fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
+    get_program_opts(ast, None, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
+}
+
+/// The kernel's output after running it on INTERP with `opts`.
+fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
+    let spec = program(ast, opts);
+    let interp = get_device("INTERP").unwrap();
+    interp.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// Equal up to float reassociation: `tol` relative to the magnitude of the result (sums of
+/// thousands of terms reassociate to ~1e-5 of their terms' size).
+fn assert_close(want: &[f32], got: &[f32], tol: f32, what: &str) {
+    assert_eq!(want.len(), got.len(), "{what}");
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        assert!((a - b).abs() <= tol * (1.0 + a.abs()), "{what}: [{i}] {a} vs {b}");
+    }
+}
+
+fn matmul(m: usize, k: usize, n: usize) -> (Tensor, Tensor, Tensor) {
+    let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
+    let c = a.matmul(&b);
+    (a, b, c)
+}
+
+#[test]
+fn workgroup_matmuls_compute_the_exact_products() {
+    Tensor::manual_seed(21);
+    // loops: 0 rows (32), 1 columns (40), 2 the reduce (48)
+    let (m, k, n) = (32, 48, 40);
+    let (a, b, c) = matmul(m, k, n);
+    let (ast, bufs) = kernel(&c);
+    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
+    let exact: Vec<f64> =
+        (0..m * n).map(|o| (0..k).map(|t| av[o / n * k + t] as f64 * bv[t * n + o % n] as f64).sum()).collect();
+    let cases: Vec<Vec<Opt>> = vec![
+        vec![Opt::Local { range: 0, amount: 4 }, Opt::Local { range: 1, amount: 8 }],
+        vec![Opt::Group { range: 2, amount: 8 }],
+        vec![Opt::GroupTop { range: 2, amount: 16 }],
+        // threads in both kinds, register tiles and an unrolled reduce in each thread
+        vec![
+            Opt::Local { range: 0, amount: 4 },
+            Opt::Group { range: 2, amount: 8 },
+            Opt::Upcast { range: 1, amount: 4 },
+            Opt::Unroll { range: 2, amount: 2 },
+        ],
+        vec![
+            Opt::GroupTop { range: 2, amount: 4 },
+            Opt::Group { range: 2, amount: 3 },
+            Opt::Local { range: 1, amount: 5 },
+        ],
+        vec![Opt::NoLocals, Opt::Upcast { range: 1, amount: 8 }, Opt::Unroll { range: 2, amount: 4 }],
+    ];
+    for opts in cases {
+        let got = run(&ast, &bufs, &opts);
+        for (i, (g, e)) in got.iter().zip(&exact).enumerate() {
+            assert!((*g as f64 - e).abs() <= 1e-4 * (1.0 + e.abs()), "{opts:?}: c[{i}] = {g}, want {e}");
+        }
+    }
+}
+
+#[test]
+fn grouped_reduces_combine_partials_through_local_memory() {
+    Tensor::manual_seed(22);
+    let x = Tensor::randn(&[8, 512]).realize();
+    for (t, what) in
+        [(x.sum(1, false), "row sums"), (x.max(1, false), "row maxes"), (x.sum(None, false), "the full sum")]
+    {
+        let (ast, bufs) = kernel(&t);
+        let want = run(&ast, &bufs, &[]);
+        let reduce = lazygrad::codegen::opt::kernel_ranges(&ast)
+            .iter()
+            .rfind(|r| r.1 == lazygrad::uop::AxisKind::Reduce)
+            .unwrap()
+            .0;
+        for opts in [
+            vec![Opt::Group { range: reduce, amount: 16 }],
+            vec![Opt::GroupTop { range: reduce, amount: 16 }],
+            // each thread's share summed as vector lanes: its partial is a vector in local memory
+            vec![Opt::Group { range: reduce, amount: 8 }, Opt::Unroll { range: reduce, amount: 16 }],
+        ] {
+            let spec = program(&ast, &opts);
+            let ops: Vec<Ops> = spec.uops.iter().map(UOp::op).collect();
+            assert!(ops.contains(&Ops::DefineLocal) && ops.contains(&Ops::Barrier), "{what} {opts:?}");
+            // the output is stored by the group's first thread only
+            let store = spec.uops.iter().rfind(|u| u.op() == Ops::Store).unwrap();
+            assert_eq!(store.src()[0].src().len(), 3, "{what} {opts:?}: the output store is gated");
+            assert_close(&want, &run(&ast, &bufs, &opts), 1e-4, &format!("{what} {opts:?}"));
+        }
+    }
+}
+
+#[test]
+fn launch_dims_name_the_grid_and_the_threads() {
+    Tensor::manual_seed(23);
+    let (_, _, c) = matmul(16, 24, 16);
+    let (ast, _) = kernel(&c);
+    let specials = |opts: &[Opt]| -> Vec<String> {
+        let spec = program(&ast, opts);
+        let mut names: Vec<String> = spec
+            .uops
+            .iter()
+            .filter(|u| u.op() == Ops::Special)
+            .map(|u| match u.arg() {
+                Arg::Str(s) => format!("{s}:{}", u.src()[0].const_int_value().unwrap()),
+                _ => panic!("a SPECIAL is named"),
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(specials(&[Opt::Local { range: 1, amount: 4 }]), ["gidx0:16", "gidx1:4", "lidx0:4"]);
+    assert_eq!(specials(&[Opt::Group { range: 2, amount: 8 }]), ["gidx0:16", "gidx1:16", "lidx0:8"]);
+    assert_eq!(specials(&[Opt::NoLocals]), ["gidx0:16", "gidx1:16"]);
+    // a CPU kernel keeps its loops and splits the outer one over cores
+    assert_eq!(specials(&[Opt::Thread(2)]), ["core_id:2"]);
+    // kernel names show workgroup threads after the output loops
+    assert_eq!(
+        program(&ast, &[Opt::Local { range: 1, amount: 4 }, Opt::Group { range: 2, amount: 8 }]).name.to_string(),
+        "r_16_4_4_8_3"
+    );
+}
+
+#[test]
+fn workgroup_opts_apply_only_where_they_are_legal() {
+    Tensor::manual_seed(24);
+    let (_, _, c) = matmul(32, 48, 40);
+    let (ast, _) = kernel(&c);
+    let after = |opts: &[Opt]| opts.iter().try_fold(ast.clone(), |a, o| apply_opt(&a, *o));
+    assert!(after(&[Opt::Local { range: 2, amount: 4 }]).is_none(), "LOCAL splits output loops only");
+    assert!(after(&[Opt::Group { range: 0, amount: 4 }]).is_none(), "GROUP splits reduce loops only");
+    assert!(after(&[Opt::GroupTop { range: 2, amount: 5 }]).is_none(), "5 does not divide 48");
+    assert!(after(&[Opt::NoLocals, Opt::Local { range: 0, amount: 4 }]).is_none(), "no locals after NOLOCALS");
+    assert!(after(&[Opt::Group { range: 2, amount: 4 }, Opt::NoLocals]).is_none(), "NOLOCALS after a GROUP");
+    assert!(after(&[Opt::NoLocals, Opt::NoLocals]).is_none());
+    assert!(after(&[Opt::Local { range: 0, amount: 4 }, Opt::Thread(2)]).is_none(), "THREAD in a workgroup kernel");
+    assert!(after(&[Opt::Thread(2), Opt::Group { range: 2, amount: 4 }]).is_none(), "GROUP in a threaded kernel");
+    // 32 x 40 threads are more than a workgroup holds
+    assert!(after(&[Opt::Local { range: 0, amount: 32 }, Opt::Local { range: 1, amount: 40 }]).is_none());
+    assert!(after(&[
+        Opt::Local { range: 0, amount: 32 },
+        Opt::Local { range: 1, amount: 8 },
+        Opt::Group { range: 2, amount: 4 }
+    ])
+    .is_some());
+}
+
+#[test]
+fn targets_without_local_memory_reject_workgroup_opts() {
+    Tensor::manual_seed(25);
+    let (_, _, c) = matmul(16, 24, 16);
+    let (ast, _) = kernel(&c);
+    for opt in [Opt::Local { range: 0, amount: 4 }, Opt::Group { range: 2, amount: 4 }, Opt::NoLocals] {
+        let err = get_program_opts(&ast, Some(&CRenderer), &[opt], "").unwrap_err().to_string();
+        assert!(err.contains(&opt.to_string()) && err.contains("the c target"), "{err}");
+    }
+    assert!(get_program_opts(&ast, Some(&CRenderer), &[Opt::Thread(2)], "").is_ok());
+}
+
+#[test]
+fn every_beam_action_for_workgroup_targets_computes_the_same_result() {
+    Tensor::manual_seed(26);
+    let (_, _, c) = matmul(16, 24, 16);
+    let (ast, bufs) = kernel(&c);
+    let want = run(&ast, &bufs, &[]);
+    let cpu = actions(&ast, 2, false);
+    assert!(!cpu.iter().any(Opt::needs_local) && cpu.contains(&Opt::Thread(2)), "{cpu:?}");
+    let gpu = actions(&ast, 2, true);
+    assert!(!gpu.iter().any(|o| matches!(o, Opt::Thread(_))), "{gpu:?}");
+    let mut applied = 0;
+    for first in gpu.iter().filter(|o| o.needs_local()) {
+        let Some(one) = apply_opt(&ast, *first) else { continue };
+        // each workgroup opt, then each action that applies after it
+        for second in actions(&one, 2, true) {
+            if apply_opt(&one, second).is_none() {
+                continue;
+            }
+            applied += 1;
+            let opts = [*first, second];
+            assert_close(&want, &run(&ast, &bufs, &opts), 1e-5, &format!("{opts:?}"));
+        }
+    }
+    assert!(applied > 100, "{applied} pairs of opts ran");
+}
