@@ -9,7 +9,7 @@ use crate::codegen::{get_program_for, KernelName, ProgramSpec};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
-use crate::runtime::{get_device, Buffer, Program};
+use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::ScheduleItem;
 use crate::uop::UOp;
@@ -25,7 +25,8 @@ pub struct CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
-type Cache = Mutex<HashMap<(String, UOp, (i64, usize, usize, usize)), Arc<CompiledKernel>>>;
+type CacheKey = (String, UOp, (i64, usize, usize, usize));
+type Cache = Mutex<HashMap<CacheKey, Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -54,24 +55,34 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
         phases.reused += 1;
         return Ok(k.clone());
     }
-    phases.generated += 1;
     let dev = get_device(device)?;
-    if debug() >= 5 {
-        eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
-    }
-    let start = Instant::now();
-    let spec: ProgramSpec = get_program_for(ast, dev.as_ref())?;
-    phases.codegen += start.elapsed().as_secs_f64();
+    let spec = codegen(dev.as_ref(), ast, phases)?;
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
     }
     let start = Instant::now();
     let program = dev.compile(&spec)?;
     phases.compile += start.elapsed().as_secs_f64();
-    let reads_output = loads_output(ast);
-    let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops, reads_output });
+    Ok(cache_program(key, ast, spec, program))
+}
+
+/// The program spec of `ast` for `dev`, timed as codegen.
+fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSpec> {
+    phases.generated += 1;
+    if debug() >= 5 {
+        eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
+    }
+    let start = Instant::now();
+    let spec = get_program_for(ast, dev)?;
+    phases.codegen += start.elapsed().as_secs_f64();
+    Ok(spec)
+}
+
+/// Put the compiled `program` of `ast` in the program cache under `key`.
+fn cache_program(key: CacheKey, ast: &UOp, spec: ProgramSpec, program: Arc<dyn Program>) -> Arc<CompiledKernel> {
+    let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops, reads_output: loads_output(ast) });
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
-    Ok(kernel)
+    kernel
 }
 
 /// What runs for one schedule step.
@@ -133,8 +144,8 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
     (out, items)
 }
 
-/// Compile the schedule's new kernels on every core at once (gcc runs in its own process, so a
-/// cold schedule compiles about as many times faster as there are cores). Below DEBUG=3 and
+/// Compile the schedule's new kernels together: codegen on every core at once, then each
+/// device's `compile_all` (the CPU compiles them in one batch per core). Below DEBUG=3 and
 /// without VIZ only: there the per-kernel output follows the schedule's order; and not with BEAM,
 /// whose search compiles on every core itself and times its candidates on an idle machine.
 fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
@@ -142,14 +153,14 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     if debug() >= 3 || crate::viz::recording() || crate::codegen::opt::search::beam_width() > 0 {
         return Ok(phases);
     }
-    let mut todo: Vec<(&str, &UOp)> = vec![];
+    let mut todo: Vec<(CacheKey, &UOp)> = vec![];
     for item in items {
         if let ScheduleItem::Kernel { ast, bufs } = item {
             let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings());
             if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
-                && !todo.iter().any(|(d, a)| *d == key.0 && *a == ast)
+                && !todo.iter().any(|(k, _)| *k == key)
             {
-                todo.push((bufs[0].device(), ast));
+                todo.push((key, ast));
             }
         }
     }
@@ -158,6 +169,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
         return Ok(phases);
     }
     let (next, settings) = (std::sync::atomic::AtomicUsize::new(0), crate::helpers::Context::current());
+    let specs: Mutex<Vec<Option<ProgramSpec>>> = Mutex::new(vec![None; todo.len()]);
     let results: Vec<Result<Phases>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -166,20 +178,38 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
                     let mut mine = Phases::default();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((device, ast)) = todo.get(i) else { return Ok(mine) };
-                        get_runner_timed(device, ast, &mut mine)?;
+                        let Some(((device, ..), ast)) = todo.get(i) else { return Ok(mine) };
+                        let spec = codegen(get_device(device)?.as_ref(), ast, &mut mine)?;
+                        specs.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(spec);
                     }
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a compile thread panicked")).collect()
+        handles.into_iter().map(|h| h.join().expect("a codegen thread panicked")).collect()
     });
     for r in results {
         let r = r?;
         phases.generated += r.generated;
         phases.codegen += r.codegen;
-        phases.compile += r.compile;
     }
+    let specs: Vec<ProgramSpec> = specs
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|s| s.expect("every kernel was generated"))
+        .collect();
+    let start = Instant::now();
+    let mut devices: Vec<&str> = todo.iter().map(|(k, _)| k.0.as_str()).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for device in devices {
+        let mine: Vec<usize> = (0..todo.len()).filter(|&i| todo[i].0 .0 == device).collect();
+        let programs = get_device(device)?.compile_all(&mine.iter().map(|&i| &specs[i]).collect::<Vec<_>>())?;
+        for (i, program) in mine.into_iter().zip(programs) {
+            cache_program(todo[i].0.clone(), todo[i].1, specs[i].clone(), program);
+        }
+    }
+    phases.compile += start.elapsed().as_secs_f64();
     Ok(phases)
 }
 

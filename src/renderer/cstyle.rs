@@ -279,6 +279,15 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
     vectors.extend(masks);
     vectors.sort_by_key(|t| (t.scalar, t.count));
     vectors.dedup();
-    let typedefs: String = vectors.into_iter().map(|t| d.vector_typedef(t)).collect();
-    format!("{}{typedefs}{} {{\n{body}}}\n{}", d.prelude(), d.signature(name, &params), d.epilogue(name, &params))
+    let typedefs: String = vectors.into_iter().map(|t| include_once(&format!("{t:?}"), &d.vector_typedef(t))).collect();
+    let prelude = include_once("prelude", &d.prelude());
+    format!("{prelude}{typedefs}{} {{\n{body}}}\n{}", d.signature(name, &params), d.epilogue(name, &params))
+}
+
+/// `code` behind an include guard named after `what`, so that kernels concatenated into one
+/// translation unit (a compile batch) define their shared types and helpers once.
+fn include_once(what: &str, code: &str) -> String {
+    let guard: String =
+        what.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    format!("#ifndef LG_{guard}\n#define LG_{guard}\n{code}#endif\n")
 }

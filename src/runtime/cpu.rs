@@ -81,33 +81,60 @@ impl CCompiler {
     }
 }
 
+impl CCompiler {
+    /// The disk cache file of `src`'s shared object.
+    fn cache_path(&self, src: &str) -> PathBuf {
+        let key = stable_hash(&(&self.cc, FLAGS, source_flags(src), &self.direct_link, src));
+        cache_dir().join("cpu").join(format!("{key:016x}.so"))
+    }
+
+    /// Compile `srcs` (kernels with distinct names and the same `source_flags`, none cached) as
+    /// one translation unit, and link the shared object under every member's cache name: the
+    /// compiler's start-up costs more than a small kernel, so a batch of kernels compiles in
+    /// about the time of its largest ones. A failing batch is compiled again kernel by kernel,
+    /// so that the others are still cached and the error shows the kernel that broke it.
+    fn compile_batch(&self, srcs: &[&str]) -> Result<()> {
+        let dir = cache_dir().join("cpu");
+        std::fs::create_dir_all(&dir)?;
+        let paths: Vec<PathBuf> = srcs.iter().map(|s| self.cache_path(s)).collect();
+        // unique temporaries, then atomic renames: concurrent compiles of one kernel are safe
+        let stem = paths[0].file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());
+        let tmp = format!("{stem}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+        let (c_path, so_tmp) = (dir.join(format!("{tmp}.c")), dir.join(format!("{tmp}.so")));
+        std::fs::write(&c_path, srcs.concat())?;
+        let out = self.build(&c_path, &so_tmp, source_flags(srcs[0]));
+        let _ = std::fs::remove_file(&c_path);
+        let out = out?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&so_tmp);
+            if srcs.len() > 1 {
+                let each: Vec<Result<()>> = srcs.iter().map(|s| self.compile_batch(&[s])).collect();
+                return each.into_iter().collect();
+            }
+            return Err(Error::Compile(format!(
+                "{} failed:\n{}\n--- source ---\n{}",
+                self.cc,
+                String::from_utf8_lossy(&out.stderr),
+                srcs[0]
+            )));
+        }
+        for path in &paths {
+            let link = path.with_extension(format!("{tmp}.link"));
+            std::fs::hard_link(&so_tmp, &link).or_else(|_| std::fs::copy(&so_tmp, &link).map(|_| ()))?;
+            std::fs::rename(&link, path)?;
+        }
+        std::fs::remove_file(&so_tmp)?;
+        Ok(())
+    }
+}
+
 impl Compiler for CCompiler {
     /// The shared object for `src`, compiled now or taken from the disk cache.
     fn compile(&self, src: &str) -> Result<PathBuf> {
-        let dir = cache_dir().join("cpu");
-        std::fs::create_dir_all(&dir)?;
-        let extra = source_flags(src);
-        let key = stable_hash(&(&self.cc, FLAGS, extra, &self.direct_link, src));
-        let so = dir.join(format!("{key:016x}.so"));
-        if so.exists() {
-            return Ok(so);
+        let so = self.cache_path(src);
+        if !so.exists() {
+            self.compile_batch(&[src])?;
         }
-        // Unique temporaries, then an atomic rename: concurrent compiles of one kernel are safe.
-        let tmp =
-            format!("{key:016x}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
-        let c_path = dir.join(format!("{tmp}.c"));
-        let so_tmp = dir.join(format!("{tmp}.so"));
-        std::fs::write(&c_path, src)?;
-        let out = self.build(&c_path, &so_tmp, extra)?;
-        let _ = std::fs::remove_file(&c_path);
-        if !out.status.success() {
-            return Err(Error::Compile(format!(
-                "{} failed:\n{}\n--- source ---\n{src}",
-                self.cc,
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        std::fs::rename(&so_tmp, &so)?;
         Ok(so)
     }
 }
@@ -175,6 +202,14 @@ fn disassemble(so: &Path, name: &str) -> String {
     }
 }
 
+/// Kernels compiled as one translation unit: same compiler flags, distinct names.
+struct Batch<'a> {
+    flags: &'static [&'static str],
+    names: Vec<String>,
+    srcs: Vec<&'a str>,
+    bytes: usize,
+}
+
 /// The CPU device.
 pub struct CpuDevice {
     compiler: CCompiler,
@@ -222,5 +257,37 @@ impl Device for CpuDevice {
             .max()
             .unwrap_or(0);
         Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, spec.threads)?))
+    }
+
+    /// The kernels not in the disk cache compiled in batches, one per core for each set of
+    /// `source_flags` (largest sources first, each to the lightest batch without a kernel of its
+    /// name), the batches at once; then each kernel loaded as `compile` does.
+    fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
+        let mut todo: Vec<&ProgramSpec> =
+            specs.iter().copied().filter(|s| !self.compiler.cache_path(&s.src).exists()).collect();
+        todo.sort_by_key(|s| std::cmp::Reverse(s.src.len()));
+        todo.dedup_by(|a, b| a.src == b.src);
+        let cores = super::pool::cpu_threads();
+        let mut batches: Vec<Batch> = vec![];
+        for spec in todo {
+            let (flags, name) = (source_flags(&spec.src), spec.name.to_string());
+            let peers = batches.iter().filter(|b| b.flags == flags).count();
+            let fits =
+                batches.iter_mut().filter(|b| b.flags == flags && !b.names.contains(&name)).min_by_key(|b| b.bytes);
+            match fits.filter(|_| peers >= cores) {
+                Some(b) => {
+                    b.names.push(name);
+                    b.srcs.push(&spec.src);
+                    b.bytes += spec.src.len();
+                }
+                None => batches.push(Batch { flags, names: vec![name], srcs: vec![&spec.src], bytes: spec.src.len() }),
+            }
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                batches.iter().map(|b| scope.spawn(|| self.compiler.compile_batch(&b.srcs))).collect();
+            handles.into_iter().try_for_each(|h| h.join().expect("a compile thread panicked"))
+        })?;
+        specs.iter().map(|s| self.compile(s)).collect()
     }
 }

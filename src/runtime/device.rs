@@ -174,6 +174,11 @@ pub trait Device: Send + Sync {
     fn renderer(&self) -> Option<&dyn Renderer>;
     /// Turn a linearized kernel (rendered, for compiled devices) into something runnable.
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>>;
+    /// `compile` for many kernels at once (a schedule's new kernels), in `specs` order; a device
+    /// whose compiler has a start-up cost overrides it to compile them together.
+    fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
+        specs.iter().map(|s| self.compile(s)).collect()
+    }
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Arc<dyn Device>>> {
