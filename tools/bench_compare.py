@@ -52,19 +52,23 @@ ROWS = [
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
 ]
 COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
+# a best-of timing keeps sampling for at least this many seconds (examples/bench.rs MIN_SPAN_S):
+# load from elsewhere on this shared machine comes in bursts of a second or so, and a row whose
+# samples all fell in one (50 runs of a 256 matmul take 10 ms) read a third of its speed
+MIN_SPAN_S = 2.0
 
 
 def report(name, value, unit):
     print(f"bench {name} {value:.3f} {unit}", flush=True)
 
 
-def timed_runs(run, reps, warmup, before=None):
-    """The wall times of `reps` calls of `run()`, after `warmup` calls; `before()`, when given,
-    runs untimed ahead of each timed call."""
+def timed_runs(run, reps, warmup, before=None, min_span=0.0):
+    """The wall times of at least `reps` calls of `run()`, after `warmup` calls, and of more until
+    `min_span` seconds have passed; `before()`, when given, runs untimed ahead of each timed call."""
     for _ in range(warmup):
         run()
-    times = []
-    for _ in range(reps):
+    times, first = [], time.perf_counter()
+    while len(times) < reps or time.perf_counter() - first < min_span:
         if before:
             before()
         start = time.perf_counter()
@@ -74,8 +78,9 @@ def timed_runs(run, reps, warmup, before=None):
 
 
 def best_seconds(run, reps, warmup=1, before=None):
-    """The shortest wall time of `reps` calls of `run()`, after `warmup` calls."""
-    return min(timed_runs(run, reps, warmup, before))
+    """The shortest wall time of `run()` over at least `reps` calls spanning `MIN_SPAN_S`, after
+    `warmup` calls."""
+    return min(timed_runs(run, reps, warmup, before, MIN_SPAN_S))
 
 
 def cache_evictor():

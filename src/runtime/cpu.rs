@@ -265,7 +265,7 @@ impl Device for CpuDevice {
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
         let mut todo: Vec<&ProgramSpec> =
             specs.iter().copied().filter(|s| !self.compiler.cache_path(&s.src).exists()).collect();
-        todo.sort_by_key(|s| std::cmp::Reverse(s.src.len()));
+        todo.sort_by(|a, b| b.src.len().cmp(&a.src.len()).then_with(|| a.src.cmp(&b.src)));
         todo.dedup_by(|a, b| a.src == b.src);
         let cores = super::pool::cpu_threads();
         let mut batches: Vec<Batch> = vec![];
