@@ -337,3 +337,30 @@ fn padto_applies_only_to_output_loops_it_grows() {
     assert!(pad(2, 16).is_none(), "the reduce loop: padded terms would need to be the identity");
     assert!(pad(5, 16).is_none(), "no such loop");
 }
+
+#[test]
+fn upcast_lanes_that_share_a_reduce_loop_share_where_it_runs() {
+    let _serial = serial();
+    // an indexed set: nested reduces in one kernel; with the 4-wide output axis upcast, some
+    // lanes' counts simplify to depend on fewer loops than others', yet all lanes share the loops
+    let ar = Tensor::arange(24).reshape(&[2, 3, 4]).cast(lazygrad::DType::INT32).permute(&[2, 0, 1]);
+    let (rows, cols) = (Tensor::new([3, 0]).realize(), Tensor::new([0, 1]).realize());
+    let t = ar.set(&lazygrad::s![rows, 1, cols], 50);
+    let mut items = Tensor::schedule(std::slice::from_ref(&t));
+    assert_eq!(items.len(), 1);
+    let ScheduleItem::Kernel { ast, bufs } = items.remove(0) else { panic!("a kernel") };
+    let opts = [Opt::Upcast { range: 0, amount: 4 }, Opt::Unroll { range: 5, amount: 3 }];
+    for device in ["CPU", "INTERP"] {
+        let dev = lazygrad::runtime::get_device(device).unwrap();
+        let spec = lazygrad::codegen::get_program_opts(&ast, dev.renderer(), &opts, "").unwrap();
+        dev.compile(&spec).unwrap().run(&bufs).unwrap();
+        let got: Vec<i32> =
+            bufs[0].copyout().unwrap().chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+        // out[i, j, k] = ar value 12j + 4k + i, but 50 at j = 1 and (i, k) in {(3, 0), (0, 1)}
+        for (n, v) in got.iter().enumerate() {
+            let (i, j, k) = (n / 6, n / 3 % 2, n % 3);
+            let want = if j == 1 && [(3, 0), (0, 1)].contains(&(i, k)) { 50 } else { (12 * j + 4 * k + i) as i32 };
+            assert_eq!(*v, want, "{device} [{i},{j},{k}]");
+        }
+    }
+}

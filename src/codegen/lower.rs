@@ -20,6 +20,39 @@ pub type Ranges = BTreeMap<usize, UOp>;
 pub struct LowerCtx {
     accs: i64,
     ranges: HashMap<UOp, Ranges>,
+    /// For each reduce loop, the loops every accumulator reduced in it is defined under: the
+    /// union of the open ranges of all REDUCEs over it (or over a loop one of them shares).
+    /// Upcast lanes share their reduce loops, and where one lane's value depends on fewer loops
+    /// than another's (a lane constant simplified a dependence away), its accumulator must still
+    /// be reset inside all of them, or the shared loop would have two places to be.
+    shared_outer: HashMap<UOp, Ranges>,
+}
+
+impl LowerCtx {
+    pub fn new(ast: &UOp) -> LowerCtx {
+        let mut ctx = LowerCtx::default();
+        let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
+        let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
+        loop {
+            let mut changed = false;
+            for (red, open) in reduces.iter().zip(&opens) {
+                let mut union = open.clone();
+                for r in &red.src()[1..] {
+                    union.extend(ctx.shared_outer.get(r).into_iter().flatten().map(|(k, v)| (*k, v.clone())));
+                }
+                for r in &red.src()[1..] {
+                    let entry = ctx.shared_outer.entry(r.clone()).or_default();
+                    if entry.len() != union.len() {
+                        *entry = union.clone();
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                return ctx;
+            }
+        }
+    }
 }
 
 /// The RANGEs `u`'s value depends on, minus those closed by reduces (an AFTER depends only on
@@ -77,7 +110,12 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         let red = &m["red"];
         let Arg::Reduce(op) = red.arg() else { return None };
         let val = &red.src()[0];
-        let outer: Vec<UOp> = open_ranges(red, &mut ctx.ranges).into_values().collect();
+        let mut outer = open_ranges(red, &mut ctx.ranges);
+        for r in &red.src()[1..] {
+            outer.extend(ctx.shared_outer.get(r).into_iter().flatten().map(|(k, v)| (*k, v.clone())));
+        }
+        outer.retain(|_, r| !red.src()[1..].contains(r));
+        let outer: Vec<UOp> = outer.into_values().collect();
         let lanes = red.dtype().count as usize;
         let mut acc_src = vec![broadcast(&UOp::constant(red.dtype().base(), identity(*op, red.dtype())), lanes)];
         acc_src.extend(outer);

@@ -121,7 +121,7 @@ pub(crate) fn lower(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
         true => graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut (), "stream stores", false),
         false => ast,
     };
-    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::default(), "lower reduce", false);
+    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::new(&ast), "lower reduce", false);
     // the interpreter executes every op, fused multiply-adds included, so that it computes
     // exactly what the compiled C computes
     let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();

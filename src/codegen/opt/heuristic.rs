@@ -16,6 +16,9 @@ const THREAD_MIN_WORK: usize = 1 << 16;
 const UPCAST_AMOUNT: usize = 4;
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
+/// An output axis this short that 4 does not divide (a 3 or 5 wide convolution window) is upcast
+/// whole.
+const SMALL_AXIS_MAX: usize = 7;
 /// Lanes of one float32 vector register.
 pub fn vector_lanes() -> usize {
     crate::codegen::vectorize::vector_bytes() / 4
@@ -114,7 +117,8 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
         let amount = |id: usize, size: usize| match Some(id) == innermost {
             true => [vl, vl / 2, vl / 4].into_iter().find(|a| *a >= 4 && size.is_multiple_of(*a) && size > *a),
-            false => (size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT).then_some(UPCAST_AMOUNT),
+            false if size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT => Some(UPCAST_AMOUNT),
+            false => (2 < size && size <= SMALL_AXIS_MAX).then_some(size),
         };
         let mut shared: HashSet<usize> = HashSet::new();
         for _ in 0..MAX_UPCAST_AXES {
@@ -123,7 +127,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .iter()
                 .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0))
                 .filter_map(|r| {
-                    let amount = amount(r.0, r.2).filter(|a| lanes * a <= MAX_UPCAST)?;
+                    // a whole window axis may fill half the accumulator registers
+                    let cap = |a: &usize| match *a == r.2 && r.2 <= SMALL_AXIS_MAX {
+                        true => lanes * a <= vl * max_accumulators() / 2,
+                        false => lanes * a <= MAX_UPCAST,
+                    };
+                    let amount = amount(r.0, r.2).filter(cap)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
                     Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
                 })
