@@ -23,7 +23,6 @@ struct GroupCtx {
 
 /// The kernel launched as a grid of workgroups.
 pub fn gpudims(ast: &UOp) -> UOp {
-    let ranges = crate::codegen::opt::kernel_ranges(ast);
     let of_kind = |kinds: &[AxisKind]| -> Vec<UOp> {
         let mut rs: Vec<UOp> = ast
             .toposort()
@@ -35,10 +34,10 @@ pub fn gpudims(ast: &UOp) -> UOp {
     };
     let mut ctx = GroupCtx {
         threads: of_kind(&[AxisKind::Local, AxisKind::GroupReduce]),
-        next_range: ranges.iter().map(|r| r.0 + 1).max().unwrap_or(0),
+        next_range: crate::codegen::opt::kernel_ranges(ast).last().map_or(0, |r| r.0 + 1),
         next_local: 0,
     };
-    let ast = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
+    let grouped = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
     let dim = |r: &UOp, name: String| UOp::new(Ops::Special, DType::INDEX, vec![r.src()[0].clone()], Arg::Str(name));
     let mut dims: HashMap<UOp, UOp> = HashMap::new();
     for (i, r) in of_kind(&[AxisKind::Loop]).iter().enumerate() {
@@ -47,7 +46,7 @@ pub fn gpudims(ast: &UOp) -> UOp {
     for (i, r) in ctx.threads.iter().enumerate() {
         dims.insert(r.clone(), dim(r, format!("lidx{i}")));
     }
-    substitute(&ast, &mut dims, "gpu dims")
+    substitute(&grouped, &mut dims, "gpu dims")
 }
 
 fn range_id(r: &UOp) -> usize {
@@ -104,7 +103,7 @@ fn group_reduce(red: &UOp, ctx: &mut GroupCtx) -> Option<UOp> {
         ctx.next_range += 1;
         fresh.insert(g.clone(), r);
     }
-    let read_slot = substitute(&slot, &mut fresh.clone(), "group reduce");
+    let read_slot = substitute(&slot, &mut fresh, "group reduce");
     let after = UOp::new(Ops::After, local, vec![smem, barrier], Arg::None);
     let load = UOp::new(Ops::Load, red.dtype(), vec![at(&after, &read_slot)], Arg::None);
     let mut src = vec![load];

@@ -220,6 +220,8 @@ impl InterpProgram {
     fn run(&self, t: &mut Thread, mem: &[Region]) -> Result<Stop> {
         let vals = &mut t.vals;
         let mut pc = t.pc;
+        // the kernel's buffers come first in `mem`, the workgroup's local memory after them
+        let nbufs = mem.len() - self.shared.len();
         while pc < self.insts.len() {
             let inst = &self.insts[pc];
             let s = |i: usize| vals[inst.src[i]].clone();
@@ -227,15 +229,14 @@ impl InterpProgram {
                 (Ops::Const, Arg::Const(c)) => Some(Value::Scalar(*c)),
                 (Ops::Param, Arg::Int(slot)) => {
                     let buf = *slot as usize;
-                    if buf >= mem.len() - self.shared.len() {
-                        let n = mem.len() - self.shared.len();
-                        return Err(Error::Device(format!("INTERP: PARAM {buf} but {n} buffers")));
+                    if buf >= nbufs {
+                        return Err(Error::Device(format!("INTERP: PARAM {buf} but {nbufs} buffers")));
                     }
                     Some(Value::Addr { buf, idx: 0, valid: u64::MAX })
                 }
                 (Ops::DefineLocal, _) => {
                     let k = self.shared.iter().position(|s| s.0 == pc).expect("every DEFINE_LOCAL has memory");
-                    Some(Value::Addr { buf: mem.len() - self.shared.len() + k, idx: 0, valid: u64::MAX })
+                    Some(Value::Addr { buf: nbufs + k, idx: 0, valid: u64::MAX })
                 }
                 (Ops::Barrier, _) => {
                     t.pc = pc + 1;
