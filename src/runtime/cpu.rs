@@ -261,7 +261,7 @@ impl Device for CpuDevice {
 
     /// The kernels not in the disk cache compiled in batches, one per core for each set of
     /// `source_flags` (largest sources first, each to the lightest batch without a kernel of its
-    /// name), the batches at once; then each kernel loaded as `compile` does.
+    /// name), a batch per core at a time; then each kernel loaded as `compile` does.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
         let mut todo: Vec<&ProgramSpec> =
             specs.iter().copied().filter(|s| !self.compiler.cache_path(&s.src).exists()).collect();
@@ -283,10 +283,21 @@ impl Device for CpuDevice {
                 None => batches.push(Batch { flags, names: vec![name], srcs: vec![&spec.src], bytes: spec.src.len() }),
             }
         }
+        // one compiler run per core at a time (kernels of one name can make more batches)
+        let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                batches.iter().map(|b| scope.spawn(|| self.compiler.compile_batch(&b.srcs))).collect();
-            handles.into_iter().try_for_each(|h| h.join().expect("a compile thread panicked"))
+            let workers: Vec<_> = (0..cores.min(batches.len()))
+                .map(|_| {
+                    scope.spawn(|| -> Result<()> {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(b) = batches.get(i) else { return Ok(()) };
+                            self.compiler.compile_batch(&b.srcs)?;
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().try_for_each(|h| h.join().expect("a compile thread panicked"))
         })?;
         specs.iter().map(|s| self.compile(s)).collect()
     }
