@@ -36,10 +36,7 @@ impl LowerCtx {
         loop {
             let mut changed = false;
             for (red, open) in reduces.iter().zip(&opens) {
-                let mut union = open.clone();
-                for r in &red.src()[1..] {
-                    union.extend(ctx.shared_outer.get(r).into_iter().flatten().map(|(k, v)| (*k, v.clone())));
-                }
+                let union = ctx.with_shared_outer(red, open.clone());
                 for r in &red.src()[1..] {
                     let entry = ctx.shared_outer.entry(r.clone()).or_default();
                     if entry.len() != union.len() {
@@ -52,6 +49,14 @@ impl LowerCtx {
                 return ctx;
             }
         }
+    }
+
+    /// `open` together with the shared outer loops of every reduce loop of `red`.
+    fn with_shared_outer(&self, red: &UOp, mut open: Ranges) -> Ranges {
+        for r in &red.src()[1..] {
+            open.extend(self.shared_outer.get(r).into_iter().flatten().map(|(k, v)| (*k, v.clone())));
+        }
+        open
     }
 }
 
@@ -110,10 +115,8 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         let red = &m["red"];
         let Arg::Reduce(op) = red.arg() else { return None };
         let val = &red.src()[0];
-        let mut outer = open_ranges(red, &mut ctx.ranges);
-        for r in &red.src()[1..] {
-            outer.extend(ctx.shared_outer.get(r).into_iter().flatten().map(|(k, v)| (*k, v.clone())));
-        }
+        let open = open_ranges(red, &mut ctx.ranges);
+        let mut outer = ctx.with_shared_outer(red, open);
         outer.retain(|_, r| !red.src()[1..].contains(r));
         let outer: Vec<UOp> = outer.into_values().collect();
         let lanes = red.dtype().count as usize;

@@ -1,6 +1,7 @@
 //! Kernel names that say what a kernel is, as tinygrad's do: `E_` (elementwise) or `r_` (reduces),
 //! then the sizes of its loops grouped by kind: threads, output loops, workgroup output and
-//! reduce threads, reduce loops, upcast lanes, unrolled reduce steps. DEBUG output colors each size by its kind when stderr is a terminal.
+//! reduce threads, reduce loops, upcast lanes, unrolled reduce steps. DEBUG output colors each
+//! size by its kind when stderr is a terminal.
 
 use std::fmt;
 

@@ -63,7 +63,7 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
     let start = Instant::now();
     let program = dev.compile(&spec)?;
     phases.compile += start.elapsed().as_secs_f64();
-    Ok(cache_program(key, ast, spec, program))
+    Ok(cache_program(key, ast, &spec, program))
 }
 
 /// The program spec of `ast` for `dev`, timed as codegen.
@@ -79,8 +79,9 @@ fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSp
 }
 
 /// Put the compiled `program` of `ast` in the program cache under `key`.
-fn cache_program(key: CacheKey, ast: &UOp, spec: ProgramSpec, program: Arc<dyn Program>) -> Arc<CompiledKernel> {
-    let kernel = Arc::new(CompiledKernel { program, name: spec.name, ops: spec.ops, reads_output: loads_output(ast) });
+fn cache_program(key: CacheKey, ast: &UOp, spec: &ProgramSpec, program: Arc<dyn Program>) -> Arc<CompiledKernel> {
+    let (name, ops) = (spec.name.clone(), spec.ops);
+    let kernel = Arc::new(CompiledKernel { program, name, ops, reads_output: loads_output(ast) });
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
     kernel
 }
@@ -206,7 +207,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
         let mine: Vec<usize> = (0..todo.len()).filter(|&i| todo[i].0 .0 == device).collect();
         let programs = get_device(device)?.compile_all(&mine.iter().map(|&i| &specs[i]).collect::<Vec<_>>())?;
         for (i, program) in mine.into_iter().zip(programs) {
-            cache_program(todo[i].0.clone(), todo[i].1, specs[i].clone(), program);
+            cache_program(todo[i].0.clone(), todo[i].1, &specs[i], program);
         }
     }
     phases.compile += start.elapsed().as_secs_f64();

@@ -132,7 +132,7 @@ struct Thread {
 /// Why a thread stopped running.
 #[derive(PartialEq)]
 enum Stop {
-    /// At the BARRIER just before this pc.
+    /// At the BARRIER at this pc (the thread resumes after it).
     Barrier(usize),
     Done,
 }

@@ -197,7 +197,6 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             let core = UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str(CORE_ID.into()));
             Some(split(ast, &r, core, size / n, new_range(size / n, id, AxisKind::Loop)))
         }
-
         Opt::Local { range, amount } | Opt::Group { range, amount } | Opt::GroupTop { range, amount } => {
             let r = find_range(ast, range)?;
             let (Arg::Range(id, kind), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else { return None };
