@@ -219,6 +219,43 @@ fn reduces_over_channels_last_data_load_channel_vectors() {
 }
 
 #[test]
+fn pooled_intermediates_are_stored_channels_last() {
+    let _serial = serial();
+    Tensor::manual_seed(6);
+    // channels-last data (a convolution's output) pooled, then read by two kernels: the pooled
+    // buffer between them keeps the channels innermost and is written a vector of channels at a time
+    let (b, h, c) = (2, 4, 32);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let pooled = nhwc.permute(&[0, 3, 1, 2]).max_pool2d(&PoolOpts::default());
+    let (shifted, total) = (&pooled + 1.0, pooled.sum(None, false));
+    let pool_kernel = Tensor::schedule(&[shifted.clone(), total.clone()])
+        .into_iter()
+        .find_map(|i| match i {
+            ScheduleItem::Kernel { ast, .. } => Some(ast),
+            ScheduleItem::Copy { .. } => None,
+        })
+        .unwrap();
+    let spec = lazygrad::codegen::get_program(&pool_kernel, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
+    assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
+    assert!(!spec.src.contains("= acc0[15];"), "{}", spec.src);
+    let v = nhwc.to_vec::<f32>();
+    let want: Vec<f32> = (0..b * c * 4)
+        .map(|i| {
+            let (n, ch, oy, ox) = (i / (c * 4), i / 4 % c, i / 2 % 2, i % 2);
+            let at = |y: usize, x: usize| v[((n * h + y) * h + x) * c + ch];
+            [(0, 0), (0, 1), (1, 0), (1, 1)]
+                .iter()
+                .map(|&(dy, dx)| at(2 * oy + dy, 2 * ox + dx))
+                .fold(f32::MIN, f32::max)
+        })
+        .collect();
+    assert_eq!(shifted.to_vec::<f32>(), want.iter().map(|w| w + 1.0).collect::<Vec<_>>());
+    let sum: f64 = want.iter().map(|&w| w as f64).sum();
+    assert!((total.item::<f32>() as f64 - sum).abs() < 1e-4, "{} vs {sum}", total.item::<f32>());
+}
+
+#[test]
 fn matmul_computes_in_vector_registers() {
     let _serial = serial();
     Tensor::manual_seed(3);

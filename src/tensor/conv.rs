@@ -415,16 +415,17 @@ impl Tensor {
         let (k, s, d, reg) = self.pool_params("avg_pool2d", opts, false);
         let (_, _, _, ceil) = self.pool_params("avg_pool2d", opts, opts.ceil_mode);
         let lead = self.ndim() - k.len();
-        let axes: Vec<isize> = (0..k.len()).map(|j| -1 - j as isize).collect();
+        let windows =
+            |x: &Tensor, pads: &[(isize, isize)]| x.pad_value(&lead_pads(lead, pads), Scalar::Int(0)).pool(&k, &s, &d);
         let pool = |x: &Tensor, pads: &[(isize, isize)]| {
-            x.pad_value(&lead_pads(lead, pads), Scalar::Int(0)).pool(&k, &s, &d).sum(axes.as_slice(), false)
+            windows(x, pads).channels_last_windows(k.len(), |w, axes| w.sum(axes, false))
         };
         let x = self.cast(self.dtype().to_float());
         if !opts.count_include_pad {
             return pool(&x, &ceil).div(pool(&x.ones_like(), &ceil));
         }
         if !opts.ceil_mode {
-            return x.pad_value(&lead_pads(lead, &reg), Scalar::Int(0)).pool(&k, &s, &d).mean(axes.as_slice(), false);
+            return windows(&x, &reg).channels_last_windows(k.len(), |w, axes| w.mean(axes, false));
         }
         let extra: Vec<(isize, isize)> = ceil.iter().zip(&reg).map(|(c, r)| (c.0 - r.0, c.1 - r.1)).collect();
         let ones = x.pad_value(&lead_pads(lead, &reg), Scalar::Int(0)).ones_like();
@@ -434,8 +435,24 @@ impl Tensor {
     pub fn max_pool2d(&self, opts: &PoolOpts) -> Tensor {
         let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode);
         let lead = self.ndim() - k.len();
-        let axes: Vec<isize> = (0..k.len()).map(|j| -1 - j as isize).collect();
         let x = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
-        x.max(axes.as_slice(), false)
+        x.channels_last_windows(k.len(), |w, axes| w.max(axes, false))
+    }
+    /// `reduce(windows, axes)` over the window axes of `self` (`(..., c, o..., k...)`, from `pool`)
+    /// with the channel axis `c` moved innermost first, then moved back: the result is realized
+    /// channels last, the layout a convolution's output has, so the pooling kernel, its gradient
+    /// and the next convolution all read whole vectors of channels.
+    fn channels_last_windows(&self, nd: usize, reduce: impl Fn(&Tensor, &[isize]) -> Tensor) -> Tensor {
+        let lead = self.ndim() - 2 * nd;
+        if lead < 2 {
+            let axes: Vec<isize> = (0..nd).map(|j| -1 - j as isize).collect();
+            return reduce(self, &axes);
+        }
+        let c = lead as isize - 1;
+        let order: Vec<isize> = (0..c).chain(lead as isize..self.ndim() as isize).chain([c]).collect();
+        let axes: Vec<isize> = (0..nd).map(|j| c + nd as isize + j as isize).collect();
+        let out = reduce(&self.permute(&order), &axes);
+        let back: Vec<isize> = (0..c).chain([c + nd as isize]).chain(c..c + nd as isize).collect();
+        out.permute(&back)
     }
 }
