@@ -327,6 +327,26 @@ fn swapping_two_loops_twice_is_the_same_kernel() {
 }
 
 #[test]
+fn a_ten_wide_output_axis_is_upcast_by_five() {
+    let _serial = serial();
+    Tensor::manual_seed(12);
+    // a classifier head: 10 outputs, which neither 4 nor a vector divides
+    let (m, k, n) = (64, 576, 10);
+    let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
+    let c = a.matmul(&b);
+    let ast = kernel_asts(&c).remove(0);
+    let opts = hand_coded_optimizations(&ast, 2);
+    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
+    let (av, bv, cv) = (a.to_vec::<f32>(), b.to_vec::<f32>(), c.to_vec::<f32>());
+    for i in 0..m {
+        for j in 0..n {
+            let exact: f64 = (0..k).map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64).sum();
+            assert!((cv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "c[{i},{j}]");
+        }
+    }
+}
+
+#[test]
 fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
     let _serial = serial();
     Tensor::manual_seed(11);

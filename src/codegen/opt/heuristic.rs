@@ -17,7 +17,7 @@ const UPCAST_AMOUNT: usize = 4;
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
 /// An output axis this short that 4 does not divide (a 3 or 5 wide convolution window) is upcast
-/// whole.
+/// whole; a longer one by its largest divisor up to this.
 const SMALL_AXIS_MAX: usize = 7;
 /// Lanes of one float32 vector register.
 pub fn vector_lanes() -> usize {
@@ -115,10 +115,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
         let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();
-        let amount = |id: usize, size: usize| match Some(id) == innermost {
-            true => [vl, vl / 2, vl / 4].into_iter().find(|a| *a >= 4 && size.is_multiple_of(*a) && size > *a),
-            false if size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT => Some(UPCAST_AMOUNT),
-            false => (2 < size && size <= SMALL_AXIS_MAX).then_some(size),
+        // else the largest of 3..=SMALL_AXIS_MAX that divides it (a 10-wide axis by 5)
+        let small = |size: usize| (3..=SMALL_AXIS_MAX).rev().find(|a| size.is_multiple_of(*a));
+        let amount = |id: usize, size: usize| {
+            match Some(id) == innermost {
+                true => [vl, vl / 2, vl / 4].into_iter().find(|a| *a >= 4 && size.is_multiple_of(*a) && size > *a),
+                false if size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT => Some(UPCAST_AMOUNT),
+                false => None,
+            }
+            .or_else(|| small(size))
         };
         let mut shared: HashSet<usize> = HashSet::new();
         for _ in 0..MAX_UPCAST_AXES {
