@@ -29,7 +29,7 @@ use common::{train_step, Model};
 /// Elements in the memory-bound workloads (16M f32 = 64 MiB per tensor).
 const STREAM_LEN: usize = 16 << 20;
 /// Floats read before each timed run of a memory-bound workload (1 GiB, 4x this machine's
-/// 260 MB L3), so that every run streams from DRAM: left warm, a copy's 64 MiB source stays in
+/// L3: 32 to 260 MB on the hosts measured), so that every run streams from DRAM: left warm, a copy's 64 MiB source stays in
 /// L3 between runs while a fused kernel's 192 MiB of inputs do not, and the two would time
 /// different memories.
 const EVICT_LEN: usize = 256 << 20;
@@ -99,9 +99,10 @@ fn report_stream(name: &str, tensors_moved: usize, seconds: f64) {
     report(name, (tensors_moved * STREAM_LEN * 4) as f64 / seconds * 1e-9, "GB/s");
 }
 
-/// The copy and the fused elementwise kernel, timed in turn (the best of at least 10 cold runs
-/// each, spanning `MIN_SPAN_S`):
-/// this machine's memory bandwidth drifts from second to second, and their ratio is what counts.
+/// The copy, the fused elementwise kernel and the sum of its results, timed in turn (the best of
+/// at least 10 cold runs each, spanning `MIN_SPAN_S`): this machine's memory bandwidth drifts from
+/// second to second, and their ratios are what count. The sum reads what the fused kernel reads
+/// and writes nothing: the bandwidth of its reads alone, a roofline the fused kernel cannot beat.
 fn copy_elementwise() -> lazygrad::Result<()> {
     let [a, b, c] = [(); 3].map(|_| realized_rand(&[STREAM_LEN]));
     let evict = realized_rand(&[EVICT_LEN]);
@@ -109,17 +110,23 @@ fn copy_elementwise() -> lazygrad::Result<()> {
     // lazygrad has: one read and one write per element
     let copy = || -&a;
     let fused = || (&a * &b + &c).relu();
-    copy().try_realize()?;
-    fused().try_realize()?;
+    let reads = || fused().sum(None, false);
+    let workloads: [(&str, usize, &dyn Fn() -> Tensor); 3] =
+        [("copy", 2, &copy), ("elementwise", 4, &fused), ("elementwise_reads", 3, &reads)];
+    for (_, _, build) in workloads {
+        build().try_realize()?;
+    }
     let (first, mut runs) = (Instant::now(), 0);
-    let (mut copy_best, mut fused_best) = (f64::INFINITY, f64::INFINITY);
+    let mut best = [f64::INFINITY; 3];
     while runs < 10 || first.elapsed().as_secs_f64() < MIN_SPAN_S {
-        copy_best = copy_best.min(kernel_seconds(&copy, Some(&evict))?);
-        fused_best = fused_best.min(kernel_seconds(&fused, Some(&evict))?);
+        for (best, (_, _, build)) in best.iter_mut().zip(workloads) {
+            *best = best.min(kernel_seconds(&build, Some(&evict))?);
+        }
         runs += 1;
     }
-    report_stream("copy", 2, copy_best);
-    report_stream("elementwise", 4, fused_best);
+    for (best, (name, tensors_moved, _)) in best.into_iter().zip(workloads) {
+        report_stream(name, tensors_moved, best);
+    }
     Ok(())
 }
 

@@ -32,7 +32,7 @@ import time  # noqa: E402
 THREADS = 2
 STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/bench.rs
 # floats read before each timed run of a memory-bound workload, so that it streams from DRAM
-# rather than from what the last run left in the 260 MB L3 (examples/bench.rs EVICT_LEN)
+# rather than from what the last run left in the L3 (32 to 260 MB on the hosts measured) (examples/bench.rs EVICT_LEN)
 EVICT_LEN = 256 << 20
 MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
@@ -44,6 +44,7 @@ ROWS = [
     *[(f"matmul_{n}", f"matmul f32 {n}", "GFLOP/s") for n in MATMUL_SIZES],
     ("copy", "copy 16M f32 (2 threads; numpy: 1)", "GB/s"),
     ("elementwise", "relu(a*b+c) 16M f32", "GB/s"),
+    ("elementwise_reads", "sum(relu(a*b+c)) 16M f32: its reads alone", "GB/s"),
     ("sum", "sum 16M f32", "GB/s"),
     ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
@@ -379,6 +380,10 @@ def done_when(name, results):
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
         "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
     }
+    fused = results["lazygrad"].get("elementwise")
+    if name == "elementwise_reads" and ours and fused:
+        # runs per second of the fused kernel over those of a kernel that only reads its inputs
+        return f"fused kernel: {(fused / 4) / (ours / 3):.2f}x the speed of its reads alone"
     if name not in references:
         return ""
     label, theirs, higher_is_better = references[name]
