@@ -327,6 +327,42 @@ fn swapping_two_loops_twice_is_the_same_kernel() {
 }
 
 #[test]
+fn intermediates_keep_the_layout_their_input_was_stored_in() {
+    let _serial = serial();
+    Tensor::manual_seed(7);
+    // a bias and ReLU over channels-last data (a convolution's output), read by a convolution:
+    // the value stored in between stays channels last, written a vector of channels at a time
+    let (b, h, c, cout) = (8, 16, 32, 4);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let (bias, w) = (Tensor::randn(&[c]).realize(), Tensor::randn(&[cout, c, 3, 3]).realize());
+    let y = (nhwc.permute(&[0, 3, 1, 2]) + bias.reshape(&[1, c, 1, 1])).relu();
+    let z = y.conv2d(&w, None, &ConvOpts::default());
+    let y_kernel = Tensor::schedule(std::slice::from_ref(&z))
+        .into_iter()
+        .find_map(|i| match i {
+            ScheduleItem::Kernel { ast, bufs } if bufs[0].size() == b * c * h * h => Some(ast),
+            _ => None,
+        })
+        .expect("the ReLU is stored for the convolution to read");
+    let spec = lazygrad::codegen::get_program(&y_kernel, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
+    assert!(!spec.src.contains("[15];"), "{}", spec.src);
+    let (x, bv, wv, got) = (nhwc.to_vec::<f32>(), bias.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
+    let o = h - 2;
+    for (n, co, oy, ox) in [(0, 0, 0, 0), (7, 3, 13, 13), (2, 2, 1, 9), (5, 1, 12, 0)] {
+        let mut want = 0f64;
+        for ci in 0..c {
+            for (ky, kx) in (0..3).flat_map(|ky| (0..3).map(move |kx| (ky, kx))) {
+                let v = (x[((n * h + oy + ky) * h + ox + kx) * c + ci] + bv[ci]).max(0.0) as f64;
+                want += v * wv[((co * c + ci) * 3 + ky) * 3 + kx] as f64;
+            }
+        }
+        let got = got[((n * cout + co) * o + oy) * o + ox] as f64;
+        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
+    }
+}
+
+#[test]
 fn a_ten_wide_output_axis_is_upcast_by_five() {
     let _serial = serial();
     Tensor::manual_seed(12);

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-use super::rangeify::{is_buffer_view, realize_points, KernelBuilder};
+use super::rangeify::{is_buffer_view, realize_points, storage_order, KernelBuilder};
 use super::split_reduce::split_large_reduces;
 use crate::dtype::DType;
 use crate::helpers::color::pad_to;
@@ -67,6 +67,8 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
     let split = split_large_reduces(&inline_calls(outputs));
     let points = realize_points(&split);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
+    let mut orders: HashMap<UOp, Vec<usize>> = HashMap::new();
+    let requested: HashSet<&UOp> = split.iter().collect();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
     for u in &points {
         let new_buffer = || Arc::new(Buffer::new(&device_of(u), u.sh().iter().product(), u.dtype()));
@@ -83,15 +85,15 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
             }
             Ops::Assign => {
                 let target = view_buffer(&u.src()[0]).expect("ASSIGN target is a buffer").clone();
-                let (mut ast, mut bufs) = KernelBuilder::new(&realized).build(u, &target);
+                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None);
                 if reads_other_elements(&ast) {
                     // the value reads the target at other positions: compute it aside first
                     let value = &u.src()[1];
                     let tmp = new_buffer();
-                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized).build(value, &tmp);
+                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized, &orders).build(value, &tmp, None);
                     steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
                     realized.insert(value.clone(), tmp);
-                    (ast, bufs) = KernelBuilder::new(&realized).build(u, &target);
+                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None);
                 }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 target
@@ -100,7 +102,12 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
             _ if u.sh().contains(&0) => new_buffer(),
             _ => {
                 let buf = new_buffer();
-                let (ast, bufs) = KernelBuilder::new(&realized).build(u, &buf);
+                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, None);
+                // an intermediate (never a requested output) may be stored in another order
+                if let Some(order) = storage_order(u, &ast, &bufs).filter(|_| !requested.contains(u)) {
+                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, Some(&order));
+                    orders.insert(u.clone(), order);
+                }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 buf
             }

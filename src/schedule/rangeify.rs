@@ -163,10 +163,60 @@ pub fn flat_index(idx: &[UOp], shape: &[usize]) -> UOp {
     simplify(&flat)
 }
 
+/// The order in which a stored node's axes lie in memory, outermost first: row-major unless
+/// `order` says otherwise (`[0, 2, 3, 1]`: an NCHW value stored channels last).
+pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&Vec<usize>>) -> UOp {
+    match order {
+        Some(order) => flat_index(
+            &order.iter().map(|&a| idx[a].clone()).collect::<Vec<_>>(),
+            &order.iter().map(|&a| shape[a]).collect::<Vec<_>>(),
+        ),
+        None => flat_index(idx, shape),
+    }
+}
+
+/// A storage order for an intermediate elementwise value `root` whose kernel `ast` (built
+/// row-major, reading `bufs`) transposes: when its largest input walks memory along an axis
+/// other than the innermost, that axis is stored innermost instead, so the kernel streams and
+/// its consumers read the layout its producer wrote (a convolution's channels-last output through
+/// a bias and a ReLU stays channels last).
+pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<usize>> {
+    let elementwise = root.op().is_alu() || root.op() == Ops::Cast;
+    let shape = root.sh();
+    let size: usize = shape.iter().product();
+    if !elementwise || bufs.iter().skip(1).all(|b| b.size() < size) {
+        return None;
+    }
+    // the output loops, in the order `build` numbered them
+    let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] != 1).collect();
+    let stride_one_axis = |idx: &UOp| {
+        let lin = crate::uop::symbolic::Lin::of(idx);
+        lin.terms.iter().find_map(|(t, c)| match (t.op(), t.arg()) {
+            (Ops::Range, Arg::Range(id, AxisKind::Loop)) if *c == 1 => axes.get(*id).copied(),
+            _ => None,
+        })
+    };
+    let largest = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op() == Ops::Load)
+        .filter_map(|l| {
+            let index = &l.src()[0];
+            let Arg::Int(slot) = index.src()[0].arg() else { return None };
+            Some((bufs[*slot as usize].size(), index.src()[1].clone()))
+        })
+        .max_by_key(|(n, _)| *n)?;
+    let contiguous = stride_one_axis(&largest.1)?;
+    let innermost = *axes.last()?;
+    (contiguous != innermost).then(|| (0..shape.len()).filter(|&a| a != contiguous).chain([contiguous]).collect())
+}
+
 /// Builds one kernel's AST: the buffers it reads become PARAMs, everything else index math.
 pub struct KernelBuilder<'a> {
     /// What each realized tensor node was stored into.
     realized: &'a HashMap<UOp, Arc<Buffer>>,
+    /// The storage order of realized nodes not stored row-major.
+    orders: &'a HashMap<UOp, Vec<usize>>,
     /// The kernel's buffers in PARAM order (the output is slot 0).
     pub bufs: Vec<Arc<Buffer>>,
     params: HashMap<u64, UOp>,
@@ -175,22 +225,28 @@ pub struct KernelBuilder<'a> {
 }
 
 impl<'a> KernelBuilder<'a> {
-    pub fn new(realized: &'a HashMap<UOp, Arc<Buffer>>) -> KernelBuilder<'a> {
-        KernelBuilder { realized, bufs: vec![], params: HashMap::new(), memo: HashMap::new(), next_range: 0 }
+    pub fn new(realized: &'a HashMap<UOp, Arc<Buffer>>, orders: &'a HashMap<UOp, Vec<usize>>) -> KernelBuilder<'a> {
+        KernelBuilder { realized, orders, bufs: vec![], params: HashMap::new(), memo: HashMap::new(), next_range: 0 }
     }
 
-    /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`.
-    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>) -> (UOp, Vec<Arc<Buffer>>) {
+    /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
+    /// `order` (row-major without one); the loops nest in storage order.
+    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&Vec<usize>>) -> (UOp, Vec<Arc<Buffer>>) {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
-        let idx: Vec<UOp> = shape.iter().map(|&d| self.range(d, AxisKind::Loop)).collect();
+        let mut idx = vec![UOp::index_const(0); shape.len()];
+        let nesting: Vec<usize> = order.cloned().unwrap_or_else(|| (0..shape.len()).collect());
+        for a in nesting {
+            idx[a] = self.range(shape[a], AxisKind::Loop);
+        }
         let src = match root.op() {
             Ops::Contiguous => &root.src()[0],
             Ops::Assign => &root.src()[1],
             _ => root,
         };
         let value = self.value(src, &idx, None, src == root);
-        let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, flat_index(&idx, &shape)], Arg::None);
+        let target =
+            UOp::new(Ops::Index, out_param.dtype(), vec![out_param, storage_index(&idx, &shape, order)], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
         let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
         crate::viz::record_transform("rangeify", root, &ast);
@@ -221,9 +277,9 @@ impl<'a> KernelBuilder<'a> {
         UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(self.next_range - 1, kind))
     }
 
-    fn load(&mut self, buf: &Arc<Buffer>, idx: &[UOp], shape: &[usize], gate: Option<UOp>, dtype: DType) -> UOp {
+    fn load(&mut self, buf: &Arc<Buffer>, index: UOp, gate: Option<UOp>, dtype: DType) -> UOp {
         let p = self.param(buf);
-        let mut src = vec![p.clone(), flat_index(idx, shape)];
+        let mut src = vec![p.clone(), index];
         src.extend(gate);
         UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
     }
@@ -242,7 +298,8 @@ impl<'a> KernelBuilder<'a> {
     fn compute(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
         if !is_root {
             if let Some(buf) = self.realized.get(u).cloned() {
-                return self.load(&buf, idx, u.sh(), gate, u.dtype());
+                let index = storage_index(idx, u.sh(), self.orders.get(u));
+                return self.load(&buf, index, gate, u.dtype());
             }
         }
         let src_shape = || u.src()[0].sh().to_vec();
@@ -250,7 +307,7 @@ impl<'a> KernelBuilder<'a> {
         match (u.op(), u.arg()) {
             (Ops::Buffer, Arg::Buffer(b)) => {
                 let b = b.0.clone();
-                self.load(&b, idx, &[b.size()], gate, u.dtype())
+                self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype())
             }
             (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
             (Ops::Reshape, _) => {
