@@ -367,29 +367,36 @@ fn a_ten_wide_output_axis_is_upcast_by_five() {
     let _serial = serial();
     Tensor::manual_seed(12);
     // a classifier head: 10 outputs, which neither 4 nor a vector divides
-    let (m, k, n) = (64, 576, 10);
+    let (ast, check) = random_matmul(64, 576, 10);
+    let opts = hand_coded_optimizations(&ast, 2);
+    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
+    check();
+}
+
+/// A random `m×k @ k×n` matmul's kernel, and a check of every entry of its result against the
+/// float64 dot product.
+fn random_matmul(m: usize, k: usize, n: usize) -> (lazygrad::uop::UOp, impl Fn()) {
     let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
     let c = a.matmul(&b);
     let ast = kernel_asts(&c).remove(0);
-    let opts = hand_coded_optimizations(&ast, 2);
-    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
-    let (av, bv, cv) = (a.to_vec::<f32>(), b.to_vec::<f32>(), c.to_vec::<f32>());
-    for i in 0..m {
-        for j in 0..n {
-            let exact: f64 = (0..k).map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64).sum();
-            assert!((cv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "c[{i},{j}]");
+    let check = move || {
+        let (av, bv, cv) = (a.to_vec::<f32>(), b.to_vec::<f32>(), c.to_vec::<f32>());
+        assert_eq!(cv.len(), m * n);
+        for i in 0..m {
+            for j in 0..n {
+                let exact: f64 = (0..k).map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64).sum();
+                assert!((cv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "c[{i},{j}]");
+            }
         }
-    }
+    };
+    (ast, check)
 }
 
 #[test]
 fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
     let _serial = serial();
     Tensor::manual_seed(11);
-    let (m, k, n) = (200, 100, 90);
-    let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
-    let c = a.matmul(&b);
-    let ast = kernel_asts(&c).remove(0);
+    let (ast, check) = random_matmul(200, 100, 90);
     let opts = hand_coded_optimizations(&ast, 2);
     // 90 columns pad to 96 (tiles of two 16-float vectors, the last one masked); the 3 column
     // tiles run outside the 25 row tiles, padded to 4 for 2 threads
@@ -404,14 +411,7 @@ fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
     );
     assert_eq!(spec.name.to_string().split('_').nth(1), Some("2"), "threaded: {}", spec.name);
     // padded iterations compute nothing that lands: every entry is the float64 dot product
-    let (av, bv, cv) = (a.to_vec::<f32>(), b.to_vec::<f32>(), c.to_vec::<f32>());
-    assert_eq!(cv.len(), m * n);
-    for i in 0..m {
-        for j in 0..n {
-            let exact: f64 = (0..k).map(|t| av[i * k + t] as f64 * bv[t * n + j] as f64).sum();
-            assert!((cv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "c[{i},{j}]");
-        }
-    }
+    check();
 }
 
 #[test]
