@@ -193,40 +193,45 @@ fn narrower_vector_targets_run_bit_identical_on_cpu_and_interp() {
     }
 }
 
+/// Channels-last `(2, 4, 4, 32)` data read as `(batch, channel, y, x)` and max-pooled 2×2, and
+/// the pooled values in NCHW order as computed here.
+fn pooled_channels_last(seed: u64) -> (Tensor, Vec<f32>) {
+    Tensor::manual_seed(seed);
+    let (b, h, c) = (2, 4, 32);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let v = nhwc.to_vec::<f32>();
+    let want = (0..b * c * 4)
+        .map(|i| {
+            let (n, ch, oy, ox) = (i / (c * 4), i / 4 % c, i / 2 % 2, i % 2);
+            let at = |y: usize, x: usize| v[((n * h + y) * h + x) * c + ch];
+            [(0, 0), (0, 1), (1, 0), (1, 1)]
+                .iter()
+                .map(|&(dy, dx)| at(2 * oy + dy, 2 * ox + dx))
+                .fold(f32::MIN, f32::max)
+        })
+        .collect();
+    (nhwc.permute(&[0, 3, 1, 2]).max_pool2d(&PoolOpts::default()), want)
+}
+
 #[test]
 fn reduces_over_channels_last_data_load_channel_vectors() {
     let _serial = serial();
-    Tensor::manual_seed(4);
-    // (batch, y, x, channel) data read as (batch, channel, y, x): the channels are contiguous
-    let (b, h, c) = (2, 4, 32);
-    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
-    let pooled = nhwc.permute(&[0, 3, 1, 2]).max_pool2d(&PoolOpts::default());
+    let (pooled, want) = pooled_channels_last(4);
     let ast = kernel_asts(&pooled).remove(0);
     let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
-    // 16 channels per vector load and max, stored one channel at a time
+    // 16 channels per vector load and max; a requested output is stored NCHW, one channel at a time
     assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
     assert!(spec.src.contains("float16 val0; __builtin_memcpy(&val0, &data1["), "{}", spec.src);
     assert!(spec.src.contains("= acc0[15];"), "{}", spec.src);
-    let (v, got) = (nhwc.to_vec::<f32>(), pooled.to_vec::<f32>());
-    for (n, ch, oy, ox) in [(0, 0, 0, 0), (1, 31, 1, 1), (0, 17, 1, 0), (1, 5, 0, 1)] {
-        let at = |y: usize, x: usize| v[((n * h + y) * h + x) * c + ch];
-        let want = [(0, 0), (0, 1), (1, 0), (1, 1)]
-            .iter()
-            .map(|&(dy, dx)| at(2 * oy + dy, 2 * ox + dx))
-            .fold(f32::MIN, f32::max);
-        assert_eq!(got[((n * c + ch) * 2 + oy) * 2 + ox], want, "pool[{n},{ch},{oy},{ox}]");
-    }
+    assert_eq!(pooled.to_vec::<f32>(), want);
 }
 
 #[test]
 fn pooled_intermediates_are_stored_channels_last() {
     let _serial = serial();
-    Tensor::manual_seed(6);
-    // channels-last data (a convolution's output) pooled, then read by two kernels: the pooled
-    // buffer between them keeps the channels innermost and is written a vector of channels at a time
-    let (b, h, c) = (2, 4, 32);
-    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
-    let pooled = nhwc.permute(&[0, 3, 1, 2]).max_pool2d(&PoolOpts::default());
+    // read by two kernels, the pooled buffer between them keeps the channels innermost and is
+    // written a vector of channels at a time
+    let (pooled, want) = pooled_channels_last(6);
     let (shifted, total) = (&pooled + 1.0, pooled.sum(None, false));
     let pool_kernel = Tensor::schedule(&[shifted.clone(), total.clone()])
         .into_iter()
@@ -239,17 +244,6 @@ fn pooled_intermediates_are_stored_channels_last() {
     assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
     assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
     assert!(!spec.src.contains("= acc0[15];"), "{}", spec.src);
-    let v = nhwc.to_vec::<f32>();
-    let want: Vec<f32> = (0..b * c * 4)
-        .map(|i| {
-            let (n, ch, oy, ox) = (i / (c * 4), i / 4 % c, i / 2 % 2, i % 2);
-            let at = |y: usize, x: usize| v[((n * h + y) * h + x) * c + ch];
-            [(0, 0), (0, 1), (1, 0), (1, 1)]
-                .iter()
-                .map(|&(dy, dx)| at(2 * oy + dy, 2 * ox + dx))
-                .fold(f32::MIN, f32::max)
-        })
-        .collect();
     assert_eq!(shifted.to_vec::<f32>(), want.iter().map(|w| w + 1.0).collect::<Vec<_>>());
     let sum: f64 = want.iter().map(|&w| w as f64).sum();
     assert!((total.item::<f32>() as f64 - sum).abs() < 1e-4, "{} vs {sum}", total.item::<f32>());
@@ -365,9 +359,8 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
 #[test]
 fn a_ten_wide_output_axis_is_upcast_by_five() {
     let _serial = serial();
-    Tensor::manual_seed(12);
     // a classifier head: 10 outputs, which neither 4 nor a vector divides
-    let (ast, check) = random_matmul(64, 576, 10);
+    let (ast, check) = random_matmul(12, (64, 576, 10));
     let opts = hand_coded_optimizations(&ast, 2);
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
     check();
@@ -375,7 +368,8 @@ fn a_ten_wide_output_axis_is_upcast_by_five() {
 
 /// A random `m×k @ k×n` matmul's kernel, and a check of every entry of its result against the
 /// float64 dot product.
-fn random_matmul(m: usize, k: usize, n: usize) -> (lazygrad::uop::UOp, impl Fn()) {
+fn random_matmul(seed: u64, (m, k, n): (usize, usize, usize)) -> (lazygrad::uop::UOp, impl Fn()) {
+    Tensor::manual_seed(seed);
     let (a, b) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
     let c = a.matmul(&b);
     let ast = kernel_asts(&c).remove(0);
@@ -395,8 +389,7 @@ fn random_matmul(m: usize, k: usize, n: usize) -> (lazygrad::uop::UOp, impl Fn()
 #[test]
 fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
     let _serial = serial();
-    Tensor::manual_seed(11);
-    let (ast, check) = random_matmul(200, 100, 90);
+    let (ast, check) = random_matmul(11, (200, 100, 90));
     let opts = hand_coded_optimizations(&ast, 2);
     // 90 columns pad to 96 (tiles of two 16-float vectors, the last one masked); the 3 column
     // tiles run outside the 25 row tiles, padded to 4 for 2 threads
