@@ -227,6 +227,30 @@ fn reduces_over_channels_last_data_load_channel_vectors() {
 }
 
 #[test]
+fn per_channel_sums_over_channels_last_data_read_whole_pixels() {
+    let _serial = serial();
+    Tensor::manual_seed(8);
+    // a batchnorm statistic: 32 channels, each a sum over batch and space; a pixel's 32 floats
+    // are two vectors, both read in one pass
+    let (b, h, c) = (8, 16, 32);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let sums = nhwc.permute(&[0, 3, 1, 2]).sum([0isize, 2, 3].as_slice(), false);
+    let ast = kernel_asts(&sums).remove(0);
+    let opts = hand_coded_optimizations(&ast, 2);
+    let channels = opts.iter().find_map(|o| match o {
+        Opt::Upcast { range, amount: 16 } => Some(*range),
+        _ => None,
+    });
+    let channels = channels.unwrap_or_else(|| panic!("no vector of channels: {opts:?}"));
+    assert!(opts.contains(&Opt::Upcast { range: channels, amount: 2 }), "{opts:?}");
+    let v = nhwc.to_vec::<f32>();
+    for (ch, got) in sums.to_vec::<f32>().into_iter().enumerate() {
+        let want: f64 = v.iter().skip(ch).step_by(c).map(|&x| x as f64).sum();
+        assert!((got as f64 - want).abs() < 1e-3, "channel {ch}: {got} vs {want}");
+    }
+}
+
+#[test]
 fn pooled_intermediates_are_stored_channels_last() {
     let _serial = serial();
     // read by two kernels, the pooled buffer between them keeps the channels innermost and is

@@ -158,9 +158,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             .filter(|r| lanes * vl <= MAX_UPCAST && load_contiguous(ast, r.0, &reduce_ids))
             .filter(|r| (upcast.is_empty() || Some(r.0) == innermost) && crate::codegen::vectorize::vector_math(ast))
             .max_by_key(|r| (Some(r.0) == innermost, r.0));
-        if let Some(&(id, _, _)) = vector_load_axis {
+        if let Some(&(id, _, size)) = vector_load_axis {
             opts.push(Opt::Upcast { range: id, amount: vl });
             upcast.insert(id, vl);
+            // two vectors of it when it has them: a channels-last pixel of 32 floats is read whole
+            // in one pass instead of half a pixel per pass over the data
+            if (size / vl).is_multiple_of(2) && lanes * 2 * vl <= MAX_UPCAST {
+                opts.push(Opt::Upcast { range: id, amount: 2 });
+                upcast.insert(id, 2 * vl);
+            }
         }
         // a tile of whole vectors: when the contiguous axis takes a full vector and one more axis
         // is tiled, both double: 8 rows by 2 vectors of 16 is 16 accumulator registers
