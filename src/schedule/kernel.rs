@@ -104,7 +104,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
                 let buf = new_buffer();
                 let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, None);
                 // an intermediate (never a requested output) may be stored in another order
-                if let Some(order) = storage_order(u, &ast, &bufs).filter(|_| !requested.contains(u)) {
+                if let Some(order) = (!requested.contains(u)).then(|| storage_order(u, &ast, &bufs)).flatten() {
                     (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, Some(&order));
                     orders.insert(u.clone(), order);
                 }

@@ -165,7 +165,7 @@ pub fn flat_index(idx: &[UOp], shape: &[usize]) -> UOp {
 
 /// The order in which a stored node's axes lie in memory, outermost first: row-major unless
 /// `order` says otherwise (`[0, 2, 3, 1]`: an NCHW value stored channels last).
-pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&Vec<usize>>) -> UOp {
+pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&[usize]>) -> UOp {
     match order {
         Some(order) => flat_index(
             &order.iter().map(|&a| idx[a].clone()).collect::<Vec<_>>(),
@@ -187,16 +187,7 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<
     if !elementwise || bufs.iter().skip(1).all(|b| b.size() < size) {
         return None;
     }
-    // the output loops, in the order `build` numbered them
-    let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] != 1).collect();
-    let stride_one_axis = |idx: &UOp| {
-        let lin = crate::uop::symbolic::Lin::of(idx);
-        lin.terms.iter().find_map(|(t, c)| match (t.op(), t.arg()) {
-            (Ops::Range, Arg::Range(id, AxisKind::Loop)) if *c == 1 => axes.get(*id).copied(),
-            _ => None,
-        })
-    };
-    let largest = ast
+    let (_, largest) = ast
         .toposort()
         .into_iter()
         .filter(|u| u.op() == Ops::Load)
@@ -206,7 +197,13 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<
             Some((bufs[*slot as usize].size(), index.src()[1].clone()))
         })
         .max_by_key(|(n, _)| *n)?;
-    let contiguous = stride_one_axis(&largest.1)?;
+    // the output loops, in the order `build` numbered them; the one that input walks with stride 1
+    let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] != 1).collect();
+    let contiguous =
+        crate::uop::symbolic::Lin::of(&largest).terms.iter().find_map(|(t, c)| match (t.op(), t.arg()) {
+            (Ops::Range, Arg::Range(id, AxisKind::Loop)) if *c == 1 => axes.get(*id).copied(),
+            _ => None,
+        })?;
     let innermost = *axes.last()?;
     (contiguous != innermost).then(|| (0..shape.len()).filter(|&a| a != contiguous).chain([contiguous]).collect())
 }
@@ -231,11 +228,11 @@ impl<'a> KernelBuilder<'a> {
 
     /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
     /// `order` (row-major without one); the loops nest in storage order.
-    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&Vec<usize>>) -> (UOp, Vec<Arc<Buffer>>) {
+    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> (UOp, Vec<Arc<Buffer>>) {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let mut idx = vec![UOp::index_const(0); shape.len()];
-        let nesting: Vec<usize> = order.cloned().unwrap_or_else(|| (0..shape.len()).collect());
+        let nesting: Vec<usize> = order.map_or_else(|| (0..shape.len()).collect(), <[usize]>::to_vec);
         for a in nesting {
             idx[a] = self.range(shape[a], AxisKind::Loop);
         }
@@ -298,7 +295,7 @@ impl<'a> KernelBuilder<'a> {
     fn compute(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
         if !is_root {
             if let Some(buf) = self.realized.get(u).cloned() {
-                let index = storage_index(idx, u.sh(), self.orders.get(u));
+                let index = storage_index(idx, u.sh(), self.orders.get(u).map(Vec::as_slice));
                 return self.load(&buf, index, gate, u.dtype());
             }
         }
