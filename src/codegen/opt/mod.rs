@@ -217,10 +217,7 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             {
                 return None;
             }
-            let part = match local {
-                true => new_range(amount, next_id, AxisKind::Local),
-                false => new_range(amount, next_id, AxisKind::GroupReduce),
-            };
+            let part = new_range(amount, next_id, if local { AxisKind::Local } else { AxisKind::GroupReduce });
             let rest = new_range(size / amount, *id, *kind);
             Some(match opt {
                 Opt::GroupTop { .. } => split(ast, &r, part, size / amount, rest),
