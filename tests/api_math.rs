@@ -421,6 +421,42 @@ fn activations_match_reference_formulas() {
     Table::new(&acosh_xs).row("acosh", Tensor::acosh, f64::acosh).check();
 }
 
+/// The bits of the float32 tensor `f` builds on `device`.
+fn bits_on(device: &str, f: &dyn Fn() -> Tensor) -> Vec<u32> {
+    let _g = DefaultDevice::scoped(device);
+    f().to_vec::<f32>().iter().map(|v| v.to_bits()).collect()
+}
+
+/// relu and a maximum against a constant become one max instruction on the CPU, which must keep
+/// max's exact rules: NaN from either side and, on a tie, the right operand (so relu(-0.0) is
+/// +0.0 and maximum(+0.0, -0.0) is -0.0). Both a scalar kernel (10 values) and a vectorized one
+/// (65536).
+#[test]
+fn relu_and_maximum_with_a_constant_are_exact_to_the_sign_of_zero() {
+    let special = [-0.0f32, 0.0, NAN, -INF, INF, -1.5, 2.5, 1e-40, -1e-40, 7.0];
+    let spec = |a: f32, b: f32| if a.is_nan() || a > b { a } else { b };
+    for n in [10, 1 << 16] {
+        let xs: Vec<f32> = special.iter().cycle().take(n).copied().collect();
+        let want = |c: f32| xs.iter().map(|&a| spec(a, c).to_bits()).collect::<Vec<_>>();
+        let first_difference = |got: Vec<u32>, want: &[u32]| {
+            let i = got.iter().zip(want).position(|(g, w)| g != w)?;
+            Some(format!("x = {:e}: got {:e}, want {:e}", xs[i], f32::from_bits(got[i]), f32::from_bits(want[i])))
+        };
+        // `None` is relu, which is a maximum against +0.0
+        for c in [None, Some(0.0f32), Some(-0.0), Some(2.5), Some(-1.5), Some(NAN)] {
+            let f = || {
+                let x = Tensor::from_slice(&xs, &[n]);
+                c.map_or_else(|| x.relu(), |c| x.maximum(c))
+            };
+            let what = c.map_or("relu".to_string(), |c| format!("maximum(x, {c:?})"));
+            for device in ["CPU", "INTERP"] {
+                let wrong = first_difference(bits_on(device, &f), &want(c.unwrap_or(0.0)));
+                assert!(wrong.is_none(), "{what} on {device}, {n} values: {}", wrong.unwrap_or_default());
+            }
+        }
+    }
+}
+
 #[test]
 fn activation_parameters() {
     let xs = [-3.0f32, -0.5, 0.0, 0.5, 3.0];

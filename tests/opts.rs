@@ -320,9 +320,10 @@ fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
         lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap().src
     };
     let (a, b) = (Tensor::rand(&[256, 512]).realize(), Tensor::rand(&[256, 512]).realize());
-    // relu is a compare, an or and a where: as vector masks and one bitwise select
+    // relu is a max against zero: one max instruction, not masks and a select
     let src = program(&(&a * &b + 1.0).relu());
-    assert!(src.contains("lg_where_float16(") && src.contains("lg_fma_float16("), "{src}");
+    assert!(src.contains("lg_max_over_float16(") && src.contains("lg_fma_float16("), "{src}");
+    assert!(!src.contains("lg_where_float16(alu"), "{src}");
     assert!(!src.contains("lg_stream_float16(&"), "a 512 KB output stays in cache: {src}");
     // a 32 MB output is written around the caches, then fenced
     let big = Tensor::rand(&[1 << 23]).realize();

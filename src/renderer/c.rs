@@ -66,6 +66,25 @@ impl Dialect for CRenderer {
             );
         }
         if dtype == DType::FLOAT32.vec(n) {
+            // x86's max returns its second operand unless the first is larger (gcc's 512-bit
+            // builtin; clang spells that one differently and turns the select into it itself)
+            let max = match n {
+                16 => Some((
+                    "defined(__AVX512F__) && !defined(__clang__)",
+                    format!("__builtin_ia32_maxps512_mask(b, a, ({name}){{0}}, -1, 4)"),
+                )),
+                8 => Some(("defined(__AVX__)", "__builtin_ia32_maxps256(b, a)".to_string())),
+                4 => Some(("defined(__SSE__)", "__builtin_ia32_maxps(b, a)".to_string())),
+                _ => None,
+            };
+            let select = format!("lg_where_{name}(b > a, b, a)");
+            let body = match max {
+                Some((guard, call)) => format!("#if {guard}\n  return {call};\n#else\n  return {select};\n#endif\n"),
+                None => format!("  return {select};\n"),
+            };
+            def += &format!("static inline {name} lg_max_over_{name}({name} a, {name} b) {{\n{body}}}\n");
+        }
+        if dtype == DType::FLOAT32.vec(n) {
             // masked lanes are neither read nor written: the x86 masked moves suppress their
             // faults, and the fallback branches lane by lane
             let (guard, load, store) = match n {
@@ -123,6 +142,9 @@ impl Dialect for CRenderer {
     }
     fn vector_max(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_max_{}({}, {})", self.type_name(dtype), a[0], a[1])
+    }
+    fn vector_max_over(&self, dtype: DType, a: &[String]) -> String {
+        format!("lg_max_over_{}({}, {})", self.type_name(dtype), a[0], a[1])
     }
     fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String {
         format!("lg_stream_{}({addr}, {value});", self.type_name(dtype))

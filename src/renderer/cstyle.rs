@@ -23,6 +23,9 @@ pub trait Dialect {
     fn vector_where(&self, dtype: DType, a: &[String]) -> String;
     /// `max(a, b)` lane by lane on float vectors, NaN from either side propagating.
     fn vector_max(&self, dtype: DType, a: &[String]) -> String;
+    /// `b > a ? b : a` lane by lane on float vectors: `max(a, b)` for a `b` that is never NaN, in
+    /// one instruction where the target has one (ties take `a`).
+    fn vector_max_over(&self, dtype: DType, a: &[String]) -> String;
     /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
     fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
     /// `a * b + c` with one rounding on vectors of `dtype`.
@@ -83,8 +86,35 @@ pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
     }
 }
 
-/// The expression of an ALU op over already-rendered operands.
-fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
+/// The value every lane of `u` holds, if it is a CONST or a VECTORIZE of one CONST.
+fn splat_const(u: &UOp) -> Option<f64> {
+    match u.op() {
+        Ops::Const => u.const_value().map(|c| c.as_f64()),
+        Ops::Vectorize if u.src().iter().all(|s| s == &u.src()[0]) => splat_const(&u.src()[0]),
+        _ => None,
+    }
+}
+
+/// `max(a[0], a[1])` when one side is a constant that is not NaN, as `c > x ? c : x` (a single
+/// max instruction, `x`'s NaN propagating), or `None`. That is exact for `max(c, x)`, which takes
+/// `x` on a tie. `max(x, c)` takes `c` on a tie, which differs only for zeros: a +0.0 `c` is
+/// restored by adding it (which leaves every other result as is), a -0.0 `c` is left to `None`.
+fn render_max_with_const(d: &dyn Dialect, dtype: DType, srcs: &[UOp], a: &[String]) -> Option<String> {
+    let usable = |c: Option<f64>| c.filter(|c| !c.is_nan());
+    let (x, c, tie_fix) = match (usable(splat_const(&srcs[0])), usable(splat_const(&srcs[1]))) {
+        (Some(_), _) => (&a[1], &a[0], false),
+        (None, Some(c)) if !(c == 0.0 && c.is_sign_negative()) => (&a[0], &a[1], c == 0.0),
+        _ => return None,
+    };
+    let max = match dtype.count {
+        1 => format!("(({c} > {x}) ? {c} : {x})"),
+        _ => d.vector_max_over(dtype, &[x.clone(), c.clone()]),
+    };
+    Some(if tie_fix { format!("({max} + {c})") } else { max })
+}
+
+/// The expression of an ALU op over already-rendered operands `a` (of sources `srcs`).
+fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]) -> String {
     let infix = |sym: &str| format!("({} {sym} {})", a[0], a[1]);
     let float = dtype.is_float();
     match op {
@@ -107,8 +137,11 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, a: &[String]) -> String {
         Ops::Shl => infix("<<"),
         Ops::Shr => infix(">>"),
         // NaN propagates from either side, as in the interpreter.
-        Ops::Max if float && dtype.count > 1 => d.vector_max(dtype, a),
-        Ops::Max if float => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
+        Ops::Max if float => match render_max_with_const(d, dtype, srcs, a) {
+            Some(max) => max,
+            None if dtype.count > 1 => d.vector_max(dtype, a),
+            None => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
+        },
         Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
         Ops::Where if dtype.count > 1 => d.vector_where(dtype, a),
         Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
@@ -259,7 +292,7 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
             (op, _) if op.is_alu() => {
                 let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };
                 let n = fresh("alu");
-                line(format!("{ty} {n} = {};", render_alu(d, op, operand, &src)));
+                line(format!("{ty} {n} = {};", render_alu(d, op, operand, u.src(), &src)));
                 Some(n)
             }
             (op, _) => panic!("C renderer: unexpected {} in a linear program", op.name()),

@@ -365,9 +365,10 @@ fn fold_cmp(u: &UOp) -> Option<UOp> {
 }
 
 /// Commutative ops get their operands in `order` (consts last). Integer ADD/MUL are ordered by
-/// the linear canonicalization instead.
+/// the linear canonicalization instead. A float MAX keeps its order: on a tie it takes its right
+/// operand, so max(-0.0, +0.0) is +0.0 and max(+0.0, -0.0) is -0.0.
 fn sort_commutative(u: &UOp) -> Option<UOp> {
-    if is_int(u.dtype()) && matches!(u.op(), Ops::Add | Ops::Mul) {
+    if is_int(u.dtype()) && matches!(u.op(), Ops::Add | Ops::Mul) || u.op() == Ops::Max && u.dtype().is_float() {
         return None;
     }
     let s = u.src();
@@ -443,6 +444,10 @@ pub fn symbolic_simple() -> &'static PatternMatcher {
                 (m["w"].dtype().is_bool() && m["c"].dtype() == m["w"].dtype()).then(|| m["c"].clone())
             }),
             rule(v("x").cast().named("u"), |m| (m["x"].dtype() == m["u"].dtype()).then(|| m["x"].clone())),
+            // relu's select, `c < x or x is NaN ? x : c`, is exactly max(x, c): one op to render
+            rule(UPat::cvar("c").lt(v("x")).or(v("x").ne(v("x"))).where_(v("x"), UPat::cvar("c")), |m| {
+                m["x"].dtype().is_float().then(|| m["x"].alu(Ops::Max, &[&m["c"]]))
+            }),
         ])
     });
     &PM
