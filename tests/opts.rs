@@ -2,6 +2,7 @@
 //! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
 
 use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
+use lazygrad::codegen::KernelName;
 use lazygrad::runtime::DefaultDevice;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
@@ -377,6 +378,38 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
             }
         }
         let got = got[((n * cout + co) * o + oy) * o + ox] as f64;
+        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
+    }
+}
+
+#[test]
+fn convolution_tiles_take_a_second_output_row_when_registers_are_left() {
+    let _serial = serial();
+    Tensor::manual_seed(9);
+    // beautiful_mnist's second convolution, 32 -> 32 channels 5x5 over channels-last 24x24 images:
+    // 4 output columns (20 is no multiple of 8) by two vectors of channels fill 8 of the 16
+    // accumulator registers, so two output rows share every weight load
+    let (b, h, c, k) = (2, 24, 32, 5);
+    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
+    let w = Tensor::randn(&[c, c, k, k]).realize();
+    let z = nhwc.permute(&[0, 3, 1, 2]).conv2d(&w, None, &ConvOpts::default());
+    // the one kernel that reduces (the others lay out the weights and the result)
+    let ast = kernel_asts(&z).into_iter().find(|a| KernelName::of(a).to_string().starts_with("r_")).expect("a conv");
+    let opts = hand_coded_optimizations(&ast, 2);
+    assert!(opts.contains(&Opt::Upcast { range: 1, amount: 2 }), "output rows tiled by 2: {opts:?}");
+    let lanes: usize = opts.iter().map(|o| if let Opt::Upcast { amount, .. } = o { *amount } else { 1 }).product();
+    assert_eq!(lanes, 16 * 16, "16 accumulator vectors: {opts:?}");
+    let (x, wv, got) = (nhwc.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
+    let o = h - k + 1;
+    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, 31, 19, 19), (0, 17, 1, 18), (1, 5, 10, 3), (0, 9, 19, 0)] {
+        let mut want = 0f64;
+        for ci in 0..c {
+            for (ky, kx) in (0..k).flat_map(|ky| (0..k).map(move |kx| (ky, kx))) {
+                let v = x[((n * h + oy + ky) * h + ox + kx) * c + ci] as f64;
+                want += v * wv[((co * c + ci) * k + ky) * k + kx] as f64;
+            }
+        }
+        let got = got[((n * c + co) * o + oy) * o + ox] as f64;
         assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
     }
 }

@@ -181,6 +181,19 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                     *lanes *= 2;
                 }
             }
+            // registers left: a third output axis that some load does not depend on takes two
+            // lanes (a convolution's adjacent output rows share its weights: 8 accumulators -> 16)
+            let third = ranges
+                .iter()
+                .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(2) && r.2 > 2)
+                .filter(|r| loads.iter().any(|l| !l.contains(&r.0)))
+                .max_by_key(|r| r.0);
+            if let Some(&(id, _, _)) =
+                third.filter(|_| 2 * upcast.values().product::<usize>() / vl <= max_accumulators())
+            {
+                opts.push(Opt::Upcast { range: id, amount: 2 });
+                upcast.insert(id, 2);
+            }
         }
         if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             // with no output lanes, a reduce loop its loads walk becomes vector lanes itself
