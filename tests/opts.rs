@@ -1,7 +1,7 @@
 //! Kernel optimizations: the heuristics register-tile reduces, and every optimized kernel computes
 //! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
 
-use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
+use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
 use lazygrad::codegen::KernelName;
 use lazygrad::runtime::DefaultDevice;
 use lazygrad::schedule::ScheduleItem;
@@ -411,6 +411,40 @@ fn convolution_tiles_take_a_second_output_row_when_registers_are_left() {
         }
         let got = got[((n * c + co) * o + oy) * o + ox] as f64;
         assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
+    }
+}
+
+#[test]
+fn reduce_loops_longer_than_a_window_row_unroll_by_a_divisor_up_to_four() {
+    let _serial = serial();
+    Tensor::manual_seed(5);
+    // the weight gradient of a 3x3 convolution with 8x8 outputs reduces over the 8 output columns
+    // innermost: unrolled whole, its 12-accumulator tile ran 5-15% slower than unrolled by 4
+    let x = Tensor::randn(&[4, 32, 10, 10]).realize();
+    let w = Tensor::randn(&[64, 32, 3, 3]).realize().requires_grad(true);
+    let g = x.conv2d(&w, None, &ConvOpts::default()).sum(None, false).gradient(&[&w]).remove(0);
+    let mut by_four = 0;
+    for ast in kernel_asts(&g) {
+        let ranges = kernel_ranges(&ast);
+        for opt in hand_coded_optimizations(&ast, 2) {
+            if let Opt::Unroll { range, amount } = opt {
+                let size = ranges.iter().find(|r| r.0 == range).expect("an unrolled loop").2;
+                let want = if size <= 5 { size } else { (2..=4).rev().find(|a| size % a == 0).unwrap_or(0) };
+                assert_eq!(amount, want, "a reduce loop of {size} in {}", KernelName::of(&ast));
+                by_four += usize::from(size == 8 && amount == 4);
+            }
+        }
+    }
+    assert!(by_four > 0, "the 8 output columns are unrolled by 4");
+    // d sum(conv(x, w)) / dw[co, ci, ky, kx] is the sum of the inputs that weight meets
+    let (xv, got) = (x.to_vec::<f32>(), g.to_vec::<f32>());
+    for (co, ci, ky, kx) in [(0, 0, 0, 0), (63, 31, 2, 2), (5, 17, 1, 0), (40, 3, 0, 2)] {
+        let want: f64 = (0..4)
+            .flat_map(|b| (0..8).flat_map(move |oy| (0..8).map(move |ox| (b, oy, ox))))
+            .map(|(b, oy, ox)| xv[((b * 32 + ci) * 10 + oy + ky) * 10 + ox + kx] as f64)
+            .sum();
+        let got = got[((co * 32 + ci) * 3 + ky) * 3 + kx] as f64;
+        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "dw[{co},{ci},{ky},{kx}] = {got}, want {want}");
     }
 }
 

@@ -38,8 +38,9 @@ fn max_accumulators() -> usize {
 }
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
-/// Reduce loops up to this size are unrolled whole; longer ones by `UNROLL_AMOUNT`.
-const FULL_UNROLL_MAX: usize = 8;
+/// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
+/// their largest divisor up to `UNROLL_AMOUNT`.
+const FULL_UNROLL_MAX: usize = 5;
 const UNROLL_AMOUNT: usize = 4;
 
 /// For each load in a reduce, the loop ids its address depends on.
@@ -204,9 +205,9 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             let amount = match () {
                 _ if vector => vl,
                 _ if size <= FULL_UNROLL_MAX => size,
-                _ => UNROLL_AMOUNT,
+                _ => (2..=UNROLL_AMOUNT).rev().find(|a| size.is_multiple_of(*a)).unwrap_or(1),
             };
-            if size.is_multiple_of(amount) {
+            if amount > 1 && size.is_multiple_of(amount) {
                 opts.push(Opt::Unroll { range: id, amount });
             }
         }
