@@ -382,36 +382,53 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
     }
 }
 
-#[test]
-fn convolution_tiles_take_a_second_output_row_when_registers_are_left() {
-    let _serial = serial();
-    Tensor::manual_seed(9);
-    // beautiful_mnist's second convolution, 32 -> 32 channels 5x5 over channels-last 24x24 images:
-    // 4 output columns (20 is no multiple of 8) by two vectors of channels fill 8 of the 16
-    // accumulator registers, so two output rows share every weight load
-    let (b, h, c, k) = (2, 24, 32, 5);
-    let nhwc = Tensor::randn(&[b, h, h, c]).realize();
-    let w = Tensor::randn(&[c, c, k, k]).realize();
+/// A `k`x`k` convolution from `cin` to `cout` channels over random channels-last `h`x`h` images (two
+/// of them): the heuristics' opts for its kernel; its result is checked against float64 sums at a
+/// few output points.
+fn channels_last_conv_opts(seed: u64, h: usize, (cin, cout, k): (usize, usize, usize)) -> Vec<Opt> {
+    Tensor::manual_seed(seed);
+    let nhwc = Tensor::randn(&[2, h, h, cin]).realize();
+    let w = Tensor::randn(&[cout, cin, k, k]).realize();
     let z = nhwc.permute(&[0, 3, 1, 2]).conv2d(&w, None, &ConvOpts::default());
     // the one kernel that reduces (the others lay out the weights and the result)
     let ast = kernel_asts(&z).into_iter().find(|a| KernelName::of(a).to_string().starts_with("r_")).expect("a conv");
     let opts = hand_coded_optimizations(&ast, 2);
+    let (x, wv, got) = (nhwc.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
+    let o = h - k + 1;
+    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, cout - 1, o - 1, o - 1), (0, cout / 2, 1, o - 2), (1, 5, o / 2, 3)] {
+        let mut want = 0f64;
+        for ci in 0..cin {
+            for (ky, kx) in (0..k).flat_map(|ky| (0..k).map(move |kx| (ky, kx))) {
+                let v = x[((n * h + oy + ky) * h + ox + kx) * cin + ci] as f64;
+                want += v * wv[((co * cin + ci) * k + ky) * k + kx] as f64;
+            }
+        }
+        let got = got[((n * cout + co) * o + oy) * o + ox] as f64;
+        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
+    }
+    opts
+}
+
+#[test]
+fn convolution_tiles_take_a_second_output_row_when_registers_are_left() {
+    let _serial = serial();
+    // beautiful_mnist's second convolution, 32 -> 32 channels 5x5 over 24x24 images: 4 output
+    // columns (20 is no multiple of 8) by two vectors of channels fill 8 of the 16 accumulator
+    // registers, so two output rows share every weight load
+    let opts = channels_last_conv_opts(9, 24, (32, 32, 5));
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 2 }), "output rows tiled by 2: {opts:?}");
     let lanes: usize = opts.iter().map(|o| if let Opt::Upcast { amount, .. } = o { *amount } else { 1 }).product();
     assert_eq!(lanes, 16 * 16, "16 accumulator vectors: {opts:?}");
-    let (x, wv, got) = (nhwc.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
-    let o = h - k + 1;
-    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, 31, 19, 19), (0, 17, 1, 18), (1, 5, 10, 3), (0, 9, 19, 0)] {
-        let mut want = 0f64;
-        for ci in 0..c {
-            for (ky, kx) in (0..k).flat_map(|ky| (0..k).map(move |kx| (ky, kx))) {
-                let v = x[((n * h + oy + ky) * h + ox + kx) * c + ci] as f64;
-                want += v * wv[((co * c + ci) * k + ky) * k + kx] as f64;
-            }
-        }
-        let got = got[((n * c + co) * o + oy) * o + ox] as f64;
-        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
-    }
+}
+
+#[test]
+fn a_ten_wide_output_row_is_tiled_by_five_next_to_a_channel_vector() {
+    let _serial = serial();
+    // 64 -> 32 channels 3x3 into 10x10 outputs: the output columns share input loads across the
+    // window, so they are tiled (by 5, then 2) rather than the images (10-20% slower)
+    let opts = channels_last_conv_opts(4, 12, (64, 32, 3));
+    assert!(opts.contains(&Opt::Upcast { range: 2, amount: 5 }), "output columns tiled by 5: {opts:?}");
+    assert!(!opts.iter().any(|o| matches!(o, Opt::Upcast { range: 0, .. })), "images not tiled: {opts:?}");
 }
 
 #[test]

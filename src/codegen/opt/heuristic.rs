@@ -133,8 +133,10 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .iter()
                 .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0))
                 .filter_map(|r| {
-                    // a whole window axis may fill half the accumulator registers
-                    let cap = |a: &usize| match *a == r.2 && r.2 <= SMALL_AXIS_MAX {
+                    // a whole window axis, or lanes of an odd size (a 10-wide row by 5), may fill
+                    // half the accumulator registers
+                    let cap = |a: &usize| match *a <= SMALL_AXIS_MAX && (*a == r.2 || !a.is_multiple_of(UPCAST_AMOUNT))
+                    {
                         true => lanes * a <= vl * max_accumulators() / 2,
                         false => lanes * a <= MAX_UPCAST,
                     };
