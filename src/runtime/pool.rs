@@ -3,7 +3,8 @@
 //! Kernels come back to back (a JIT'd step launches dozens of them), and waking a thread
 //! blocked on a condition variable costs tens of microseconds on a virtual machine, more than
 //! a small kernel runs. So between jobs the workers, and the caller waiting for them, spin for a
-//! short while (`SPIN`) on an atomic before they block.
+//! short while (`SPIN`) on an atomic before they block, and a realize wakes blocked workers when
+//! it starts scheduling (`wake_workers`), so that its first kernel does not wait for them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -11,8 +12,10 @@ use std::time::{Duration, Instant};
 
 type Job = Arc<dyn Fn(usize) + Send + Sync>;
 
-/// How long an idle worker (or the waiting caller) spins before it blocks.
-const SPIN: Duration = Duration::from_micros(200);
+/// How long an idle worker (or the waiting caller) spins before it blocks: longer than a realize
+/// takes to schedule a small graph (0.15-0.35 ms measured), so that workers woken when it starts
+/// (`wake_workers`) are still spinning when its first kernel launches.
+const SPIN: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 struct State {
@@ -32,6 +35,8 @@ struct Shared {
     posted: AtomicU64,
     /// Parts of the current job not finished yet (mirrors `State::unfinished` for spinning).
     remaining: AtomicUsize,
+    /// Workers blocked on `work` (so that waking none costs no system call).
+    sleeping: AtomicUsize,
 }
 
 /// Spin until `ready()` or `SPIN` has passed; whether it became ready.
@@ -63,9 +68,18 @@ impl Pool {
         Pool { shared, launch: Mutex::new(()) }
     }
 
+    /// Wake the workers blocked waiting for a job: they spin for `SPIN` before blocking again.
+    fn wake(&self) {
+        if self.shared.sleeping.load(Ordering::Acquire) > 0 {
+            self.shared.work.notify_all();
+        }
+    }
+
     /// Call `job(i)` for every `i` in `0..parts`, in parallel, and return when all are done.
     pub fn run(&self, parts: usize, job: Job) {
         if parts <= 1 {
+            // the workers spin through a run of one-part kernels, ready for the next wide one
+            self.wake();
             job(0);
             return;
         }
@@ -115,7 +129,9 @@ fn worker(shared: &Shared) {
         }
         // checked under the lock the poster takes, so a job posted meanwhile is not missed
         if st.job.is_none() || st.next >= st.parts {
+            shared.sleeping.fetch_add(1, Ordering::AcqRel);
             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+            shared.sleeping.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -126,16 +142,46 @@ pub fn cpu_threads() -> usize {
     (crate::helpers::getenv("NUM_CPU_THREADS", default as i64).max(1)) as usize
 }
 
+static POOL: OnceLock<Pool> = OnceLock::new();
+
 /// The process-wide pool, with one worker per core beyond the calling thread.
 pub fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| Pool::new(cpu_threads().saturating_sub(1).max(1)))
+}
+
+/// Wake the pool's sleeping workers (if it has started) ahead of the kernels a realize is about to
+/// schedule: they then spin while it schedules, instead of the first kernel's parts waiting the
+/// tens of microseconds a wake-up takes.
+pub fn wake_workers() {
+    if let Some(pool) = POOL.get() {
+        pool.wake();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Poll `ready()` for up to a second.
+    fn within_a_second(ready: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while !ready() && start.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        ready()
+    }
+
+    #[test]
+    fn a_worker_blocks_when_idle_and_wakes_ahead_of_a_launch() {
+        let pool = Pool::new(1);
+        pool.run(2, Arc::new(|_| {}));
+        let sleeping = || pool.shared.sleeping.load(Ordering::Acquire);
+        assert!(within_a_second(|| sleeping() == 1), "the idle worker blocks after spinning");
+        pool.wake();
+        assert!(within_a_second(|| sleeping() == 0), "woken, it spins for the next job");
+        assert!(within_a_second(|| sleeping() == 1), "and blocks again when none comes");
+    }
 
     #[test]
     fn every_part_runs_exactly_once() {

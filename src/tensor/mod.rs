@@ -134,6 +134,7 @@ impl Tensor {
 
     /// Compute several tensors in one schedule.
     pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        crate::runtime::pool::wake_workers();
         let (items, becomes) = Tensor::create_schedule(tensors);
         if becomes.is_empty() {
             return Ok(());
