@@ -333,6 +333,26 @@ fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
 }
 
 #[test]
+fn small_elementwise_kernels_and_square_roots_compute_whole_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(6);
+    // Adam's update divides by a square root: over a 128x128 weight (one thread's worth of work)
+    // it still computes 16 lanes at a time, the root with one vector instruction
+    let (m, v) = (Tensor::randn(&[128, 128]).realize(), Tensor::rand(&[128, 128]).realize());
+    let update = &m / (v.sqrt() + 1e-8);
+    let ast = kernel_asts(&update).remove(0);
+    assert!(hand_coded_optimizations(&ast, 2).contains(&Opt::Upcast { range: 1, amount: 16 }));
+    let src = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap().src;
+    assert!(src.contains("lg_sqrt_float16(val"), "{src}");
+    // IEEE square root, add and divide are correctly rounded: the result is exact in f32
+    let (mv, vv, got) = (m.to_vec::<f32>(), v.to_vec::<f32>(), update.to_vec::<f32>());
+    for i in 0..got.len() {
+        let want = mv[i] / (vv[i].sqrt() + 1e-8);
+        assert_eq!(got[i].to_bits(), want.to_bits(), "update[{i}] = {}, want {want}", got[i]);
+    }
+}
+
+#[test]
 fn swapping_two_loops_twice_is_the_same_kernel() {
     let _serial = serial();
     // equal sizes too: the renamed loops are each other's old selves

@@ -39,8 +39,8 @@ pub fn vector_bytes() -> usize {
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
 
 /// Whether ALU or CAST node `u` (its dtypes read as lanes) is one vector op: arithmetic, and on
-/// float32 also MAX, comparisons into bool masks, AND/OR/NOT of masks and WHERE on a mask; casts of
-/// masks and of int32 to numbers.
+/// float32 also MAX, SQRT, comparisons into bool masks, AND/OR/NOT of masks and WHERE on a mask;
+/// casts of masks and of int32 to numbers.
 pub fn vector_op(u: &UOp) -> bool {
     let f32 = |s: &UOp| s.dtype().scalar == Scalar::Float32;
     let mask = |s: &UOp| s.dtype().is_bool();
@@ -48,7 +48,7 @@ pub fn vector_op(u: &UOp) -> bool {
     match u.op() {
         Ops::Neg if mask(u) => true,
         op if VECTOR_OPS.contains(&op) => vector_dtype(d) && src.iter().all(|s| vector_dtype(s.dtype())),
-        Ops::Max => f32(u) && src.iter().all(f32),
+        Ops::Max | Ops::Sqrt => f32(u) && src.iter().all(f32),
         Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32),
         Ops::And | Ops::Or => mask(u) && src.iter().all(mask),
         Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),

@@ -41,22 +41,34 @@ impl Dialect for CRenderer {
         let (scalar, bytes) = (self.type_name(dtype.base()), dtype.itemsize() * dtype.count as usize);
         let name = self.type_name(dtype);
         let mut def = format!("typedef {scalar} {name} __attribute__((vector_size({bytes})));\n");
-        if dtype.is_float() {
-            // x86's fused multiply-add on whole registers where the target has it, else lane by lane
-            let suffix = if dtype.scalar == Scalar::Float64 { "pd" } else { "ps" };
-            let native = match bytes {
-                64 => Some(("__AVX512F__", format!("__builtin_ia32_vfmadd{suffix}512_mask(a, b, c, -1, 4)"))),
-                32 => Some(("__FMA__", format!("__builtin_ia32_vfmadd{suffix}256(a, b, c)"))),
-                16 => Some(("__FMA__", format!("__builtin_ia32_vfmadd{suffix}(a, b, c)"))),
-                _ => None,
-            };
-            let fma = if dtype.scalar == Scalar::Float64 { "__builtin_fma" } else { "__builtin_fmaf" };
-            let lanes = format!("{name} r; for (int i = 0; i < {n}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;");
+        // one x86 builtin per register width where the target has it, else the portable statement
+        let helper = |signature: String, native: [(&str, String); 3], portable: String| {
+            let native = native.into_iter().zip([64, 32, 16]).find(|(_, b)| *b == bytes).map(|(n, _)| n);
             let body = match native {
-                Some((guard, call)) => format!("#if defined({guard})\n  return {call};\n#else\n  {lanes}\n#endif\n"),
-                None => format!("  {lanes}\n"),
+                Some((cond, stmt)) => format!("#if {cond}\n  {stmt}\n#else\n  {portable}\n#endif\n"),
+                None => format!("  {portable}\n"),
             };
-            def += &format!("static inline {name} lg_fma_{name}({name} a, {name} b, {name} c) {{\n{body}}}\n");
+            format!("static inline {signature} {{\n{body}}}\n")
+        };
+        let (avx512, avx, sse) = ("defined(__AVX512F__)", "defined(__AVX__)", "defined(__SSE__)");
+        // gcc's 512-bit builtins that clang spells differently (clang finds those instructions
+        // in the portable code itself)
+        let gcc512 = "defined(__AVX512F__) && !defined(__clang__)";
+        if dtype.is_float() {
+            // fused multiply-add on whole registers, else lane by lane
+            let (sfx, fma) = match dtype.scalar {
+                Scalar::Float64 => ("pd", "__builtin_fma"),
+                _ => ("ps", "__builtin_fmaf"),
+            };
+            def += &helper(
+                format!("{name} lg_fma_{name}({name} a, {name} b, {name} c)"),
+                [
+                    (avx512, format!("return __builtin_ia32_vfmadd{sfx}512_mask(a, b, c, -1, 4);")),
+                    ("defined(__FMA__)", format!("return __builtin_ia32_vfmadd{sfx}256(a, b, c);")),
+                    ("defined(__FMA__)", format!("return __builtin_ia32_vfmadd{sfx}(a, b, c);")),
+                ],
+                format!("{name} r; for (int i = 0; i < {n}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;"),
+            );
         }
         if dtype == DType::FLOAT32.vec(n) {
             // selects are bitwise on the comparison masks (`lg_mask`, typedef'd with the bool
@@ -64,71 +76,56 @@ impl Dialect for CRenderer {
             def += &format!(
                 "static inline {name} lg_where_{name}(lg_mask{n} m, {name} a, {name} b) {{ return ({name})(((lg_mask{n})a & m) | ((lg_mask{n})b & ~m)); }}\nstatic inline {name} lg_max_{name}({name} a, {name} b) {{ return lg_where_{name}((a != a) | (a > b), a, b); }}\n"
             );
-        }
-        if dtype == DType::FLOAT32.vec(n) {
-            // x86's max returns its second operand unless the first is larger (gcc's 512-bit
-            // builtin; clang spells that one differently and turns the select into it itself)
-            let max = match n {
-                16 => Some((
-                    "defined(__AVX512F__) && !defined(__clang__)",
-                    format!("__builtin_ia32_maxps512_mask(b, a, ({name}){{0}}, -1, 4)"),
-                )),
-                8 => Some(("defined(__AVX__)", "__builtin_ia32_maxps256(b, a)".to_string())),
-                4 => Some(("defined(__SSE__)", "__builtin_ia32_maxps(b, a)".to_string())),
-                _ => None,
-            };
-            let select = format!("lg_where_{name}(b > a, b, a)");
-            let body = match max {
-                Some((guard, call)) => format!("#if {guard}\n  return {call};\n#else\n  return {select};\n#endif\n"),
-                None => format!("  return {select};\n"),
-            };
-            def += &format!("static inline {name} lg_max_over_{name}({name} a, {name} b) {{\n{body}}}\n");
-        }
-        if dtype == DType::FLOAT32.vec(n) {
+            // x86's max returns its second operand unless the first is larger
+            def += &helper(
+                format!("{name} lg_max_over_{name}({name} a, {name} b)"),
+                [
+                    (gcc512, format!("return __builtin_ia32_maxps512_mask(b, a, ({name}){{0}}, -1, 4);")),
+                    (avx, "return __builtin_ia32_maxps256(b, a);".into()),
+                    (sse, "return __builtin_ia32_maxps(b, a);".into()),
+                ],
+                format!("return lg_where_{name}(b > a, b, a);"),
+            );
+            def += &helper(
+                format!("{name} lg_sqrt_{name}({name} a)"),
+                [
+                    (gcc512, "return __builtin_ia32_sqrtps512_mask(a, a, -1, 4);".into()),
+                    (avx, "return __builtin_ia32_sqrtps256(a);".into()),
+                    (sse, "return __builtin_ia32_sqrtps(a);".into()),
+                ],
+                format!("{name} r; for (int i = 0; i < {n}; i++) r[i] = __builtin_sqrtf(a[i]); return r;"),
+            );
             // masked lanes are neither read nor written: the x86 masked moves suppress their
             // faults, and the fallback branches lane by lane
-            let (guard, load, store) = match n {
-                16 => (
-                    "__AVX512F__",
-                    "__builtin_ia32_loadups512_mask(p, (float16){0}, __builtin_ia32_ptestmd512(m, m, -1))",
-                    "__builtin_ia32_storeups512_mask(p, v, __builtin_ia32_ptestmd512(m, m, -1))",
-                ),
-                8 => (
-                    "__AVX__",
-                    "__builtin_ia32_maskloadps256((const float8*)p, m)",
-                    "__builtin_ia32_maskstoreps256((float8*)p, m, v)",
-                ),
-                4 => (
-                    "__AVX__",
-                    "__builtin_ia32_maskloadps((const float4*)p, m)",
-                    "__builtin_ia32_maskstoreps((float4*)p, m, v)",
-                ),
-                _ => ("", "", ""),
-            };
-            let guarded = |call: String, lanes: String| match guard {
-                "" => format!("  {lanes}\n"),
-                _ => format!("#if defined({guard})\n  {call};\n#else\n  {lanes}\n#endif\n"),
-            };
-            let load = guarded(
-                format!("return {load}"),
+            let test = "__builtin_ia32_ptestmd512(m, m, -1)";
+            def += &helper(
+                format!("{name} lg_load_{name}(const float* p, lg_mask{n} m)"),
+                [
+                    (avx512, format!("return __builtin_ia32_loadups512_mask(p, ({name}){{0}}, {test});")),
+                    (avx, format!("return __builtin_ia32_maskloadps256((const {name}*)p, m);")),
+                    (avx, format!("return __builtin_ia32_maskloadps((const {name}*)p, m);")),
+                ],
                 format!("{name} v = {{0}}; for (int i = 0; i < {n}; i++) if (m[i]) v[i] = p[i]; return v;"),
             );
-            let store = guarded(store.to_string(), format!("for (int i = 0; i < {n}; i++) if (m[i]) p[i] = v[i];"));
-            def += &format!(
-                "static inline {name} lg_load_{name}(const float* p, lg_mask{n} m) {{\n{load}}}\nstatic inline void lg_store_{name}(float* p, {name} v, lg_mask{n} m) {{\n{store}}}\n"
+            def += &helper(
+                format!("void lg_store_{name}(float* p, {name} v, lg_mask{n} m)"),
+                [
+                    (avx512, format!("__builtin_ia32_storeups512_mask(p, v, {test});")),
+                    (avx, format!("__builtin_ia32_maskstoreps256(({name}*)p, m, v);")),
+                    (avx, format!("__builtin_ia32_maskstoreps(({name}*)p, m, v);")),
+                ],
+                format!("for (int i = 0; i < {n}; i++) if (m[i]) p[i] = v[i];"),
             );
             // stores around the caches, for whole registers (`pm_stream_stores`)
-            let stream = match n {
-                16 => Some(("__AVX512F__", "__builtin_ia32_movntps512(p, v)")),
-                8 => Some(("__AVX__", "__builtin_ia32_movntps256(p, v)")),
-                4 => Some(("__SSE__", "__builtin_ia32_movntps(p, v)")),
-                _ => None,
-            };
-            if let Some((guard, call)) = stream {
-                def += &format!(
-                    "static inline void lg_stream_{name}(float* p, {name} v) {{\n#if defined({guard})\n  {call};\n#else\n  __builtin_memcpy(p, &v, sizeof(v));\n#endif\n}}\n"
-                );
-            }
+            def += &helper(
+                format!("void lg_stream_{name}(float* p, {name} v)"),
+                [
+                    (avx512, "__builtin_ia32_movntps512(p, v);".into()),
+                    (avx, "__builtin_ia32_movntps256(p, v);".into()),
+                    (sse, "__builtin_ia32_movntps(p, v);".into()),
+                ],
+                "__builtin_memcpy(p, &v, sizeof(v));".into(),
+            );
         }
         def
     }
@@ -142,6 +139,9 @@ impl Dialect for CRenderer {
     }
     fn vector_max(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_max_{}({}, {})", self.type_name(dtype), a[0], a[1])
+    }
+    fn vector_sqrt(&self, dtype: DType, a: &str) -> String {
+        format!("lg_sqrt_{}({a})", self.type_name(dtype))
     }
     fn vector_max_over(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_max_over_{}({}, {})", self.type_name(dtype), a[0], a[1])

@@ -28,6 +28,8 @@ pub trait Dialect {
     fn vector_max_over(&self, dtype: DType, a: &[String]) -> String;
     /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
     fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
+    /// The correctly rounded square root of each lane of float32 vector `a`.
+    fn vector_sqrt(&self, dtype: DType, a: &str) -> String;
     /// `a * b + c` with one rounding on vectors of `dtype`.
     fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
     /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
@@ -158,6 +160,7 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]
         Ops::Exp2 => d.math("exp2", dtype, a),
         Ops::Log2 => d.math("log2", dtype, a),
         Ops::Sin => d.math("sin", dtype, a),
+        Ops::Sqrt if dtype.count > 1 => d.vector_sqrt(dtype, &a[0]),
         Ops::Sqrt => d.math("sqrt", dtype, a),
         Ops::Trunc if float => d.math("trunc", dtype, a),
         Ops::Trunc => a[0].clone(),

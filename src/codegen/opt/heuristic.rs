@@ -10,6 +10,9 @@ use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// Kernels smaller than this many loop iterations stay on one thread.
 const THREAD_MIN_WORK: usize = 1 << 16;
+/// Elementwise kernels of at least this many iterations compute whole vectors (a 128x128
+/// activation too: scalar, its 16K lanes took 5-10x longer).
+const VECTOR_MIN_WORK: usize = 1 << 10;
 /// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
 /// make one vector) takes the widest of a vector, half and a quarter of one (at least 4) that
 /// divides it. At most `MAX_UPCAST` output lanes per iteration.
@@ -101,7 +104,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
     // along the innermost output axis, else along the innermost axis some load walks (the
     // stores then go lane by lane: channels-last data read channels-first)
-    let elementwise = reduce_ids.is_empty() && work >= THREAD_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    let elementwise = reduce_ids.is_empty() && work >= VECTOR_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
     let whole_vectors = |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(vl) && r.2 > vl;
     let vector_axis = ranges
         .iter()
