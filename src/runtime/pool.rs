@@ -78,8 +78,6 @@ impl Pool {
     /// Call `job(i)` for every `i` in `0..parts`, in parallel, and return when all are done.
     pub fn run(&self, parts: usize, job: Job) {
         if parts <= 1 {
-            // the workers spin through a run of one-part kernels, ready for the next wide one
-            self.wake();
             job(0);
             return;
         }
@@ -149,11 +147,11 @@ pub fn pool() -> &'static Pool {
     POOL.get_or_init(|| Pool::new(cpu_threads().saturating_sub(1).max(1)))
 }
 
-/// Wake the pool's sleeping workers (if it has started) ahead of the kernels a realize is about to
-/// schedule: they then spin while it schedules, instead of the first kernel's parts waiting the
-/// tens of microseconds a wake-up takes.
+/// Wake the pool's sleeping workers (if it has started and kernels use more than one thread)
+/// ahead of the kernels a realize is about to schedule: they then spin while it schedules, instead
+/// of the first kernel's parts waiting the tens of microseconds a wake-up takes.
 pub fn wake_workers() {
-    if let Some(pool) = POOL.get() {
+    if let Some(pool) = POOL.get().filter(|_| cpu_threads() > 1) {
         pool.wake();
     }
 }
