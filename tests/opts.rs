@@ -387,14 +387,28 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
     let spec = lazygrad::codegen::get_program(&y_kernel, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
     assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
     assert!(!spec.src.contains("[15];"), "{}", spec.src);
-    let (x, bv, wv, got) = (nhwc.to_vec::<f32>(), bias.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
-    let o = h - 2;
-    for (n, co, oy, ox) in [(0, 0, 0, 0), (7, 3, 13, 13), (2, 2, 1, 9), (5, 1, 12, 0)] {
+    let bv = bias.to_vec::<f32>();
+    let points = [(0, 0, 0, 0), (7, 3, 13, 13), (2, 2, 1, 9), (5, 1, 12, 0)];
+    assert_nhwc_conv((&nhwc, h, |v, ci| (v + bv[ci]).max(0.0)), (&w, c, cout, 3), &z, &points);
+}
+
+/// Check the NCHW convolution `z` at `points` (n, co, oy, ox) against float64 sums over the
+/// channels-last `h`x`h` images `x`, each value first passed through `input` with its channel,
+/// and the `k`x`k` weights `w` from `cin` to `cout` channels.
+fn assert_nhwc_conv(
+    (x, h, input): (&Tensor, usize, impl Fn(f32, usize) -> f32),
+    (w, cin, cout, k): (&Tensor, usize, usize, usize),
+    z: &Tensor,
+    points: &[(usize, usize, usize, usize)],
+) {
+    let (x, wv, got) = (x.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
+    let o = h - k + 1;
+    for &(n, co, oy, ox) in points {
         let mut want = 0f64;
-        for ci in 0..c {
-            for (ky, kx) in (0..3).flat_map(|ky| (0..3).map(move |kx| (ky, kx))) {
-                let v = (x[((n * h + oy + ky) * h + ox + kx) * c + ci] + bv[ci]).max(0.0) as f64;
-                want += v * wv[((co * c + ci) * 3 + ky) * 3 + kx] as f64;
+        for ci in 0..cin {
+            for (ky, kx) in (0..k).flat_map(|ky| (0..k).map(move |kx| (ky, kx))) {
+                let v = input(x[((n * h + oy + ky) * h + ox + kx) * cin + ci], ci) as f64;
+                want += v * wv[((co * cin + ci) * k + ky) * k + kx] as f64;
             }
         }
         let got = got[((n * cout + co) * o + oy) * o + ox] as f64;
@@ -413,19 +427,9 @@ fn channels_last_conv_opts(seed: u64, h: usize, (cin, cout, k): (usize, usize, u
     // the one kernel that reduces (the others lay out the weights and the result)
     let ast = kernel_asts(&z).into_iter().find(|a| KernelName::of(a).to_string().starts_with("r_")).expect("a conv");
     let opts = hand_coded_optimizations(&ast, 2);
-    let (x, wv, got) = (nhwc.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
     let o = h - k + 1;
-    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, cout - 1, o - 1, o - 1), (0, cout / 2, 1, o - 2), (1, 5, o / 2, 3)] {
-        let mut want = 0f64;
-        for ci in 0..cin {
-            for (ky, kx) in (0..k).flat_map(|ky| (0..k).map(move |kx| (ky, kx))) {
-                let v = x[((n * h + oy + ky) * h + ox + kx) * cin + ci] as f64;
-                want += v * wv[((co * cin + ci) * k + ky) * k + kx] as f64;
-            }
-        }
-        let got = got[((n * cout + co) * o + oy) * o + ox] as f64;
-        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {got}, want {want}");
-    }
+    let points = [(0, 0, 0, 0), (1, cout - 1, o - 1, o - 1), (0, cout / 2, 1, o - 2), (1, 5, o / 2, 3)];
+    assert_nhwc_conv((&nhwc, h, |v, _| v), (&w, cin, cout, k), &z, &points);
     opts
 }
 
