@@ -56,16 +56,19 @@ pub struct Pool {
     shared: Arc<Shared>,
     /// Serializes launches: one job at a time.
     launch: Mutex<()>,
+    /// Whether kernels run on more than one thread (`cpu_threads` when the pool started), so that
+    /// waking the workers ahead of a launch can pay off.
+    threaded: bool,
 }
 
 impl Pool {
-    fn new(workers: usize) -> Pool {
+    fn new(workers: usize, threaded: bool) -> Pool {
         let shared = Arc::new(Shared::default());
         for _ in 0..workers {
             let shared = shared.clone();
             std::thread::spawn(move || worker(&shared));
         }
-        Pool { shared, launch: Mutex::new(()) }
+        Pool { shared, launch: Mutex::new(()), threaded }
     }
 
     /// Wake the workers blocked waiting for a job: they spin for `SPIN` before blocking again.
@@ -144,14 +147,17 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 
 /// The process-wide pool, with one worker per core beyond the calling thread.
 pub fn pool() -> &'static Pool {
-    POOL.get_or_init(|| Pool::new(cpu_threads().saturating_sub(1).max(1)))
+    POOL.get_or_init(|| {
+        let threads = cpu_threads();
+        Pool::new(threads.saturating_sub(1).max(1), threads > 1)
+    })
 }
 
 /// Wake the pool's sleeping workers (if it has started and kernels use more than one thread)
 /// ahead of the kernels a realize is about to schedule: they then spin while it schedules, instead
 /// of the first kernel's parts waiting the tens of microseconds a wake-up takes.
 pub fn wake_workers() {
-    if let Some(pool) = POOL.get().filter(|_| cpu_threads() > 1) {
+    if let Some(pool) = POOL.get().filter(|p| p.threaded) {
         pool.wake();
     }
 }
@@ -172,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_worker_blocks_when_idle_and_wakes_ahead_of_a_launch() {
-        let pool = Pool::new(1);
+        let pool = Pool::new(1, true);
         pool.run(2, Arc::new(|_| {}));
         let sleeping = || pool.shared.sleeping.load(Ordering::Acquire);
         assert!(within_a_second(|| sleeping() == 1), "the idle worker blocks after spinning");
