@@ -28,10 +28,10 @@ use common::{train_step, Model};
 
 /// Elements in the memory-bound workloads (16M f32 = 64 MiB per tensor).
 const STREAM_LEN: usize = 16 << 20;
-/// Floats read before each timed run of a memory-bound workload (1 GiB, 4x this machine's
-/// L3: 32 to 260 MB on the hosts measured), so that every run streams from DRAM: left warm, a copy's 64 MiB source stays in
-/// L3 between runs while a fused kernel's 192 MiB of inputs do not, and the two would time
-/// different memories.
+/// Floats read before each timed run of a memory-bound workload (1 GiB, at least 4x the L3: 32
+/// to 260 MB on the hosts measured), so that every run streams from DRAM: left warm, a copy's 64
+/// MiB source stays in L3 between runs while a fused kernel's 192 MiB of inputs do not, and the
+/// two would time different memories.
 const EVICT_LEN: usize = 256 << 20;
 /// A best-of timing keeps sampling for at least this many seconds: load from elsewhere on this
 /// shared machine comes in bursts of a second or so, and a row whose samples all fell in one (50

@@ -32,7 +32,8 @@ import time  # noqa: E402
 THREADS = 2
 STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/bench.rs
 # floats read before each timed run of a memory-bound workload, so that it streams from DRAM
-# rather than from what the last run left in the L3 (32 to 260 MB on the hosts measured) (examples/bench.rs EVICT_LEN)
+# rather than from what the last run left in the L3, 32 to 260 MB on the hosts measured
+# (examples/bench.rs EVICT_LEN)
 EVICT_LEN = 256 << 20
 MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
