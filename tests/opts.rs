@@ -82,6 +82,14 @@ fn workloads() -> Vec<Workload> {
             }),
         ),
         (
+            "x @ w.T 40x64x36 and 20x200x12 (a vector of partial sums per output, 8 lanes for 200)",
+            Box::new(|| {
+                let (x, w) = (Tensor::randn(&[40, 64]), Tensor::randn(&[36, 64]));
+                let (x2, w2) = (Tensor::randn(&[20, 200]), Tensor::randn(&[12, 200]));
+                vec![x.matmul(&w.transpose(0, 1)), x2.matmul(&w2.transpose(0, 1))]
+            }),
+        ),
+        (
             "relu(matmul 64x48x64) and its sum",
             Box::new(|| {
                 let y = Tensor::randn(&[64, 48]).matmul(&Tensor::randn(&[48, 64])).relu();
@@ -497,6 +505,36 @@ fn a_ten_wide_output_axis_is_upcast_by_five() {
     let opts = hand_coded_optimizations(&ast, 2);
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
     check();
+}
+
+#[test]
+fn a_matmul_with_a_transposed_weight_keeps_a_vector_of_partial_sums_per_output() {
+    let _serial = serial();
+    Tensor::manual_seed(13);
+    // `x @ w.T` (a linear layer): both operands are contiguous along the reduction and neither
+    // along an output, so a vector of outputs would be gathered a lane at a time (~100 GFLOP/s,
+    // against ~200 for this tile)
+    let (m, k, n) = (48, 64, 40);
+    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[n, k]).realize());
+    let y = x.matmul(&w.transpose(0, 1));
+    let ast = kernel_asts(&y).remove(0);
+    let opts = hand_coded_optimizations(&ast, 2);
+    let vl = lazygrad::codegen::opt::vector_lanes();
+    assert!(opts.contains(&Opt::Unroll { range: 2, amount: vl }), "the reduction in vector lanes: {opts:?}");
+    for range in [0, 1] {
+        assert!(opts.contains(&Opt::Upcast { range, amount: 4 }), "a 4x4 tile of outputs: {opts:?}");
+    }
+    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let accumulators = spec.src.matches(&format!("float{vl} acc")).count();
+    assert_eq!(accumulators, 16, "a vector accumulator per output: {}", spec.src);
+    assert_eq!(spec.src.matches("LG_IN_REGISTER(val").count(), 8, "4 + 4 loads held in registers: {}", spec.src);
+    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+    for i in 0..m {
+        for j in 0..n {
+            let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[j * k + t] as f64).sum();
+            assert!((yv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}]");
+        }
+    }
 }
 
 /// A random `m×k @ k×n` matmul's kernel, and a check of every entry of its result against the

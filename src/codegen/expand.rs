@@ -21,7 +21,9 @@ pub fn expand(ast: &UOp) -> UOp {
         .iter()
         .flat_map(|st| {
             let upcast = kind_ranges(st, AxisKind::Upcast);
-            let vector = vectorize::vector_axis(st, &upcast);
+            // a reduce already computes vectors (`vector_reduce`): the UPCAST loops become copies
+            let has_vectors = st.toposort().iter().any(|u| u.dtype().count > 1);
+            let vector = vectorize::vector_axis(st, &upcast).filter(|_| !has_vectors);
             let copied: Vec<UOp> = upcast.into_iter().filter(|r| Some(r) != vector.as_ref()).collect();
             let copies = lanes(st, &copied);
             copies.into_iter().flat_map(move |c| match &vector {
@@ -53,9 +55,11 @@ fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
     })
 }
 
-/// A sum (or float32 max) over one UNROLL loop along which its loads are consecutive, in a
-/// kernel without UPCAST loops: the loop's lanes become one vector, accumulated whole, and
-/// combined across lanes once after the reduce.
+/// A sum (or float32 max) over one UNROLL loop along which its loads are consecutive: the loop's
+/// lanes become one vector, accumulated whole, and combined across lanes once after the reduce
+/// (by halves: 16 lanes take 4 vector ops). Beside UPCAST loops that no load walks, whose copies
+/// then each keep a vector accumulator (a register tile of `x @ w.T`), when no load gathers
+/// along the loop.
 fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<UOp> {
     let [u] = unrolled else { return None };
     let src = &red.src()[0];
@@ -65,10 +69,13 @@ fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<U
         Ops::Max => red.dtype() == crate::dtype::DType::FLOAT32,
         _ => false,
     };
-    let upcast =
-        src.toposort().iter().any(|r| matches!(r.arg(), Arg::Range(_, AxisKind::Upcast)) && r.op() == Ops::Range);
+    let upcast = kind_ranges(src, AxisKind::Upcast);
+    // beside UPCAST lanes only where vectors of them would be gathered: no load walks them, and
+    // every load walks `u`
+    let tile_of_vectors = upcast.is_empty()
+        || (!vectorize::gathers_along(src, u) && !upcast.iter().any(|r| vectorize::loads_along(src, r)));
     if !reducible
-        || upcast
+        || !tile_of_vectors
         || !vectorize::fits_vector(red.dtype(), w)
         || !vectorize::vector_math(src)
         || !vectorize::loads_along(src, u)
@@ -83,7 +90,27 @@ fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<U
             UOp::new(Ops::Reduce, red.dtype().vec(w as u16), [vec![lanes], kept.to_vec()].concat(), red.arg().clone())
         }
     };
-    Some((1..w).fold(vectorize::gep(&acc, 0), |total, k| total.alu(op, &[&vectorize::gep(&acc, k)])))
+    Some(combine_halves(acc, op, w))
+}
+
+/// The `w` lanes of `acc` combined with `op`: its low half with its high half, until one is left.
+fn combine_halves(acc: UOp, op: Ops, w: usize) -> UOp {
+    let half = |v: &UOp, first: usize, n: usize| match n {
+        1 => vectorize::gep(v, first),
+        _ => UOp::new(
+            Ops::Vectorize,
+            v.dtype().base().vec(n as u16),
+            (first..first + n).map(|k| vectorize::gep(v, k)).collect(),
+            Arg::None,
+        ),
+    };
+    let mut n = w;
+    let mut acc = acc;
+    while n > 1 {
+        n /= 2;
+        acc = half(&acc, 0, n).alu(op, &[&half(&acc, n, n)]);
+    }
+    acc
 }
 
 /// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).

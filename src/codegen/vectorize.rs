@@ -276,11 +276,23 @@ pub fn vectorize_value(value: &UOp, r: &UOp) -> UOp {
 
 /// Whether some load in `value` reads consecutive elements along loop `r`.
 pub fn loads_along(value: &UOp, r: &UOp) -> bool {
+    value.toposort().iter().filter(|u| u.op() == Ops::Load).any(|l| stride_one_along(&l.src()[0].src()[1], r))
+}
+
+/// Whether some load in `value` depends on loop `r` other than by reading consecutive elements
+/// along it (its lanes would be gathered one by one).
+pub fn gathers_along(value: &UOp, r: &UOp) -> bool {
     value.toposort().iter().filter(|u| u.op() == Ops::Load).any(|l| {
-        let lin = Lin::of(&l.src()[0].src()[1]);
-        lin.terms.iter().any(|(t, c)| t == r && *c == 1)
-            && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
+        let index = &l.src()[0].src()[1];
+        index.toposort().contains(r) && !stride_one_along(index, r)
     })
+}
+
+/// Whether `index` steps by one element per step of loop `r`, and by nothing else that `r` drives.
+fn stride_one_along(index: &UOp, r: &UOp) -> bool {
+    let lin = Lin::of(index);
+    lin.terms.iter().any(|(t, c)| t == r && *c == 1)
+        && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
 }
 
 /// Lane `k` of `u`.

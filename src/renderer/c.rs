@@ -164,9 +164,12 @@ impl Dialect for CRenderer {
     fn prelude(&self) -> String {
         // no <math.h>: parsing it costs more than compiling a small kernel, so the constants and
         // functions are the compiler's builtins. bfloat16 is stored as its 16 bits; conversions
-        // round to nearest even, NaN stays NaN.
+        // round to nearest even, NaN stays NaN. An empty asm that may change a value makes the
+        // compiler hold it in a (vector) register rather than read its memory again.
         concat!(
             "#define INFINITY __builtin_inff()\n#define NAN __builtin_nanf(\"\")\n",
+            "#if defined(__x86_64__)\n#define LG_IN_REGISTER(v) __asm__(\"\" : \"+v\"(v))\n",
+            "#else\n#define LG_IN_REGISTER(v) ((void)0)\n#endif\n",
             "static inline float lg_bf16_to_f32(unsigned short b) { union { unsigned int u; float f; } v; ",
             "v.u = (unsigned int)b << 16; return v.f; }\n",
             "static inline unsigned short lg_f32_to_bf16(float f) { union { float f; unsigned int u; } v; v.f = f; ",
@@ -185,6 +188,9 @@ impl Dialect for CRenderer {
     fn epilogue(&self, name: &str, params: &[Param]) -> String {
         let args: Vec<String> = params.iter().map(|p| format!("({}*)bufs[{}]", p.ty, p.slot)).collect();
         format!("void {name}_entry(void** bufs, int core_id) {{ {name}({}, core_id); }}\n", args.join(", "))
+    }
+    fn keep_in_register(&self, value: &str) -> String {
+        format!("LG_IN_REGISTER({value});")
     }
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
         let joined = args.join(", ");

@@ -90,8 +90,9 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let vl = vector_lanes();
     let unpadded = kernel_ranges(ast);
     let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
+    let reduce_lanes = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
     // the other opts are chosen for the kernel as padded
-    let pad = pad_innermost(ast, &unpadded, vl);
+    let pad = pad_innermost(ast, &unpadded, vl).filter(|_| reduce_lanes.is_none());
     let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
     let ranges = kernel_ranges(ast);
@@ -122,7 +123,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         // else the largest of 3..=SMALL_AXIS_MAX that divides it (a 10-wide axis by 5)
         let small = |size: usize| (3..=SMALL_AXIS_MAX).rev().find(|a| size.is_multiple_of(*a));
         let amount = |id: usize, size: usize| {
-            match Some(id) == innermost {
+            match Some(id) == innermost && reduce_lanes.is_none() {
                 true => [vl, vl / 2, vl / 4].into_iter().find(|a| *a >= 4 && size.is_multiple_of(*a) && size > *a),
                 false if size.is_multiple_of(UPCAST_AMOUNT) && size > UPCAST_AMOUNT => Some(UPCAST_AMOUNT),
                 false => None,
@@ -138,10 +139,13 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .filter_map(|r| {
                     // a whole window axis, or lanes of an odd size (a 10-wide row by 5), may fill
                     // half the accumulator registers
-                    let cap = |a: &usize| match *a <= SMALL_AXIS_MAX && (*a == r.2 || !a.is_multiple_of(UPCAST_AMOUNT))
-                    {
-                        true => lanes * a <= vl * max_accumulators() / 2,
-                        false => lanes * a <= MAX_UPCAST,
+                    let small_or_odd =
+                        |a: &usize| *a <= SMALL_AXIS_MAX && (*a == r.2 || !a.is_multiple_of(UPCAST_AMOUNT));
+                    let cap = |a: &usize| match () {
+                        // each lane is a whole vector accumulator
+                        _ if reduce_lanes.is_some() => lanes * a <= max_accumulators(),
+                        _ if small_or_odd(a) => lanes * a <= vl * max_accumulators() / 2,
+                        _ => lanes * a <= MAX_UPCAST,
                     };
                     let amount = amount(r.0, r.2).filter(cap)?;
                     let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
@@ -207,10 +211,11 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 && size.is_multiple_of(vl)
                 && load_contiguous(ast, id, &reduce_ids)
                 && crate::codegen::vectorize::vector_math(ast);
-            let amount = match () {
-                _ if vector => vl,
-                _ if size <= FULL_UNROLL_MAX => size,
-                _ => (2..=UNROLL_AMOUNT).rev().find(|a| size.is_multiple_of(*a)).unwrap_or(1),
+            let amount = match reduce_lanes {
+                Some(lanes) => lanes,
+                None if vector => vl,
+                None if size <= FULL_UNROLL_MAX => size,
+                None => (2..=UNROLL_AMOUNT).rev().find(|a| size.is_multiple_of(*a)).unwrap_or(1),
             };
             if amount > 1 && size.is_multiple_of(amount) {
                 opts.push(Opt::Unroll { range: id, amount });
@@ -242,6 +247,29 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         }
     }
     pad.into_iter().chain(opts).collect()
+}
+
+/// Lanes of a vector accumulator along the innermost reduce loop, when every load that loop
+/// drives walks it element by element but no output loop has such a load: `x @ w.T`, whose
+/// operands are both contiguous along the reduction. Gathering a vector of outputs there would
+/// cost a scalar load per lane; each output keeps a vector of partial sums instead, combined
+/// once at the end. A whole vector, else half of one (a 1000-long reduction takes 8 lanes).
+fn reduce_vector_width(
+    ast: &UOp,
+    ranges: &[(usize, AxisKind, usize)],
+    reduce_ids: &HashSet<usize>,
+    vl: usize,
+) -> Option<usize> {
+    let &(id, _, size) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce)?;
+    let outputs_walked = ranges.iter().any(|r| r.1 == AxisKind::Loop && load_contiguous(ast, r.0, reduce_ids));
+    let range =
+        ast.toposort().into_iter().find(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if *i == id))?;
+    let walked =
+        crate::codegen::vectorize::loads_along(ast, &range) && !crate::codegen::vectorize::gathers_along(ast, &range);
+    if outputs_walked || !walked || !crate::codegen::vectorize::vector_math(ast) {
+        return None;
+    }
+    [vl, vl / 2].into_iter().find(|w| *w >= 4 && size.is_multiple_of(*w))
 }
 
 /// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not
