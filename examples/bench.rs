@@ -1,10 +1,11 @@
-//! lazygrad's side of the benchmark: kernels (matmul, copy, fused elementwise, reduction, conv)
+//! lazygrad's side of the benchmark: kernels (matmul, copy, fused elementwise, reduction, a
+//! linear layer's product, conv)
 //! and training steps (beautiful_mnist, a small MLP), plus schedule+codegen and cold-start times
 //! of the beautiful_mnist step.
 //!
 //! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
-//! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `conv2d`, `mnist`,
-//! `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `linear`, `conv2d`,
+//! `mnist`, `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
 //! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
@@ -40,6 +41,8 @@ const MIN_SPAN_S: f64 = 2.0;
 /// Batch size of the beautiful_mnist step (as in the example) and of the MLP step.
 const MNIST_BATCH: usize = 512;
 const MLP_BATCH: usize = 128;
+/// The linear layer's batch, input and output features.
+const LINEAR: (usize, usize, usize) = (256, 768, 768);
 /// The child-process modes that time the beautiful_mnist step's first call and its compile.
 const COLD_START_MODE: &str = "--mnist-cold-start";
 const SCHEDULE_CODEGEN_MODE: &str = "--mnist-schedule-codegen";
@@ -133,6 +136,16 @@ fn copy_elementwise() -> lazygrad::Result<()> {
 fn sum() -> lazygrad::Result<()> {
     let (a, evict) = (realized_rand(&[STREAM_LEN]), realized_rand(&[EVICT_LEN]));
     report_stream("sum", 1, best_kernel_seconds(10, Some(&evict), || a.sum(None, false))?);
+    Ok(())
+}
+
+/// A linear layer's product `x @ w.T` (batch 256, 768 -> 768 features, as in a BERT-base
+/// layer): the weight is stored `(out, in)`, so both operands are contiguous along the reduction.
+fn linear() -> lazygrad::Result<()> {
+    let (batch, k, n) = LINEAR;
+    let (x, w) = (realized_rand(&[batch, k]), realized_rand(&[n, k]));
+    let seconds = best_kernel_seconds(20, None, || x.matmul(&w.transpose(0, 1)))?;
+    report("linear", 2.0 * (batch * k * n) as f64 / seconds * 1e-9, "GFLOP/s");
     Ok(())
 }
 
@@ -264,6 +277,7 @@ const WORKLOADS: &[Workload] = &[
     ("matmul_2048", || matmul(2048)),
     ("copy_elementwise", copy_elementwise),
     ("sum", sum),
+    ("linear", linear),
     ("conv2d", conv2d),
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),

@@ -37,6 +37,7 @@ STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/be
 EVICT_LEN = 256 << 20
 MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
+LINEAR = (256, 768, 768)  # x @ w.T: batch, input and output features (examples/bench.rs LINEAR)
 MNIST_BATCH, MLP_BATCH = 512, 128
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,6 +48,7 @@ ROWS = [
     ("elementwise", "relu(a*b+c) 16M f32", "GB/s"),
     ("elementwise_reads", "sum(relu(a*b+c)) 16M f32: its reads alone", "GB/s"),
     ("sum", "sum 16M f32", "GB/s"),
+    ("linear", "linear x @ w.T, 256x768 @ (768x768).T", "GFLOP/s"),
     ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
@@ -112,6 +114,11 @@ def report_stream(name, tensors_moved, seconds):
     report(name, tensors_moved * STREAM_LEN * 4 / seconds * 1e-9, "GB/s")
 
 
+def report_linear(seconds):
+    batch, k, n = LINEAR
+    report("linear", 2 * batch * k * n / seconds * 1e-9, "GFLOP/s")
+
+
 def report_conv(seconds):
     n, c, hw = CONV["n"], CONV["c"], CONV["hw"]
     report("conv2d", 2 * n * c * hw * hw * c * 9 / seconds * 1e-9, "GFLOP/s")
@@ -132,6 +139,9 @@ def run_numpy():
     report_stream("copy", 2, best_seconds(lambda: np.copyto(out, a), 10, before=evict))
     report_stream("elementwise", 4, best_seconds(lambda: np.maximum(a * b + c, 0), 10, before=evict))
     report_stream("sum", 1, best_seconds(lambda: a.sum(), 10, before=evict))
+    batch, k, n = LINEAR
+    x, w = rng.random((batch, k), dtype=np.float32), rng.random((n, k), dtype=np.float32)
+    report_linear(best_seconds(lambda: x @ w.T, 20))
 
 
 # ---- PyTorch -------------------------------------------------------------------------------
@@ -177,6 +187,9 @@ def run_torch():
     report_stream("copy", 2, best_seconds(lambda: out.copy_(a), 10, before=evict))
     report_stream("elementwise", 4, best_seconds(lambda: torch.relu(a * b + c), 10, before=evict))
     report_stream("sum", 1, best_seconds(lambda: a.sum(), 10, before=evict))
+    batch, k, n = LINEAR
+    x, w = torch.rand(batch, k), torch.rand(n, k)
+    report_linear(best_seconds(lambda: F.linear(x, w), 20))
     x, w = torch.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]), torch.rand(CONV["c"], CONV["c"], 3, 3)
     report_conv(best_seconds(lambda: F.conv2d(x, w, padding=1), 5))
 
@@ -272,6 +285,9 @@ def run_tinygrad():
     report_stream("copy", 2, tinygrad_kernel_seconds(lambda a: -a, (a,), 10, before=evict))
     report_stream("elementwise", 4, tinygrad_kernel_seconds(lambda a, b, c: (a * b + c).relu(), (a, b, c), 10, before=evict))
     report_stream("sum", 1, tinygrad_kernel_seconds(lambda a: a.sum(), (a,), 10, before=evict))
+    batch, k, n = LINEAR
+    x, w = Tensor.rand(batch, k).realize(), Tensor.rand(n, k).realize()
+    report_linear(tinygrad_kernel_seconds(lambda x, w: x @ w.T, (x, w), 5))
     x = Tensor.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]).realize()
     w = Tensor.rand(CONV["c"], CONV["c"], 3, 3).realize()
     report_conv(tinygrad_kernel_seconds(lambda x, w: x.conv2d(w, padding=1), (x, w), 3))
