@@ -90,6 +90,16 @@ fn workloads() -> Vec<Workload> {
             }),
         ),
         (
+            "rand and randn of 4096 (Threefry's uint32 rounds in vector lanes)",
+            Box::new(|| {
+                vec![
+                    Tensor::rand(&[4096]),
+                    Tensor::randn(&[4096]),
+                    Tensor::randint(&[4096], -5, 9).cast(lazygrad::DType::FLOAT32),
+                ]
+            }),
+        ),
+        (
             "relu(matmul 64x48x64) and its sum",
             Box::new(|| {
                 let y = Tensor::randn(&[64, 48]).matmul(&Tensor::randn(&[48, 64])).relu();

@@ -38,32 +38,40 @@ pub fn vector_bytes() -> usize {
 /// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
 
-/// Whether ALU or CAST node `u` (its dtypes read as lanes) is one vector op: arithmetic, and on
-/// float32 also MAX, SQRT, comparisons into bool masks, AND/OR/NOT of masks and WHERE on a mask;
-/// casts of masks and of int32 to numbers.
+/// Whether ALU or CAST node `u` (its dtypes read as lanes) is one vector op: arithmetic; bitwise
+/// ops and shifts of integers; on float32 also MAX, SQRT, comparisons into bool masks, AND/OR/NOT
+/// of masks and WHERE on a mask; casts of masks to numbers, between integer types (loop indices
+/// too) and of 32-bit integers to float32.
 pub fn vector_op(u: &UOp) -> bool {
     let f32 = |s: &UOp| s.dtype().scalar == Scalar::Float32;
     let mask = |s: &UOp| s.dtype().is_bool();
+    let int = |s: &UOp| is_vector_int(s.dtype().scalar);
     let (src, d) = (u.src(), u.dtype());
     match u.op() {
         Ops::Neg if mask(u) => true,
         op if VECTOR_OPS.contains(&op) => vector_dtype(d) && src.iter().all(|s| vector_dtype(s.dtype())),
         Ops::Max | Ops::Sqrt => f32(u) && src.iter().all(f32),
         Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32),
-        Ops::And | Ops::Or => mask(u) && src.iter().all(mask),
+        Ops::And | Ops::Or => (mask(u) && src.iter().all(mask)) || (int(u) && src.iter().all(int)),
+        Ops::Xor | Ops::Shl | Ops::Shr => int(u) && src.iter().all(int),
         Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),
-        // masks to 0/1 numbers, int32 to float32
-        Ops::Cast => {
-            let (from, to) = (src[0].dtype().scalar, d.scalar);
-            matches!((from, to), (Scalar::Bool, Scalar::Float32 | Scalar::Int32) | (Scalar::Int32, Scalar::Float32))
-        }
+        Ops::Cast => match (src[0].dtype().scalar, d.scalar) {
+            (Scalar::Bool, Scalar::Float32 | Scalar::Int32) => true,
+            (Scalar::Int32 | Scalar::UInt32, Scalar::Float32) => true,
+            (from, to) => (is_vector_int(from) || from == Scalar::Index) && is_vector_int(to),
+        },
         _ => false,
     }
 }
 
+/// Integer element types with vector arithmetic, bitwise ops and shifts.
+fn is_vector_int(s: Scalar) -> bool {
+    matches!(s, Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
+}
+
 /// Element types that vector values may have.
 pub fn vector_dtype(d: DType) -> bool {
-    !d.is_ptr() && matches!(d.scalar, Scalar::Float32 | Scalar::Float64 | Scalar::Int32)
+    !d.is_ptr() && (matches!(d.scalar, Scalar::Float32 | Scalar::Float64) || is_vector_int(d.scalar))
 }
 
 /// Whether `w` lanes of `d` make one vector register.

@@ -30,7 +30,8 @@ impl Dialect for CRenderer {
             1 => scalar.to_string(),
             // a bool vector is a mask as wide as the float32 lanes it selects
             n if dtype.is_bool() => format!("lg_mask{n}"),
-            n => format!("{scalar}{n}"),
+            // one word: `uint16` is 16 lanes of unsigned int, `longlong8` 8 of long long
+            n => format!("{}{n}", scalar.replace("unsigned ", "u").replace("signed ", "s").replace(' ', "")),
         }
     }
     fn vector_typedef(&self, dtype: DType) -> String {

@@ -305,7 +305,12 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 Some(src[0].clone())
             }
             (Ops::After, _) => Some(src[0].clone()),
-            (Ops::Cast, _) if u.dtype().count > 1 => Some(d.vector_cast(u.dtype(), u.src()[0].dtype(), &src[0])),
+            // named: a vector store takes its value's address
+            (Ops::Cast, _) if u.dtype().count > 1 => {
+                let n = fresh("cast");
+                line(format!("{ty} {n} = {};", d.vector_cast(u.dtype(), u.src()[0].dtype(), &src[0])));
+                Some(n)
+            }
             (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
             (Ops::Cast, _) if u.dtype() == DType::BFLOAT16 => Some(format!("lg_f32_to_bf16({})", src[0])),
             (Ops::Cast, _) if u.src()[0].dtype() == DType::BFLOAT16 => Some(format!("lg_bf16_to_f32({})", src[0])),

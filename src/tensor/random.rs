@@ -181,8 +181,38 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// The tests that seed the process-wide stream, one at a time.
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[test]
+    fn rand_draws_whole_vectors_of_threefry() {
+        let _serial = serial();
+        Tensor::manual_seed(9);
+        let n = 4096;
+        let r = Tensor::rand(&[n]);
+        let kernel = Tensor::schedule(std::slice::from_ref(&r))
+            .into_iter()
+            .find_map(|item| match item {
+                crate::schedule::ScheduleItem::Kernel { ast, .. } => Some(ast),
+                _ => None,
+            })
+            .expect("one kernel draws the numbers");
+        let spec = crate::codegen::get_program(&kernel, Some(&crate::renderer::c::CRenderer)).unwrap();
+        let lanes = crate::codegen::opt::vector_lanes();
+        // the uint32 rounds on vectors of lanes, and about Threefry's 110 operations per number
+        // (unsigned sums are not flattened into linear forms, which repeated their terms)
+        assert!(spec.src.contains(&format!("uint{lanes} ")), "{}", spec.src);
+        assert!(spec.ops <= 130 * n as u64, "{} operations per number", spec.ops / n as u64);
+        let want: Vec<f32> = (0..n as u64).map(|c| (threefry_host(9, c).1 >> 8) as f32 / (1u32 << 24) as f32).collect();
+        assert_eq!(r.to_vec::<f32>(), want);
+    }
+
     #[test]
     fn rand_is_the_top_bits_of_threefry() {
+        let _serial = serial();
         Tensor::manual_seed(5);
         let r = Tensor::rand(&[2, 3]).to_vec::<f32>();
         let want: Vec<f32> = (0..6).map(|c| (threefry_host(5, c).1 >> 8) as f32 / (1u32 << 24) as f32).collect();

@@ -24,6 +24,9 @@ fn is_scalar(d: DType) -> bool {
 fn is_int(d: DType) -> bool {
     is_scalar(d) && d.is_int()
 }
+fn is_signed_int(d: DType) -> bool {
+    is_int(d) && !d.is_unsigned()
+}
 fn is_intlike(d: DType) -> bool {
     is_scalar(d) && (d.is_int() || d.is_bool())
 }
@@ -463,8 +466,10 @@ pub fn symbolic() -> &'static PatternMatcher {
             rule(v("x").max(v("y")).dtype(is_int), |m| (m["x"].vmin() >= m["y"].vmax()).then(|| m["x"].clone())),
             rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).named("u").dtype(is_int), |m| fold_divmod(&m["u"])),
             rule(UPat::ops(&[Ops::CmpLt]).named("u"), |m| fold_cmp(&m["u"])),
-            // linear canonical form of sums, scalings and products
-            rule(UPat::ops(&[Ops::Add, Ops::Mul, Ops::Neg, Ops::Sub]).named("u").dtype(is_int), |m| {
+            // linear canonical form of sums, scalings and products of signed integers (indices);
+            // unsigned ones are data (hashes, random bits): a linear form per use of a shared sum
+            // repeats its terms (Threefry's ~110 ops per number became ~240)
+            rule(UPat::ops(&[Ops::Add, Ops::Mul, Ops::Neg, Ops::Sub]).named("u").dtype(is_signed_int), |m| {
                 Some(Lin::of(&m["u"]).build())
             }),
         ]))
