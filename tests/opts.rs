@@ -538,6 +538,9 @@ fn a_matmul_with_a_transposed_weight_keeps_a_vector_of_partial_sums_per_output()
     let accumulators = spec.src.matches(&format!("float{vl} acc")).count();
     assert_eq!(accumulators, 16, "a vector accumulator per output: {}", spec.src);
     assert_eq!(spec.src.matches("LG_IN_REGISTER(val").count(), 8, "4 + 4 loads held in registers: {}", spec.src);
+    // each row's 4 accumulators are combined together and stored as one vector of 4 results
+    assert_eq!(spec.src.matches("__builtin_memcpy(&data0[").count(), 4, "{}", spec.src);
+    assert!(spec.src.contains("float4 "), "{}", spec.src);
     let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
     for i in 0..m {
         for j in 0..n {

@@ -1,9 +1,10 @@
 //! Expander: UPCAST and UNROLL loops become copies of the code that uses them, one per lane.
 //!
 //! A REDUCE over an UNROLL loop combines its lanes' values with the reduce op before they reach
-//! the accumulator; a STORE that depends on an UPCAST loop is duplicated with the loop variable
-//! a constant in each copy. Hash-consing keeps whatever the lanes share (a load that does not
-//! depend on the lane) computed once, which is the point of register tiling.
+//! the accumulator, or keeps them as a vector accumulator whose lanes are combined after the
+//! loop; a STORE that depends on an UPCAST loop is duplicated with the loop variable a constant
+//! in each copy. Hash-consing keeps whatever the lanes share (a load that does not depend on the
+//! lane) computed once, which is the point of register tiling.
 
 use std::sync::LazyLock;
 
@@ -21,18 +22,102 @@ pub fn expand(ast: &UOp) -> UOp {
         .iter()
         .flat_map(|st| {
             let upcast = kind_ranges(st, AxisKind::Upcast);
-            // a reduce already computes vectors (`vector_reduce`): the UPCAST loops become copies
-            let has_vectors = st.toposort().iter().any(|u| u.dtype().count > 1);
-            let vector = vectorize::vector_axis(st, &upcast).filter(|_| !has_vectors);
+            // a reduce keeps vector accumulators (`vector_reduce`): its outputs are combined
+            // from them, a vector at a time along the output's contiguous axis
+            if st.toposort().iter().any(|u| horizontal(u).is_some()) {
+                return tile_of_accumulators(st, &upcast);
+            }
+            let vector = vectorize::vector_axis(st, &upcast);
             let copied: Vec<UOp> = upcast.into_iter().filter(|r| Some(r) != vector.as_ref()).collect();
             let copies = lanes(st, &copied);
-            copies.into_iter().flat_map(move |c| match &vector {
-                Some(r) => vectorize::vectorize(&c, r),
-                None => vec![c],
-            })
+            copies
+                .into_iter()
+                .flat_map(|c| match &vector {
+                    Some(r) => vectorize::vectorize(&c, r),
+                    None => vec![c],
+                })
+                .collect()
         })
         .collect();
     ast.replace_src(stores)
+}
+
+/// A REDUCE of a vector's lanes (no loops: `vector_reduce`'s accumulator combined), as the
+/// vector and the op.
+fn horizontal(u: &UOp) -> Option<(&UOp, Ops)> {
+    match (u.op(), u.arg(), u.src()) {
+        (Ops::Reduce, Arg::Reduce(op), [v]) if v.dtype().count > 1 => Some((v, *op)),
+        _ => None,
+    }
+}
+
+/// The copies of `store` over its UPCAST loops, whose outputs are combined from vector
+/// accumulators. Along the loop the output is contiguous in (if one is, and no wider than a
+/// vector), the accumulators of its lanes are combined together into one vector of results and
+/// stored at once: 4 accumulators of 16 lanes take 5 vector adds, where one at a time they take
+/// 16; other combines go by halves (`combine_lanes` of one).
+fn tile_of_accumulators(store: &UOp, upcast: &[UOp]) -> Vec<UOp> {
+    let index = &store.src()[0];
+    let gate_free = |r: &UOp| index.src().get(2).is_none_or(|g| !g.toposort().contains(r));
+    let along = upcast.iter().find(|r| {
+        let size = r.src()[0].const_int_value().unwrap_or(0) as usize;
+        size.is_power_of_two() && vectorize::stride_one_along(&index.src()[1], r) && gate_free(r)
+    });
+    let copied: Vec<UOp> = upcast.iter().filter(|r| Some(*r) != along).cloned().collect();
+    let stores = lanes(store, &copied).into_iter().flat_map(|c| match along {
+        Some(r) => combined_together(&c, r).unwrap_or_else(|| lanes(&c, std::slice::from_ref(r))),
+        None => vec![c],
+    });
+    stores.map(|st| graph_rewrite(&st, pm_combine_lanes(), &mut (), "combine lanes", false)).collect()
+}
+
+/// `store`'s lanes along loop `r` as one vector store, their accumulators combined together; `None`
+/// when a lane's value has other than one vector accumulator, or more lanes than it.
+fn combined_together(store: &UOp, r: &UOp) -> Option<Vec<UOp>> {
+    let stores = lanes(store, std::slice::from_ref(r));
+    let reduces: Vec<UOp> = stores
+        .iter()
+        .map(|st| {
+            let found: Vec<UOp> = st.src()[1].toposort().into_iter().filter(|u| horizontal(u).is_some()).collect();
+            match &found[..] {
+                [one] => Some(one.clone()),
+                _ => None,
+            }
+        })
+        .collect::<Option<_>>()?;
+    let parts: Vec<(&UOp, Ops)> = reduces.iter().filter_map(horizontal).collect();
+    let (first, op) = parts[0];
+    if stores.len() > first.dtype().count as usize || parts.iter().any(|(v, o)| *o != op || v.dtype() != first.dtype())
+    {
+        return None;
+    }
+    let accumulators: Vec<UOp> = parts.iter().map(|(v, _)| (*v).clone()).collect();
+    let results = combine_lanes(&accumulators, op);
+    let values: Vec<UOp> = stores
+        .iter()
+        .zip(&reduces)
+        .enumerate()
+        .map(|(k, (st, h))| {
+            crate::uop::substitute(&st.src()[1], &mut [(h.clone(), vectorize::gep(&results, k))].into(), "combine")
+        })
+        .collect();
+    // the results themselves when the lanes store them as they are
+    let value = match values.iter().enumerate().all(|(k, v)| *v == vectorize::gep(&results, k)) {
+        true => results,
+        false => UOp::new(Ops::Vectorize, values[0].dtype().vec(values.len() as u16), values, Arg::None),
+    };
+    Some(vec![stores[0].replace_src(vec![stores[0].src()[0].clone(), value])])
+}
+
+/// Every remaining REDUCE of a vector's lanes combined by halves.
+fn pm_combine_lanes() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("h"), |m| {
+            let (v, op) = horizontal(&m["h"])?;
+            Some(combine_lanes(std::slice::from_ref(v), op))
+        })])
+    });
+    &PM
 }
 
 fn kind_ranges(u: &UOp, kind: AxisKind) -> Vec<UOp> {
@@ -90,27 +175,39 @@ fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<U
             UOp::new(Ops::Reduce, red.dtype().vec(w as u16), [vec![lanes], kept.to_vec()].concat(), red.arg().clone())
         }
     };
-    Some(combine_halves(acc, op, w))
+    // its lanes combined once the UPCAST copies exist (`tile_of_accumulators`)
+    Some(UOp::new(Ops::Reduce, red.dtype(), vec![acc], red.arg().clone()))
 }
 
-/// The `w` lanes of `acc` combined with `op`: its low half with its high half, until one is left.
-fn combine_halves(acc: UOp, op: Ops, w: usize) -> UOp {
-    let half = |v: &UOp, first: usize, n: usize| match n {
-        1 => vectorize::gep(v, first),
-        _ => UOp::new(
-            Ops::Vectorize,
-            v.dtype().base().vec(n as u16),
-            (first..first + n).map(|k| vectorize::gep(v, k)).collect(),
-            Arg::None,
-        ),
+/// The lanes of each of the `m` vectors `accs` (`w` lanes each, `m <= w`, both powers of two)
+/// combined with `op`: a vector of the `m` results (a scalar for one). Adjacent vectors pair up,
+/// the first half of each one's partial results beside the other's, combined with the second
+/// halves; once one vector is left, it combines its halves within each result until one lane
+/// per result is left.
+fn combine_lanes(accs: &[UOp], op: Ops) -> UOp {
+    let w = accs[0].dtype().count as usize;
+    let gather = |lanes: Vec<UOp>| match &lanes[..] {
+        [one] => one.clone(),
+        _ => UOp::new(Ops::Vectorize, lanes[0].dtype().vec(lanes.len() as u16), lanes, Arg::None),
     };
-    let mut n = w;
-    let mut acc = acc;
-    while n > 1 {
-        n /= 2;
-        acc = half(&acc, 0, n).alu(op, &[&half(&acc, n, n)]);
+    // lanes `[first, first + n)` of every group of `per` lanes of each of `vs`, in order
+    let halves = |vs: &[UOp], per: usize, first: usize| {
+        let n = per / 2;
+        let lanes = vs.iter().flat_map(|v| {
+            let groups = v.dtype().count as usize / per;
+            (0..groups).flat_map(move |g| (g * per + first..g * per + first + n).map(move |k| vectorize::gep(v, k)))
+        });
+        gather(lanes.collect())
+    };
+    let (mut vs, mut per) = (accs.to_vec(), w);
+    while per > 1 {
+        vs = vs
+            .chunks(if vs.len() > 1 { 2 } else { 1 })
+            .map(|pair| halves(pair, per, 0).alu(op, &[&halves(pair, per, per / 2)]))
+            .collect();
+        per /= 2;
     }
-    acc
+    vs.remove(0)
 }
 
 /// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).

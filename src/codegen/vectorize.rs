@@ -297,7 +297,7 @@ pub fn gathers_along(value: &UOp, r: &UOp) -> bool {
 }
 
 /// Whether `index` steps by one element per step of loop `r`, and by nothing else that `r` drives.
-fn stride_one_along(index: &UOp, r: &UOp) -> bool {
+pub fn stride_one_along(index: &UOp, r: &UOp) -> bool {
     let lin = Lin::of(index);
     lin.terms.iter().any(|(t, c)| t == r && *c == 1)
         && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
