@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::pattern::{rule_ctx, PatternMatcher, UPat};
-use super::uop::UOp;
+use super::uop::{UOp, UOpMap};
 use crate::viz::{self, Rewrite};
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
@@ -15,7 +15,7 @@ use crate::viz::{self, Rewrite};
 /// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
-    let mut map = HashMap::new();
+    let mut map = UOpMap::default();
     if !viz::recording() {
         rewrite_into(root, pm, ctx, bottom_up, &mut map, None);
         return map[root].clone();
@@ -54,7 +54,7 @@ fn rewrite_into(
     pm: &PatternMatcher,
     ctx: &mut dyn Any,
     bottom_up: bool,
-    map: &mut HashMap<UOp, UOp>,
+    map: &mut UOpMap<UOp>,
     mut trace: Option<&mut Vec<Rewrite>>,
 ) {
     let mut offer = |u: &UOp, ctx: &mut dyn Any| {

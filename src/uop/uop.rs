@@ -1,9 +1,9 @@
 //! `UOp`: the one IR node. Interned globally, so equal content means the same `Arc`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::ops::Ops;
@@ -159,6 +159,36 @@ impl Hasher for StableHasher {
     }
 }
 
+/// A fast hasher for keys that are already well spread (interned nodes' addresses, hashes): one
+/// multiply per word, high bits folded down (addresses are aligned, so a product's low bits
+/// alone would leave most buckets empty). Not for data an adversary chooses.
+#[derive(Default)]
+pub struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A map keyed by UOps (hashed by address with `FastHasher`).
+pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<FastHasher>>;
+/// A set of UOps (hashed by address with `FastHasher`).
+pub type UOpSet = HashSet<UOp, BuildHasherDefault<FastHasher>>;
+
 /// Stable 64-bit hash of any hashable value.
 pub fn stable_hash<T: Hash + ?Sized>(value: &T) -> u64 {
     let mut h = StableHasher::default();
@@ -183,11 +213,11 @@ pub struct Node {
 pub struct UOp(Arc<Node>);
 
 const SHARDS: usize = 64;
-type Bucket = HashMap<u64, Vec<Weak<Node>>>;
+type Bucket = HashMap<u64, Vec<Weak<Node>>, BuildHasherDefault<FastHasher>>;
 
 fn table() -> &'static [Mutex<Bucket>; SHARDS] {
     static TABLE: OnceLock<[Mutex<Bucket>; SHARDS]> = OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::new(HashMap::new())))
+    TABLE.get_or_init(|| std::array::from_fn(|_| Mutex::new(Bucket::default())))
 }
 
 fn shard(key: u64) -> &'static Mutex<Bucket> {
@@ -215,7 +245,7 @@ impl Hash for WeakUOp {
 impl UOp {
     /// The one constructor: returns the existing node if `(op, dtype, src, arg)` was built before.
     pub fn new(op: Ops, dtype: DType, src: Vec<UOp>, arg: Arg) -> UOp {
-        let mut h = StableHasher::default();
+        let mut h = FastHasher::default();
         (op, dtype.scalar, dtype.count, dtype.ptr.map(|p| p as u8), &arg).hash(&mut h);
         for s in &src {
             s.0.key.hash(&mut h);
@@ -328,7 +358,7 @@ impl UOp {
 
     /// Every node reachable from `self`, sources before users.
     pub fn toposort(&self) -> Vec<UOp> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = UOpSet::default();
         let mut order = vec![];
         let mut stack = vec![(self.clone(), false)];
         while let Some((u, expanded)) = stack.pop() {
