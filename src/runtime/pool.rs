@@ -142,7 +142,9 @@ fn worker(shared: &Shared) {
 
 /// How many CPU threads kernels use: `NUM_CPU_THREADS`, else the available cores.
 pub fn cpu_threads() -> usize {
-    let default = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // asked once: it is a system call, and kernels' cache keys read the thread count
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let default = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     (crate::helpers::getenv("NUM_CPU_THREADS", default as i64).max(1)) as usize
 }
 
