@@ -1,11 +1,11 @@
 //! lazygrad's side of the benchmark: kernels (matmul, copy, fused elementwise, reduction, a
-//! linear layer's product, conv)
+//! linear layer's product, conv), the latency of one small eager op
 //! and training steps (beautiful_mnist, a small MLP), plus schedule+codegen and cold-start times
 //! of the beautiful_mnist step.
 //!
 //! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
 //! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `linear`, `conv2d`,
-//! `mnist`, `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! `eager_op`, `mnist`, `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
 //! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
@@ -41,6 +41,8 @@ const MIN_SPAN_S: f64 = 2.0;
 /// Batch size of the beautiful_mnist step (as in the example) and of the MLP step.
 const MNIST_BATCH: usize = 512;
 const MLP_BATCH: usize = 128;
+/// Timed calls of the eager op (after 50 untimed ones).
+const EAGER_OPS: usize = 1000;
 /// The linear layer's batch, input and output features.
 const LINEAR: (usize, usize, usize) = (256, 768, 768);
 /// The child-process modes that time the beautiful_mnist step's first call and its compile.
@@ -188,6 +190,22 @@ fn median_step_seconds(
     Ok(replayed[replayed.len() / 2])
 }
 
+/// The latency of one small eager op, `relu(a + b)` on 64x64 realized on its own (no JIT): graph,
+/// schedule (cached after the first), launch and wait; the median of `EAGER_OPS` calls.
+fn eager_op() -> lazygrad::Result<()> {
+    let (a, b) = (realized_rand(&[64, 64]), realized_rand(&[64, 64]));
+    let mut times: Vec<f64> = (0..EAGER_OPS + 50)
+        .map(|_| {
+            let start = Instant::now();
+            (&a + &b).relu().try_realize().map(|_| start.elapsed().as_secs_f64())
+        })
+        .collect::<lazygrad::Result<_>>()?;
+    let mut timed = times.split_off(50);
+    timed.sort_by(f64::total_cmp);
+    report("eager_op", timed[timed.len() / 2] * 1e6, "us");
+    Ok(())
+}
+
 fn mnist_step() -> lazygrad::Result<()> {
     let model = Model::new();
     let batch = random_batch(MNIST_BATCH, &[1, 28, 28]);
@@ -279,6 +297,7 @@ const WORKLOADS: &[Workload] = &[
     ("sum", sum),
     ("linear", linear),
     ("conv2d", conv2d),
+    ("eager_op", eager_op),
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),
     ("mnist_compile", mnist_compile),

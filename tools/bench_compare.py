@@ -37,6 +37,7 @@ STREAM_LEN = 16 << 20  # floats in the memory-bound workloads, as in examples/be
 EVICT_LEN = 256 << 20
 MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
+EAGER_OPS = 1000  # timed calls of the eager op (examples/bench.rs EAGER_OPS)
 LINEAR = (256, 768, 768)  # x @ w.T: batch, input and output features (examples/bench.rs LINEAR)
 MNIST_BATCH, MLP_BATCH = 512, 128
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +51,7 @@ ROWS = [
     ("sum", "sum 16M f32", "GB/s"),
     ("linear", "linear x @ w.T, 256x768 @ (768x768).T", "GFLOP/s"),
     ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
+    ("eager_op", "eager relu(a + b) on 64x64, realized alone", "us"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
@@ -142,6 +144,8 @@ def run_numpy():
     batch, k, n = LINEAR
     x, w = rng.random((batch, k), dtype=np.float32), rng.random((n, k), dtype=np.float32)
     report_linear(best_seconds(lambda: x @ w.T, 20))
+    a, b = rng.random((64, 64), dtype=np.float32), rng.random((64, 64), dtype=np.float32)
+    report("eager_op", median_seconds(lambda: np.maximum(a + b, 0), EAGER_OPS, 50) * 1e6, "us")
 
 
 # ---- PyTorch -------------------------------------------------------------------------------
@@ -190,6 +194,8 @@ def run_torch():
     batch, k, n = LINEAR
     x, w = torch.rand(batch, k), torch.rand(n, k)
     report_linear(best_seconds(lambda: F.linear(x, w), 20))
+    a, b = torch.rand(64, 64), torch.rand(64, 64)
+    report("eager_op", median_seconds(lambda: torch.relu(a + b), EAGER_OPS, 50) * 1e6, "us")
     x, w = torch.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]), torch.rand(CONV["c"], CONV["c"], 3, 3)
     report_conv(best_seconds(lambda: F.conv2d(x, w, padding=1), 5))
 
@@ -288,6 +294,8 @@ def run_tinygrad():
     batch, k, n = LINEAR
     x, w = Tensor.rand(batch, k).realize(), Tensor.rand(n, k).realize()
     report_linear(tinygrad_kernel_seconds(lambda x, w: x @ w.T, (x, w), 5))
+    a, b = Tensor.rand(64, 64).realize(), Tensor.rand(64, 64).realize()
+    report("eager_op", median_seconds(lambda: (a + b).relu().realize(), EAGER_OPS // 10, 10) * 1e6, "us")
     x = Tensor.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]).realize()
     w = Tensor.rand(CONV["c"], CONV["c"], 3, 3).realize()
     report_conv(tinygrad_kernel_seconds(lambda x, w: x.conv2d(w, padding=1), (x, w), 3))
