@@ -132,9 +132,27 @@ impl Tensor {
         create_schedule(&outputs, &device_of)
     }
 
+    /// Whether the graph of `tensors` has a tensor of at least `THREAD_MIN_WORK` elements.
+    fn threadable(tensors: &[Tensor]) -> bool {
+        let mut stack: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let mut seen: crate::uop::uop::UOpSet = stack.iter().cloned().collect();
+        while let Some(u) = stack.pop() {
+            if u.shape().is_some_and(|s| s.iter().product::<usize>() >= crate::codegen::opt::heuristic::THREAD_MIN_WORK)
+            {
+                return true;
+            }
+            stack.extend(u.src().iter().filter(|s| seen.insert((*s).clone())).cloned());
+        }
+        false
+    }
+
     /// Compute several tensors in one schedule.
     pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
-        crate::runtime::pool::wake_workers();
+        // only graphs with a tensor large enough to be split over the threads: a worker woken
+        // for every small eager op would spin between them for good
+        if Tensor::threadable(tensors) {
+            crate::runtime::pool::wake_workers();
+        }
         let (items, becomes) = Tensor::create_schedule(tensors);
         if becomes.is_empty() {
             return Ok(());
@@ -332,5 +350,19 @@ impl Tensor {
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "<Tensor {:?} {:?} on {}>", self.shape(), self.dtype(), self.device())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_graphs_with_a_large_tensor_wake_the_workers() {
+        let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
+        assert!(!Tensor::threadable(&[(&a + &b).relu()]), "a small eager op");
+        let big = Tensor::rand(&[512, 512]).realize();
+        assert!(Tensor::threadable(&[big.sum(None, false)]), "a small result of a large input");
+        assert!(Tensor::threadable(&[a.clone(), (&a + 1.0).reshape(&[1, 4096]).expand(&[16, 4096])]), "a large result");
     }
 }

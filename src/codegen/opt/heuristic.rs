@@ -9,7 +9,7 @@ use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// Kernels smaller than this many loop iterations stay on one thread.
-const THREAD_MIN_WORK: usize = 1 << 16;
+pub const THREAD_MIN_WORK: usize = 1 << 16;
 /// Elementwise kernels of at least this many iterations compute whole vectors (a 128x128
 /// activation too: scalar, its 16K lanes took 5-10x longer).
 const VECTOR_MIN_WORK: usize = 1 << 10;
