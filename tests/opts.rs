@@ -541,11 +541,25 @@ fn a_matmul_with_a_transposed_weight_keeps_a_vector_of_partial_sums_per_output()
     // each row's 4 accumulators are combined together and stored as one vector of 4 results
     assert_eq!(spec.src.matches("__builtin_memcpy(&data0[").count(), 4, "{}", spec.src);
     assert!(spec.src.contains("float4 "), "{}", spec.src);
+    assert_matches_x_wt(&x, &w, &y);
+    // a 1000-long reduction is padded to whole vectors (8 lanes ran at 60%), its last one masked
+    let (x, w) = (Tensor::randn(&[8, 1000]).realize(), Tensor::randn(&[4, 1000]).realize());
+    let y = x.matmul(&w.transpose(0, 1));
+    let opts = hand_coded_optimizations(&kernel_asts(&y).remove(0), 2);
+    assert!(opts.contains(&Opt::Padto { range: 2, amount: vl }), "{opts:?}");
+    assert!(opts.contains(&Opt::Unroll { range: 2, amount: vl }), "{opts:?}");
+    assert_matches_x_wt(&x, &w, &y);
+}
+
+/// Every entry of `y = x @ w.T` against the float64 dot product of a row of `x` and one of `w`.
+fn assert_matches_x_wt(x: &Tensor, w: &Tensor, y: &Tensor) {
+    let (k, n) = (x.shape()[1], w.shape()[0]);
     let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
-    for i in 0..m {
-        for j in 0..n {
-            let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[j * k + t] as f64).sum();
-            assert!((yv[i * n + j] as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}]");
+    for (i, row) in xv.chunks(k).enumerate() {
+        for (j, col) in wv.chunks(k).enumerate() {
+            let exact: f64 = row.iter().zip(col).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let got = yv[i * n + j] as f64;
+            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
         }
     }
 }
@@ -592,7 +606,7 @@ fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
 }
 
 #[test]
-fn padto_applies_only_to_output_loops_it_grows() {
+fn padto_applies_to_loops_it_grows_and_sums_whose_extra_terms_are_zero() {
     let _serial = serial();
     let (a, b) = (Tensor::rand(&[20, 30]).realize(), Tensor::rand(&[30, 40]).realize());
     let ast = kernel_asts(&a.matmul(&b)).remove(0);
@@ -604,8 +618,15 @@ fn padto_applies_only_to_output_loops_it_grows() {
     assert_eq!(sizes(pad(0, 3)), vec![21, 40, 30]);
     assert!(pad(1, 8).is_none(), "40 is a multiple of 8 already");
     assert!(pad(0, 32).is_none(), "a pad past twice the size");
-    assert!(pad(2, 16).is_none(), "the reduce loop: padded terms would need to be the identity");
+    // the reduce loop: its padded terms are products of loads that read 0 there
+    assert_eq!(sizes(pad(2, 16)), vec![20, 40, 32], "30 summed terms grow to 32");
     assert!(pad(5, 16).is_none(), "no such loop");
+    // a sum of exponentials would add exp(0) = 1 for each padded term
+    let e = kernel_asts(&a.exp().sum(1, false)).remove(0);
+    assert!(lazygrad::codegen::opt::apply_opt(&e, Opt::Padto { range: 1, amount: 16 }).is_none());
+    // and a max of them would need -inf
+    let m = kernel_asts(&a.max(1, false)).remove(0);
+    assert!(lazygrad::codegen::opt::apply_opt(&m, Opt::Padto { range: 1, amount: 16 }).is_none());
 }
 
 #[test]

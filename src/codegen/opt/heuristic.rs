@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{apply_opts, kernel_ranges, Opt};
+use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -90,9 +91,13 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let vl = vector_lanes();
     let unpadded = kernel_ranges(ast);
     let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
-    let reduce_lanes = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
+    let reduce_vector = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
+    let reduce_lanes = reduce_vector.map(|(lanes, _)| lanes);
     // the other opts are chosen for the kernel as padded
-    let pad = pad_innermost(ast, &unpadded, vl).filter(|_| reduce_lanes.is_none());
+    let pad = match reduce_vector {
+        Some((_, pad)) => pad,
+        None => pad_innermost(ast, &unpadded, vl),
+    };
     let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
     let ranges = kernel_ranges(ast);
@@ -253,13 +258,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
 /// drives walks it element by element but no output loop has such a load: `x @ w.T`, whose
 /// operands are both contiguous along the reduction. Gathering a vector of outputs there would
 /// cost a scalar load per lane; each output keeps a vector of partial sums instead, combined
-/// once at the end. A whole vector, else half of one (a 1000-long reduction takes 8 lanes).
+/// once at the end. A whole vector, padding the loop to a multiple of one when that adds at most
+/// an eighth (float32, whose padded lanes are masked loads; half a vector took 1.7x as long),
+/// else half of one; with the pad to apply first.
 fn reduce_vector_width(
     ast: &UOp,
     ranges: &[(usize, AxisKind, usize)],
     reduce_ids: &HashSet<usize>,
     vl: usize,
-) -> Option<usize> {
+) -> Option<(usize, Option<Opt>)> {
     let &(id, _, size) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce)?;
     let outputs_walked = ranges.iter().any(|r| r.1 == AxisKind::Loop && load_contiguous(ast, r.0, reduce_ids));
     let range =
@@ -269,7 +276,13 @@ fn reduce_vector_width(
     if outputs_walked || !walked || !crate::codegen::vectorize::vector_math(ast) {
         return None;
     }
-    [vl, vl / 2].into_iter().find(|w| *w >= 4 && size.is_multiple_of(*w))
+    let pad = Opt::Padto { range: id, amount: vl };
+    let float32 = ast.toposort().iter().filter(|u| u.op() == Ops::Load).all(|l| l.dtype() == DType::FLOAT32);
+    match () {
+        _ if size.is_multiple_of(vl) => Some((vl, None)),
+        _ if float32 && size >= 8 * vl && super::apply_opt(ast, pad).is_some() => Some((vl, Some(pad))),
+        _ => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None)),
+    }
 }
 
 /// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not

@@ -33,9 +33,10 @@ pub enum Opt {
     /// Exchange the nesting of output loops `range` and `with` (the loop with the smaller id
     /// runs outside): the other loop's data then stays in cache while the inner one streams.
     Swap { range: usize, with: usize },
-    /// Round output loop `range` up to a multiple of `amount`: the extra iterations touch no
-    /// memory (every load and store whose address depends on the loop is gated by `r < size`),
-    /// so a loop of odd size still splits into whole vectors, tiles and threads.
+    /// Round loop `range` up to a multiple of `amount`: the extra iterations touch no memory
+    /// (every load and store whose address depends on the loop is gated by `r < size`), so a
+    /// loop of odd size still splits into whole vectors, tiles and threads. A reduce loop only
+    /// when it is summed and its extra terms are 0 (`padded_terms_vanish`).
     Padto { range: usize, amount: usize },
     /// Spread `amount` consecutive outputs of output loop `range` over the threads of a
     /// workgroup: `r -> outer * amount + lidx`.
@@ -175,7 +176,9 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
         }
         Opt::Padto { range, amount } => {
             let r = find_range(ast, range)?;
-            let (Arg::Range(id, AxisKind::Loop), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else {
+            let (Arg::Range(id, kind @ (AxisKind::Loop | AxisKind::Reduce)), Some(size)) =
+                (r.arg(), r.src()[0].const_int_value())
+            else {
                 return None;
             };
             let size = size as usize;
@@ -183,10 +186,11 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
                 return None;
             }
             // the loop := its padded self, every access that depends on it gated by `r < size`
-            let padded = new_range(size.next_multiple_of(amount), *id, AxisKind::Loop);
+            let padded = new_range(size.next_multiple_of(amount), *id, *kind);
             let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
-            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded, gate)?;
-            Some(crate::uop::substitute(ast, &mut gated, "apply opts"))
+            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
+            let out = crate::uop::substitute(ast, &mut gated, "apply opts");
+            (*kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate)).then_some(out)
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
@@ -231,6 +235,24 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             Some(UOp::new(Ops::Sink, ast.dtype(), ast.src().to_vec(), Arg::NoLocals))
         }
     }
+}
+
+/// Whether every reduce over the padded loop `padded` is a sum whose terms are 0 in the padded
+/// iterations, where the loads gated by `gate` read 0: found by folding the terms with those
+/// loads set to 0 (a product of them folds; an `exp` of one, or one times an ungated load that
+/// might be infinite, does not).
+fn padded_terms_vanish(ast: &UOp, padded: &UOp, gate: &UOp) -> bool {
+    let gated_load =
+        |l: &UOp| l.op() == Ops::Load && l.src()[0].src().get(2).is_some_and(|g| g.toposort().contains(gate));
+    ast.toposort().iter().filter(|u| u.op() == Ops::Reduce && u.src()[1..].contains(padded)).all(|red| {
+        let zeros = red.src()[0].toposort().into_iter().filter(gated_load).map(|l| {
+            let zero = UOp::constant(l.dtype(), crate::uop::ConstValue::Int(0));
+            (l, zero)
+        });
+        let terms = crate::uop::substitute(&red.src()[0], &mut zeros.collect(), "padded terms");
+        let terms = crate::uop::graph_rewrite(&terms, crate::uop::symbolic::symbolic(), &mut (), "padded terms", false);
+        red.arg() == &Arg::Reduce(Ops::Add) && terms.const_value().is_some_and(|c| c.as_f64() == 0.0)
+    })
 }
 
 /// The most threads a workgroup may have (the product of its LOCAL and GROUP parts).
