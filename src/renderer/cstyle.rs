@@ -183,7 +183,11 @@ fn reused_vector_operands(uops: &[UOp]) -> HashSet<&UOp> {
             *uses.entry(s).or_default() += 1;
         }
     }
-    let vector_load = |u: &UOp| u.op() == Ops::Load && u.dtype().count > 1 && u.src()[0].src().len() == 2;
+    // ungated, and one register wide (a register is what the pin asks for)
+    let register =
+        |u: &UOp| u.dtype().itemsize() * u.dtype().count as usize <= crate::codegen::vectorize::vector_bytes();
+    let vector_load =
+        |u: &UOp| u.op() == Ops::Load && u.dtype().count > 1 && u.src()[0].src().len() == 2 && register(u);
     uops.iter()
         .filter(|u| matches!(u.op(), Ops::Mul | Ops::MulAcc) && vector_load(&u.src()[0]) && vector_load(&u.src()[1]))
         .flat_map(|u| &u.src()[..2])
