@@ -31,7 +31,8 @@ const UPCAST_AMOUNTS: [usize; 8] = [2, 3, 4, 5, 7, 8, 16, 32];
 const UNROLL_AMOUNTS: [usize; 4] = [2, 4, 7, 8];
 /// Thread counts tried, up to the core count (which is always tried).
 const THREADS: [usize; 9] = [2, 3, 4, 5, 8, 12, 16, 24, 32];
-/// Multiples output loops are padded to (a vector, a matmul tile's columns).
+/// Multiples loops are padded to (a vector, a matmul tile's columns; a reduce loop only where its
+/// padded terms vanish).
 const PADTO_AMOUNTS: [usize; 2] = [16, 32];
 /// On targets with workgroups: threads per LOCAL part of an output loop, and per GROUP or
 /// GROUPTOP part of a reduce loop (tinygrad's lists).
@@ -257,10 +258,10 @@ fn confirm(
     Ok(if th <= tw { heuristic } else { winner })
 }
 
-/// Every single opt tried on `ast`: UPCAST and PADTO of each output loop and UNROLL of each
-/// reduce loop by each amount, SWAP of each pair of output loops; on a target with workgroups
-/// (`has_local`) LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by each thread
-/// count (`apply_opt` rejects those that do not fit).
+/// Every single opt tried on `ast`: UPCAST of each output loop, UNROLL of each reduce loop and
+/// PADTO of each loop by each amount, SWAP of each pair of output loops; on a target with
+/// workgroups (`has_local`) LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by
+/// each thread count (`apply_opt` rejects those that do not fit).
 pub fn actions(ast: &UOp, threads: usize, has_local: bool) -> Vec<Opt> {
     let mut out = vec![];
     let ranges = kernel_ranges(ast);
@@ -281,6 +282,7 @@ pub fn actions(ast: &UOp, threads: usize, has_local: bool) -> Vec<Opt> {
             }
             AxisKind::Reduce => {
                 out.extend(amounts(&UNROLL_AMOUNTS).into_iter().map(|amount| Opt::Unroll { range, amount }));
+                out.extend(PADTO_AMOUNTS.map(|amount| Opt::Padto { range, amount }));
                 if has_local {
                     out.extend(GROUP_AMOUNTS.map(|amount| Opt::Group { range, amount }));
                     out.extend(GROUP_AMOUNTS.map(|amount| Opt::GroupTop { range, amount }));
