@@ -209,7 +209,8 @@ fn eager_op() -> lazygrad::Result<()> {
 fn mnist_step() -> lazygrad::Result<()> {
     let model = Model::new();
     let batch = random_batch(MNIST_BATCH, &[1, 28, 28]);
-    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, 3)?;
+    // the median of 7: a burst of load from elsewhere on a shared machine can cover a step or two
+    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, 7)?;
     report("mnist_step", seconds * 1e3, "ms");
     Ok(())
 }
