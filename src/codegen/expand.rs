@@ -75,23 +75,22 @@ fn tile_of_accumulators(store: &UOp, upcast: &[UOp]) -> Vec<UOp> {
 /// when a lane's value has other than one vector accumulator, or more lanes than it.
 fn combined_together(store: &UOp, r: &UOp) -> Option<Vec<UOp>> {
     let stores = lanes(store, std::slice::from_ref(r));
+    // each lane's one REDUCE of a vector's lanes
     let reduces: Vec<UOp> = stores
         .iter()
-        .map(|st| {
-            let found: Vec<UOp> = st.src()[1].toposort().into_iter().filter(|u| horizontal(u).is_some()).collect();
-            match &found[..] {
-                [one] => Some(one.clone()),
-                _ => None,
-            }
+        .map(|st| match &st.src()[1].toposort().into_iter().filter(|u| horizontal(u).is_some()).collect::<Vec<_>>()[..]
+        {
+            [one] => Some(one.clone()),
+            _ => None,
         })
         .collect::<Option<_>>()?;
-    let parts: Vec<(&UOp, Ops)> = reduces.iter().filter_map(horizontal).collect();
-    let (first, op) = parts[0];
-    if stores.len() > first.dtype().count as usize || parts.iter().any(|(v, o)| *o != op || v.dtype() != first.dtype())
-    {
+    let accumulators: Vec<UOp> = reduces.iter().map(|h| h.src()[0].clone()).collect();
+    let (dtype, arg) = (accumulators[0].dtype(), reduces[0].arg());
+    let Arg::Reduce(op) = *arg else { return None };
+    let alike = reduces.iter().all(|h| h.arg() == arg && h.src()[0].dtype() == dtype);
+    if stores.len() > dtype.count as usize || !alike {
         return None;
     }
-    let accumulators: Vec<UOp> = parts.iter().map(|(v, _)| (*v).clone()).collect();
     let results = combine_lanes(&accumulators, op);
     let values: Vec<UOp> = stores
         .iter()

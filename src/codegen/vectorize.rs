@@ -235,17 +235,12 @@ fn pm_vectorize() -> &'static PatternMatcher {
 pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
     let index = &store.src()[0];
     let value_dtype = store.src()[1].dtype();
-    let stride_one = |idx: &UOp, r: &UOp| {
-        let lin = Lin::of(idx);
-        lin.terms.iter().any(|(t, c)| t == r && *c == 1)
-            && lin.terms.iter().all(|(t, _)| t == r || !t.toposort().contains(r))
-    };
     let fits: Vec<&UOp> = upcast
         .iter()
         .filter(|r| fits_vector(value_dtype, r.src()[0].const_int_value().unwrap_or(0) as usize))
         .filter(|r| value_dtype == DType::FLOAT32 || index.src().get(2).is_none_or(|g| !g.toposort().contains(r)))
         .collect();
-    if let Some(r) = fits.iter().find(|r| stride_one(&index.src()[1], r)) {
+    if let Some(r) = fits.iter().find(|r| stride_one_along(&index.src()[1], r)) {
         return Some((*r).clone());
     }
     if !vector_math(store) {
@@ -253,7 +248,7 @@ pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
     }
     let value = store.src()[1].toposort();
     let loads: Vec<&UOp> = value.iter().filter(|u| u.op() == Ops::Load).collect();
-    fits.into_iter().find(|r| loads.iter().any(|l| stride_one(&l.src()[0].src()[1], r))).cloned()
+    fits.into_iter().find(|r| loads.iter().any(|l| stride_one_along(&l.src()[0].src()[1], r))).cloned()
 }
 
 /// Whether everything `u` computes has a vector form: index math, vector ops, loads and stores of

@@ -269,8 +269,7 @@ fn reduce_vector_width(
 ) -> Option<(usize, Option<Opt>)> {
     let &(id, _, size) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce)?;
     let outputs_walked = ranges.iter().any(|r| r.1 == AxisKind::Loop && load_contiguous(ast, r.0, reduce_ids));
-    let range =
-        ast.toposort().into_iter().find(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if *i == id))?;
+    let range = super::find_range(ast, id)?;
     let walked =
         crate::codegen::vectorize::loads_along(ast, &range) && !crate::codegen::vectorize::gathers_along(ast, &range);
     if outputs_walked || !walked || !crate::codegen::vectorize::vector_math(ast) {

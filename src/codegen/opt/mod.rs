@@ -102,7 +102,7 @@ pub fn kernel_ranges(ast: &UOp) -> Vec<(usize, AxisKind, usize)> {
     ranges
 }
 
-fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
+pub(super) fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
     ast.toposort().into_iter().find(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if *i == id))
 }
 
