@@ -165,9 +165,20 @@ pub struct LruAllocator<A> {
     free: Mutex<FreeList>,
 }
 
+/// The machine's memory in bytes (`MemTotal` in `/proc/meminfo`), when it can be read.
+fn physical_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?;
+    kib.trim().parse::<usize>().ok().map(|k| k << 10)
+}
+
 impl<A: Allocator> LruAllocator<A> {
-    /// The default bound on cached bytes.
-    pub const DEFAULT_CAP: usize = 1 << 30;
+    /// The default bound on cached bytes: a quarter of the machine's memory, at least 1 GiB. It
+    /// must hold a JIT's whole arena: an evaluation over a test set plans one of gigabytes, and
+    /// were it released, each of the JIT's first three calls would fault in fresh memory again.
+    pub fn default_cap() -> usize {
+        (physical_memory().unwrap_or(0) / 4).max(1 << 30)
+    }
 
     pub fn new(inner: A, cap: usize) -> LruAllocator<A> {
         LruAllocator { inner, cap, free: Mutex::new(FreeList::default()) }
@@ -301,5 +312,13 @@ mod tests {
         assert_eq!(lru.stats().cached_blocks, 0);
         assert_eq!(live.load(Ordering::SeqCst), 3);
         drop(held);
+    }
+
+    #[test]
+    fn the_default_cap_is_a_quarter_of_the_machines_memory_and_at_least_1_gib() {
+        let cap = LruAllocator::<HostAllocator>::default_cap();
+        assert!(cap >= 1 << 30);
+        let total = physical_memory().expect("/proc/meminfo has MemTotal");
+        assert_eq!(cap, (total / 4).max(1 << 30));
     }
 }

@@ -222,7 +222,7 @@ impl CpuDevice {
         Ok(CpuDevice {
             compiler: CCompiler::detect()?,
             renderer: CRenderer,
-            allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::DEFAULT_CAP),
+            allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::default_cap()),
         })
     }
 }

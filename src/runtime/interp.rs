@@ -20,7 +20,7 @@ pub struct InterpDevice {
 
 impl InterpDevice {
     pub fn new() -> InterpDevice {
-        InterpDevice { allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::DEFAULT_CAP) }
+        InterpDevice { allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::default_cap()) }
     }
 }
 
