@@ -105,3 +105,30 @@ fn large_reduces_split_in_two_and_stay_exact() {
     assert_eq!(kernels(&gathered), 1);
     assert_eq!(gathered.to_vec::<f32>(), vec![1.0, 1.0]);
 }
+
+#[test]
+fn a_realized_tensor_is_read_from_its_buffer_by_every_graph_built_on_it() {
+    use lazygrad::uop::Ops;
+    let (a, b, c) = inputs();
+    let product = &a * &b;
+    let sum = &product + &c;
+    product.realize();
+    let ops = |t: &Tensor| t.uop().toposort().iter().map(|u| u.op()).collect::<Vec<_>>();
+    assert!(!ops(&sum).contains(&Ops::Mul), "the product is not computed again: {:?}", ops(&sum));
+    assert_eq!(kernels(&sum), 1);
+    let expect: Vec<f32> =
+        a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()).zip(c.to_vec::<f32>()).map(|((x, y), z)| x * y + z).collect();
+    assert_eq!(sum.to_vec::<f32>(), expect);
+}
+
+#[test]
+fn every_node_is_younger_than_its_sources_even_when_interned_again() {
+    let (a, b, _) = inputs();
+    let old = (&a + &b).uop();
+    let again = (&a + &b).uop();
+    assert_eq!(old.serial(), again.serial(), "interning returns the node as made");
+    let graph = ((&a + &b) * 3.0).exp().uop();
+    for u in graph.toposort() {
+        assert!(u.src().iter().all(|s| s.serial() < u.serial()), "{:?} is older than a source", u.op());
+    }
+}

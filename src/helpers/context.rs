@@ -2,18 +2,25 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 thread_local! {
     static OVERRIDES: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
 }
 
-/// An integer setting: a scoped `Context` override if one is active, else the env var, else
-/// `default`. Unparsable env values count as the default.
+/// The integer-valued environment variables, read once (as tinygrad's cached `getenv`): a small
+/// eager op asks for a dozen settings, and each `std::env::var` locks and copies the environment.
+static INTEGER_ENV: LazyLock<HashMap<String, i64>> = LazyLock::new(|| {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_str()?.trim().parse().ok()?))).collect()
+});
+
+/// An integer setting: a scoped `Context` override if one is active, else the env var (as the
+/// process started with it), else `default`. Unparsable env values count as the default.
 pub fn getenv(key: &str, default: i64) -> i64 {
     if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
         return v;
     }
-    std::env::var(key).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+    INTEGER_ENV.get(key).copied().unwrap_or(default)
 }
 
 /// A string setting from the environment.

@@ -8,6 +8,7 @@
 //! the rewrites scheduling runs.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -15,19 +16,22 @@ use super::kernel::{buffer_view, ScheduleItem};
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::runtime::Buffer;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{Arg, FastHasher, Ops, UOp, UOpMap};
 
 /// Entries kept before the cache starts over (a program builds few distinct graphs).
 const MAX_ENTRIES: usize = 256;
 
 /// One node of a normalized graph: op, dtype, argument (buffers and CONTIGUOUS ids replaced by
-/// positions) and sources by index.
-type NodeKey = (Ops, DType, Arg, Vec<u32>);
+/// positions) and how many sources it has (they follow in `Key::sources`, by index).
+type NodeKey = (Ops, DType, Arg, u32);
 
-/// A graph's normalized form, the devices of its outputs and the scheduling settings.
+/// A graph's normalized form, its input buffers' device, size and dtype, the devices of its
+/// outputs and the scheduling settings.
 #[derive(PartialEq, Eq, Hash)]
 pub struct Key {
     nodes: Vec<NodeKey>,
+    sources: Vec<u32>,
+    inputs: Vec<(String, usize, DType)>,
     outputs: Vec<u32>,
     devices: Vec<String>,
     split_reduceop: i64,
@@ -61,8 +65,11 @@ pub fn stats() -> (usize, usize) {
     (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed))
 }
 
-fn cache() -> &'static Mutex<HashMap<Key, Template>> {
-    static CACHE: LazyLock<Mutex<HashMap<Key, Template>>> = LazyLock::new(Default::default);
+/// Keys are hashed with `FastHasher`: they are the program's own graphs, and long.
+type Cache = HashMap<Key, Template, BuildHasherDefault<FastHasher>>;
+
+fn cache() -> &'static Mutex<Cache> {
+    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
     &CACHE
 }
 
@@ -73,16 +80,16 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
     }
     let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
     let order = sink.toposort();
-    let index: HashMap<&UOp, u32> = order.iter().enumerate().map(|(i, u)| (u, i as u32)).collect();
-    let (mut inputs, mut contiguous) = (vec![], 0i64);
+    let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
+    let (mut inputs, mut described, mut sources, mut contiguous) = (vec![], vec![], vec![], 0i64);
     let nodes = order
         .iter()
         .map(|u| {
             let arg = match (u.op(), u.arg()) {
                 (Ops::Buffer, Arg::Buffer(b)) => {
+                    described.push((b.0.device().to_string(), b.0.size(), b.0.dtype()));
                     inputs.push(b.0.clone());
-                    let b = &b.0;
-                    Arg::Str(format!("input {} {} {} {:?}", inputs.len() - 1, b.device(), b.size(), b.dtype()))
+                    Arg::Int(inputs.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {
                     contiguous += 1;
@@ -90,11 +97,14 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
                 }
                 (_, arg) => arg.clone(),
             };
-            (u.op(), u.dtype(), arg, u.src().iter().map(|s| index[s]).collect())
+            sources.extend(u.src().iter().map(|s| index[s]));
+            (u.op(), u.dtype(), arg, u.src().len() as u32)
         })
         .collect();
     let key = Key {
         nodes,
+        sources,
+        inputs: described,
         outputs: outputs.iter().map(|o| index[o]).collect(),
         devices: outputs.iter().map(device_of).collect(),
         split_reduceop: getenv("SPLIT_REDUCEOP", 1),

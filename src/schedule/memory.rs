@@ -190,6 +190,10 @@ pub fn replace_planned(bufs: &mut [Arc<Buffer>], plan: &HashMap<u64, Arc<Buffer>
 /// The schedule with its intermediate buffers sharing memory where their lifetimes allow;
 /// buffers named in `keep` (and any held outside the schedule) are left alone.
 pub fn memory_planner(mut items: Vec<ScheduleItem>, keep: &HashSet<u64>) -> Vec<ScheduleItem> {
+    // two intermediates to share memory take two steps writing them
+    if items.len() < 2 {
+        return items;
+    }
     let plan = {
         let steps: Vec<Step> = items
             .iter()

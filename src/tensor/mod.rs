@@ -163,22 +163,31 @@ impl Tensor {
         result
     }
 
-    /// Replace realized subgraphs by their buffers in every live tensor.
+    /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
+    /// the graphs that can hold one (no older than the oldest realized node), all together, so
+    /// a subgraph they share is walked once.
     fn apply_becomes(becomes: std::collections::HashMap<UOp, UOp>) {
         let mut map = becomes;
-        let live: Vec<Arc<TensorInner>> = {
+        let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
+        let live: Vec<(Arc<TensorInner>, UOp)> = {
             let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
-            l.retain(|w| w.strong_count() > 0);
-            l.iter().filter_map(Weak::upgrade).collect()
+            let mut live = vec![];
+            l.retain(|w| {
+                let Some(t) = w.upgrade() else { return false };
+                let u = {
+                    let u = t.uop.read().unwrap_or_else(|e| e.into_inner());
+                    (u.serial() >= oldest && (!u.src().is_empty() || map.contains_key(&u))).then(|| u.clone())
+                };
+                live.extend(u.map(|u| (t, u)));
+                true
+            });
+            live
         };
-        for t in live {
-            let old = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
-            let new = match map.get(&old) {
-                Some(n) => n.clone(),
-                None if old.src().is_empty() => continue,
-                None => substitute(&old, &mut map, "becomes"),
-            };
-            t.replace_uop(&old, new);
+        let all =
+            UOp::new(Ops::Sink, DType::VOID, live.iter().map(|(_, u)| u.clone()).collect(), crate::uop::Arg::None);
+        let replaced = substitute(&all, &mut map, "becomes");
+        for ((t, old), new) in live.iter().zip(replaced.src()) {
+            t.replace_uop(old, new.clone());
         }
     }
 

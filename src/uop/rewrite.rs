@@ -2,9 +2,9 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::panic::Location;
 
-use super::pattern::{rule_ctx, PatternMatcher, UPat};
+use super::pattern::PatternMatcher;
 use super::uop::{UOp, UOpMap};
 use crate::viz::{self, Rewrite};
 
@@ -15,28 +15,34 @@ use crate::viz::{self, Rewrite};
 /// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
+    run_pass(root, name, bottom_up, &mut |u| pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location())))
+}
+
+/// `root` with every node that is a key of `map` replaced by its value (checked before the
+/// node's sources, so a replaced subgraph is not walked). A plain lookup, not a rule table: the
+/// scheduler and codegen substitute often. VIZ shows the caller as the rule.
+#[track_caller]
+pub fn substitute(root: &UOp, map: &mut HashMap<UOp, UOp>, name: &str) -> UOp {
+    let caller = Location::caller();
+    run_pass(root, name, true, &mut |u| map.get(u).filter(|r| *r != u).map(|r| (r.clone(), caller)))
+}
+
+/// What a pass offers each node to: its replacement, if any, and the rule that made it.
+type Offer<'a> = dyn FnMut(&UOp) -> Option<(UOp, &'static Location<'static>)> + 'a;
+
+/// One rewrite pass over the graph of `root`, recorded for VIZ when it is on.
+fn run_pass(root: &UOp, name: &str, bottom_up: bool, offer: &mut Offer) -> UOp {
     let mut map = UOpMap::default();
     if !viz::recording() {
-        rewrite_into(root, pm, ctx, bottom_up, &mut map, None);
+        rewrite_into(root, offer, bottom_up, &mut map, None);
         return map[root].clone();
     }
     let pass = viz::start_pass(name, root);
     let mut rewrites = vec![];
-    rewrite_into(root, pm, ctx, bottom_up, &mut map, Some(&mut rewrites));
+    rewrite_into(root, offer, bottom_up, &mut map, Some(&mut rewrites));
     let result = map[root].clone();
     pass.finish(&result, &rewrites);
     result
-}
-
-/// The substitution rule: a node found in the context map becomes what it maps to.
-static PM_SUBSTITUTE: LazyLock<PatternMatcher> = LazyLock::new(|| {
-    PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut HashMap<UOp, UOp>| map.get(&m["x"]).cloned())])
-});
-
-/// `root` with every node that is a key of `map` replaced by its value (checked before the
-/// node's sources, so a replaced subgraph is not walked).
-pub fn substitute(root: &UOp, map: &mut HashMap<UOp, UOp>, name: &str) -> UOp {
-    graph_rewrite(root, &PM_SUBSTITUTE, map, name, true)
 }
 
 enum Step {
@@ -48,19 +54,18 @@ enum Step {
     Link(UOp, UOp),
 }
 
-/// The rewrite loop; with `trace`, every rule that fires is appended to it.
+/// The rewrite loop; with `trace`, every rewrite that happens is appended to it.
 fn rewrite_into(
     root: &UOp,
-    pm: &PatternMatcher,
-    ctx: &mut dyn Any,
+    rules: &mut Offer,
     bottom_up: bool,
     map: &mut UOpMap<UOp>,
     mut trace: Option<&mut Vec<Rewrite>>,
 ) {
-    let mut offer = |u: &UOp, ctx: &mut dyn Any| {
-        let (r, rule) = pm.rewrite_by_rule(u, ctx)?;
+    let mut offer = |u: &UOp| {
+        let (r, rule) = rules(u)?;
         if let Some(t) = trace.as_deref_mut() {
-            t.push(Rewrite { before: u.clone(), after: r.clone(), rule: rule.location() });
+            t.push(Rewrite { before: u.clone(), after: r.clone(), rule });
         }
         Some(r)
     };
@@ -72,7 +77,7 @@ fn rewrite_into(
                     continue;
                 }
                 if bottom_up {
-                    if let Some(r) = offer(&n, ctx) {
+                    if let Some(r) = offer(&n) {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));
                         continue;
@@ -90,7 +95,7 @@ fn rewrite_into(
                     continue;
                 }
                 let new = n.replace_src(n.src().iter().map(|s| map[s].clone()).collect());
-                match offer(&new, ctx) {
+                match offer(&new) {
                     Some(r) => {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));

@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::ops::Ops;
@@ -203,6 +204,7 @@ pub struct Node {
     pub src: Vec<UOp>,
     pub arg: Arg,
     key: u64,
+    serial: u64,
     shape: OnceLock<Option<Vec<usize>>>,
     bounds: OnceLock<(i128, i128)>,
 }
@@ -270,7 +272,9 @@ impl UOp {
                 mismatches.push(node);
             }
         }
-        let node = Arc::new(Node { op, dtype, src, arg, key, shape: OnceLock::new(), bounds: OnceLock::new() });
+        static CREATED: AtomicU64 = AtomicU64::new(0);
+        let serial = CREATED.fetch_add(1, Ordering::Relaxed);
+        let node = Arc::new(Node { op, dtype, src, arg, key, serial, shape: OnceLock::new(), bounds: OnceLock::new() });
         bucket.push(Arc::downgrade(&node));
         UOp(node)
     }
@@ -294,6 +298,11 @@ impl UOp {
     /// Content hash: the same for the same graph in any run (buffers hash by id).
     pub fn key(&self) -> u64 {
         self.0.key
+    }
+    /// When the node was made, counting every node made in the process. A node's sources are
+    /// older than it, so a graph holds no node younger than its root.
+    pub fn serial(&self) -> u64 {
+        self.0.serial
     }
     /// This node with other sources (interned like any other).
     pub fn replace_src(&self, src: Vec<UOp>) -> UOp {
