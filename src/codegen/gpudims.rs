@@ -46,7 +46,7 @@ pub fn gpudims(ast: &UOp) -> UOp {
     for (i, r) in ctx.threads.iter().enumerate() {
         dims.insert(r.clone(), dim(r, format!("lidx{i}")));
     }
-    substitute(&grouped, &mut dims, "gpu dims")
+    substitute(&grouped, &dims, "gpu dims")
 }
 
 fn range_id(r: &UOp) -> usize {
@@ -103,7 +103,7 @@ fn group_reduce(red: &UOp, ctx: &mut GroupCtx) -> Option<UOp> {
         ctx.next_range += 1;
         fresh.insert(g.clone(), r);
     }
-    let read_slot = substitute(&slot, &mut fresh, "group reduce");
+    let read_slot = substitute(&slot, &fresh, "group reduce");
     let after = UOp::new(Ops::After, local, vec![smem, barrier], Arg::None);
     let load = UOp::new(Ops::Load, red.dtype(), vec![at(&after, &read_slot)], Arg::None);
     let mut src = vec![load];

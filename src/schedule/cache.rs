@@ -114,7 +114,7 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
 
 /// The cached schedule for `key` over this call's `inputs` (fresh buffers for the rest), and
 /// what each output became.
-pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec<ScheduleItem>, HashMap<UOp, UOp>)> {
+pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let cache = cache().lock().unwrap_or_else(|e| e.into_inner());
     let Some(t) = cache.get(key) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
@@ -146,7 +146,7 @@ pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec
 }
 
 /// Remember the schedule `items` (and `becomes`) computed for `key`.
-pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[ScheduleItem], becomes: &HashMap<UOp, UOp>) {
+pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[ScheduleItem], becomes: &UOpMap<UOp>) {
     let position: HashMap<u64, usize> = inputs.iter().enumerate().map(|(i, b)| (b.id(), i)).collect();
     let mut fresh: Vec<(String, usize, DType)> = vec![];
     let mut fresh_ids: HashMap<u64, usize> = HashMap::new();

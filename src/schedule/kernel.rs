@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::Buffer;
-use crate::uop::{graph_rewrite, rule, Arg, BufferRef, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule, Arg, BufferRef, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -22,7 +22,7 @@ pub enum ScheduleItem {
 
 /// The kernels and copies that compute `outputs`, and what each output node became (a BUFFER,
 /// reshaped to the node's shape).
-pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
+pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
     let start = Instant::now();
     let key = super::cache::key(outputs, device_of);
     let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
@@ -62,7 +62,7 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
 }
 
 /// The schedule of `outputs`, computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, HashMap<UOp, UOp>) {
+fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
     let _viz = crate::viz::group(|| "schedule".into());
     let split = split_large_reduces(&inline_calls(outputs));
     let points = realize_points(&split);
@@ -119,7 +119,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
         .iter()
         .zip(&split)
         .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), buffer_view(b, o.sh()))))
-        .collect::<HashMap<_, _>>();
+        .collect::<UOpMap<_>>();
     (items, becomes)
 }
 

@@ -24,7 +24,7 @@ use crate::engine::run_schedule;
 use crate::error::{Error, Result};
 use crate::runtime::default_device;
 use crate::schedule::{create_schedule, view_buffer, ScheduleItem};
-use crate::uop::{substitute, Ops, UOp};
+use crate::uop::{substitute_outside, Ops, UOp};
 
 struct TensorInner {
     uop: RwLock<UOp>,
@@ -116,7 +116,7 @@ impl Tensor {
         Tensor::create_schedule(tensors).0
     }
 
-    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, std::collections::HashMap<UOp, UOp>) {
+    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>) {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
         let device_of = |u: &UOp| -> String {
@@ -164,10 +164,11 @@ impl Tensor {
     }
 
     /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
-    /// the graphs that can hold one (no older than the oldest realized node), all together, so
-    /// a subgraph they share is walked once.
-    fn apply_becomes(becomes: std::collections::HashMap<UOp, UOp>) {
-        let mut map = becomes;
+    /// all their graphs together (a subgraph they share is walked once) that skips every node
+    /// older than the oldest realized one (it cannot hold one; a gradient accumulated over many
+    /// steps is a long chain of them).
+    fn apply_becomes(becomes: crate::uop::UOpMap<UOp>) {
+        let map = becomes;
         let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
         let live: Vec<(Arc<TensorInner>, UOp)> = {
             let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
@@ -185,7 +186,7 @@ impl Tensor {
         };
         let all =
             UOp::new(Ops::Sink, DType::VOID, live.iter().map(|(_, u)| u.clone()).collect(), crate::uop::Arg::None);
-        let replaced = substitute(&all, &mut map, "becomes");
+        let replaced = substitute_outside(&all, &map, "becomes", &|u| u.serial() < oldest);
         for ((t, old), new) in live.iter().zip(replaced.src()) {
             t.replace_uop(old, new.clone());
         }

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::panic::Location;
 
 use super::pattern::PatternMatcher;
@@ -15,31 +16,46 @@ use crate::viz::{self, Rewrite};
 /// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
-    run_pass(root, name, bottom_up, &mut |u| pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location())))
+    run_pass(root, name, bottom_up, &|_| false, &mut |u| {
+        pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location()))
+    })
 }
 
 /// `root` with every node that is a key of `map` replaced by its value (checked before the
 /// node's sources, so a replaced subgraph is not walked). A plain lookup, not a rule table: the
 /// scheduler and codegen substitute often. VIZ shows the caller as the rule.
 #[track_caller]
-pub fn substitute(root: &UOp, map: &mut HashMap<UOp, UOp>, name: &str) -> UOp {
+pub fn substitute<S: BuildHasher>(root: &UOp, map: &HashMap<UOp, UOp, S>, name: &str) -> UOp {
+    substitute_outside(root, map, name, &|_| false)
+}
+
+/// `substitute` that leaves alone, without walking them, the subgraphs whose roots `settled`
+/// says hold no key of `map`.
+#[track_caller]
+pub fn substitute_outside<S: BuildHasher>(
+    root: &UOp,
+    map: &HashMap<UOp, UOp, S>,
+    name: &str,
+    settled: &dyn Fn(&UOp) -> bool,
+) -> UOp {
     let caller = Location::caller();
-    run_pass(root, name, true, &mut |u| map.get(u).filter(|r| *r != u).map(|r| (r.clone(), caller)))
+    run_pass(root, name, true, settled, &mut |u| map.get(u).filter(|r| *r != u).map(|r| (r.clone(), caller)))
 }
 
 /// What a pass offers each node to: its replacement, if any, and the rule that made it.
 type Offer<'a> = dyn FnMut(&UOp) -> Option<(UOp, &'static Location<'static>)> + 'a;
 
-/// One rewrite pass over the graph of `root`, recorded for VIZ when it is on.
-fn run_pass(root: &UOp, name: &str, bottom_up: bool, offer: &mut Offer) -> UOp {
+/// One rewrite pass over the graph of `root`, recorded for VIZ when it is on; nodes `settled`
+/// says are final are neither offered nor walked.
+fn run_pass(root: &UOp, name: &str, bottom_up: bool, settled: &dyn Fn(&UOp) -> bool, offer: &mut Offer) -> UOp {
     let mut map = UOpMap::default();
     if !viz::recording() {
-        rewrite_into(root, offer, bottom_up, &mut map, None);
+        rewrite_into(root, settled, offer, bottom_up, &mut map, None);
         return map[root].clone();
     }
     let pass = viz::start_pass(name, root);
     let mut rewrites = vec![];
-    rewrite_into(root, offer, bottom_up, &mut map, Some(&mut rewrites));
+    rewrite_into(root, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
     let result = map[root].clone();
     pass.finish(&result, &rewrites);
     result
@@ -57,6 +73,7 @@ enum Step {
 /// The rewrite loop; with `trace`, every rewrite that happens is appended to it.
 fn rewrite_into(
     root: &UOp,
+    settled: &dyn Fn(&UOp) -> bool,
     rules: &mut Offer,
     bottom_up: bool,
     map: &mut UOpMap<UOp>,
@@ -74,6 +91,10 @@ fn rewrite_into(
         match step {
             Step::Enter(n) => {
                 if map.contains_key(&n) {
+                    continue;
+                }
+                if settled(&n) {
+                    map.insert(n.clone(), n);
                     continue;
                 }
                 if bottom_up {
@@ -131,5 +152,18 @@ mod tests {
         let (one, zero, three) = (UOp::index_const(1), UOp::index_const(0), UOp::index_const(3));
         let e = three.alu(Ops::Mul, &[&one]).alu(Ops::Add, &[&zero]).alu(Ops::Mul, &[&one]);
         assert_eq!(graph_rewrite(&e, &pm, &mut (), "test", false), three);
+    }
+
+    #[test]
+    fn substitute_outside_leaves_settled_subgraphs_unwalked() {
+        let (x, y, z) = (UOp::index_const(5), UOp::index_const(6), UOp::index_const(7));
+        let inner = x.alu(Ops::Add, &[&y]);
+        let outer = inner.alu(Ops::Mul, &[&x]);
+        let map: HashMap<UOp, UOp> = [(x.clone(), z.clone())].into();
+        let everywhere = z.alu(Ops::Add, &[&y]).alu(Ops::Mul, &[&z]);
+        assert_eq!(substitute(&outer, &map, "test"), everywhere);
+        // `inner` is settled: its x stays, the x directly under `outer` is replaced
+        let pruned = substitute_outside(&outer, &map, "test", &|u| *u == inner);
+        assert_eq!(pruned, inner.alu(Ops::Mul, &[&z]));
     }
 }

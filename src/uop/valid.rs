@@ -87,7 +87,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         let s = UOp::new(Ops::Special, d, vec![size], Arg::Str(format!("valid{n}")));
         let mut stand_in = (Lin::of(&x), s.alu(Ops::Add, &[&UOp::const_int(d, lo as i64)]));
         let mut replace = |u: &UOp| {
-            let exact = super::substitute(u, &mut [(x.clone(), stand_in.1.clone())].into(), "valid stand-ins");
+            let exact = super::substitute(u, &[(x.clone(), stand_in.1.clone())].into(), "valid stand-ins");
             graph_rewrite(&exact, &PM, &mut stand_in, "valid stand-ins", false)
         };
         let before = cur.clone();
@@ -103,7 +103,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         return u.clone();
     }
     let simplified = simplify(&cur);
-    simplify(&super::substitute(&simplified, &mut back, "valid stand-ins back"))
+    simplify(&super::substitute(&simplified, &back, "valid stand-ins back"))
 }
 
 /// `valid` with each comparison's expression simplified assuming the other clauses hold.

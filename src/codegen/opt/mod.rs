@@ -124,7 +124,7 @@ fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
         })
         .collect();
     parts.insert(range.clone(), outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]));
-    crate::uop::substitute(ast, &mut parts, "apply opts")
+    crate::uop::substitute(ast, &parts, "apply opts")
 }
 
 /// A loop of `size` (the constant 0 for a single iteration).
@@ -167,12 +167,12 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             // map the two onto each other
             let (size_a, size_b) = (size_a as usize, size_b as usize);
             let parked = [new_range(size_a, next_id, AxisKind::Loop), new_range(size_b, next_id + 1, AxisKind::Loop)];
-            let mut first: HashMap<UOp, UOp> = [(a, parked[0].clone()), (b, parked[1].clone())].into();
-            let ast = crate::uop::substitute(ast, &mut first, "apply opts");
+            let first: HashMap<UOp, UOp> = [(a, parked[0].clone()), (b, parked[1].clone())].into();
+            let ast = crate::uop::substitute(ast, &first, "apply opts");
             let [pa, pb] = parked;
-            let mut second: HashMap<UOp, UOp> =
+            let second: HashMap<UOp, UOp> =
                 [(pa, new_range(size_a, with, AxisKind::Loop)), (pb, new_range(size_b, range, AxisKind::Loop))].into();
-            Some(crate::uop::substitute(&ast, &mut second, "apply opts"))
+            Some(crate::uop::substitute(&ast, &second, "apply opts"))
         }
         Opt::Padto { range, amount } => {
             let r = find_range(ast, range)?;
@@ -188,8 +188,8 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             // the loop := its padded self, every access that depends on it gated by `r < size`
             let padded = new_range(size.next_multiple_of(amount), *id, *kind);
             let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
-            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
-            let out = crate::uop::substitute(ast, &mut gated, "apply opts");
+            let gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
+            let out = crate::uop::substitute(ast, &gated, "apply opts");
             (*kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate)).then_some(out)
         }
         Opt::Thread(n) => {
@@ -249,7 +249,7 @@ fn padded_terms_vanish(ast: &UOp, padded: &UOp, gate: &UOp) -> bool {
             let zero = UOp::constant(l.dtype(), crate::uop::ConstValue::Int(0));
             (l, zero)
         });
-        let terms = crate::uop::substitute(&red.src()[0], &mut zeros.collect(), "padded terms");
+        let terms = crate::uop::substitute(&red.src()[0], &zeros.collect::<crate::uop::UOpMap<_>>(), "padded terms");
         let terms = crate::uop::graph_rewrite(&terms, crate::uop::symbolic::symbolic(), &mut (), "padded terms", false);
         red.arg() == &Arg::Reduce(Ops::Add) && terms.const_value().is_some_and(|c| c.as_f64() == 0.0)
     })
