@@ -108,14 +108,13 @@ pub enum RoundingMode {
 /// numpy broadcasting of two shapes, or `None` if they are incompatible.
 pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
-    let pad = |s: &[usize]| [vec![1; n - s.len()], s.to_vec()].concat();
-    let (a, b) = (pad(a), pad(b));
-    a.iter()
-        .zip(&b)
-        .map(|(&x, &y)| match (x, y) {
-            _ if x == y => Some(x),
-            (1, _) => Some(y),
-            (_, 1) => Some(x),
+    // axis `i` of `s` right-aligned to `n` axes (1 where `s` has none)
+    let axis = |s: &[usize], i: usize| (i + s.len()).checked_sub(n).map_or(1, |j| s[j]);
+    (0..n)
+        .map(|i| match (axis(a, i), axis(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
             _ => None,
         })
         .collect()
