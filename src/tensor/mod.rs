@@ -119,15 +119,16 @@ impl Tensor {
     fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>) {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
+        // an output is on its tensor's device; a node inside the graph, where its COPY moves it
+        // or else where its first buffer is
         let device_of = |u: &UOp| -> String {
+            if let Some((_, d)) = devices.iter().find(|(o, _)| o == u) {
+                return d.clone();
+            }
             if let (Ops::Copy, crate::uop::Arg::Str(d)) = (u.op(), u.arg()) {
                 return d.clone();
             }
-            let buffers = u.toposort();
-            let found = buffers.iter().find_map(|n| n.buffer().map(|b| b.device().to_string()));
-            found
-                .or_else(|| devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone()))
-                .unwrap_or_else(default_device)
+            u.toposort().iter().find_map(|n| n.buffer().map(|b| b.device().to_string())).unwrap_or_else(default_device)
         };
         create_schedule(&outputs, &device_of)
     }
