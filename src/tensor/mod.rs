@@ -168,8 +168,7 @@ impl Tensor {
     /// all their graphs together (a subgraph they share is walked once) that skips every node
     /// older than the oldest realized one (it cannot hold one; a gradient accumulated over many
     /// steps is a long chain of them).
-    fn apply_becomes(becomes: crate::uop::UOpMap<UOp>) {
-        let map = becomes;
+    fn apply_becomes(map: crate::uop::UOpMap<UOp>) {
         let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
         let live: Vec<(Arc<TensorInner>, UOp)> = {
             let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
