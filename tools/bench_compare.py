@@ -62,6 +62,9 @@ COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
 # load from elsewhere on this shared machine comes in bursts of a second or so, and a row whose
 # samples all fell in one (50 runs of a 256 matmul take 10 ms) read a third of its speed
 MIN_SPAN_S = 2.0
+# rows that empty the caches before each run (memory-bound) sample for longer: other tenants'
+# memory traffic comes in stretches of several seconds (examples/bench.rs STREAM_SPAN_S)
+STREAM_SPAN_S = 10.0
 
 
 def report(name, value, unit):
@@ -84,9 +87,9 @@ def timed_runs(run, reps, warmup, before=None, min_span=0.0):
 
 
 def best_seconds(run, reps, warmup=1, before=None):
-    """The shortest wall time of `run()` over at least `reps` calls spanning `MIN_SPAN_S`, after
-    `warmup` calls."""
-    return min(timed_runs(run, reps, warmup, before, MIN_SPAN_S))
+    """The shortest wall time of `run()` over at least `reps` calls spanning `MIN_SPAN_S` (with
+    `before`, a memory-bound row's cache emptying, `STREAM_SPAN_S`), after `warmup` calls."""
+    return min(timed_runs(run, reps, warmup, before, STREAM_SPAN_S if before else MIN_SPAN_S))
 
 
 def cache_evictor():
