@@ -59,8 +59,9 @@ fn report(name: &str, value: f64, unit: &str) {
 }
 
 /// The shortest time spent in kernels over at least `reps` realizations of `build()` spanning
-/// `MIN_SPAN_S`, after one warm-up realization (which compiles); with `evict`, each run empties
-/// the caches first (see `kernel_seconds`). Fails when realizing ran no kernel.
+/// `MIN_SPAN_S`, after one warm-up realization (which compiles); with `evict` (a memory-bound
+/// row), each run empties the caches first (see `kernel_seconds`) and the runs span
+/// `STREAM_SPAN_S`. Fails when realizing ran no kernel.
 fn best_kernel_seconds(reps: usize, evict: Option<&Tensor>, build: impl Fn() -> Tensor) -> lazygrad::Result<f64> {
     build().try_realize()?;
     let span = if evict.is_some() { STREAM_SPAN_S } else { MIN_SPAN_S };

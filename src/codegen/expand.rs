@@ -97,7 +97,11 @@ fn combined_together(store: &UOp, r: &UOp) -> Option<Vec<UOp>> {
         .zip(&reduces)
         .enumerate()
         .map(|(k, (st, h))| {
-            crate::uop::substitute(&st.src()[1], &[(h.clone(), vectorize::gep(&results, k))].into(), "combine")
+            crate::uop::substitute(
+                &st.src()[1],
+                &mut crate::uop::UOpMap::from_iter([(h.clone(), vectorize::gep(&results, k))]),
+                "combine",
+            )
         })
         .collect();
     // the results themselves when the lanes store them as they are
@@ -133,7 +137,13 @@ fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
         copies
             .iter()
             .flat_map(|c| {
-                (0..n).map(move |i| crate::uop::substitute(c, &[(r.clone(), UOp::index_const(i))].into(), "expand"))
+                (0..n).map(move |i| {
+                    crate::uop::substitute(
+                        c,
+                        &mut crate::uop::UOpMap::from_iter([(r.clone(), UOp::index_const(i))]),
+                        "expand",
+                    )
+                })
             })
             .collect()
     })

@@ -27,12 +27,12 @@
 //! matched (an arange folded to `i` then feeds a one-hot selection) and the output is a symbolic
 //! fixed point.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use crate::dtype::DType;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// The reduce-folding rule table (followed by the symbolic rules).
 pub fn pm_reduce_fold() -> &'static PatternMatcher {
@@ -162,21 +162,21 @@ fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
         }
         Some(UOp::where_(&cond, &sub.apply(x)?, &zero(d)))
     };
-    let gated = substitute(&mut Substitution { k, e: e.clone(), gate: Some(valid.clone()), map: HashMap::new() });
+    let gated = substitute(&mut Substitution { k, e: e.clone(), gate: Some(valid.clone()), map: UOpMap::default() });
     gated.or_else(|| {
         // min(y, N-1) as -max(-y, 1-N) with y = max(e, 0) >= 0, so no negation overflows
         let neg_y = e.alu(Ops::Max, &[&UOp::index_const(0)]).alu(Ops::Neg, &[]);
         let one_minus_n = UOp::index_const(1).alu(Ops::Add, &[&n.alu(Ops::Neg, &[])]);
         let clamped = neg_y.alu(Ops::Max, &[&one_minus_n]).alu(Ops::Neg, &[]);
-        substitute(&mut Substitution { k, e: clamped, gate: None, map: HashMap::new() })
+        substitute(&mut Substitution { k, e: clamped, gate: None, map: UOpMap::default() })
     })
 }
 
 /// What `k := e` with `gate` does to `root` (see `Substitution`): each node that depended on `k`
 /// mapped to its new form, `root` among them, for a substitution pass to apply; None where an
 /// `e` failing the gate could fault or wrap. PADTO pads a loop with it.
-pub(crate) fn gated_substitution(root: &UOp, k: &UOp, e: UOp, gate: UOp) -> Option<HashMap<UOp, UOp>> {
-    let mut sub = Substitution { k, e, gate: Some(gate), map: HashMap::new() };
+pub(crate) fn gated_substitution(root: &UOp, k: &UOp, e: UOp, gate: UOp) -> Option<UOpMap<UOp>> {
+    let mut sub = Substitution { k, e, gate: Some(gate), map: UOpMap::default() };
     sub.apply(root)?;
     Some(sub.map)
 }
@@ -189,7 +189,7 @@ struct Substitution<'a> {
     e: UOp,
     gate: Option<UOp>,
     /// What each `k`-dependent node became (nodes free of `k` are absent: unchanged).
-    map: HashMap<UOp, UOp>,
+    map: UOpMap<UOp>,
 }
 
 impl Substitution<'_> {

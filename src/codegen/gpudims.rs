@@ -8,10 +8,8 @@
 //! (`SPECIAL`s the device launches; there is no limit on their number, as INTERP needs none: a GPU
 //! renderer merges them into its three).
 
-use std::collections::HashMap;
-
 use crate::dtype::{AddrSpace, DType};
-use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// What the group-reduce rules share: the workgroup's thread dims (outer to inner) and the next
 /// free ids.
@@ -39,14 +37,14 @@ pub fn gpudims(ast: &UOp) -> UOp {
     };
     let grouped = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
     let dim = |r: &UOp, name: String| UOp::new(Ops::Special, DType::INDEX, vec![r.src()[0].clone()], Arg::Str(name));
-    let mut dims: HashMap<UOp, UOp> = HashMap::new();
+    let mut dims = UOpMap::default();
     for (i, r) in of_kind(&[AxisKind::Loop]).iter().enumerate() {
         dims.insert(r.clone(), dim(r, format!("gidx{i}")));
     }
     for (i, r) in ctx.threads.iter().enumerate() {
         dims.insert(r.clone(), dim(r, format!("lidx{i}")));
     }
-    substitute(&grouped, &dims, "gpu dims")
+    substitute(&grouped, &mut dims, "gpu dims")
 }
 
 fn range_id(r: &UOp) -> usize {
@@ -96,14 +94,14 @@ fn group_reduce(red: &UOp, ctx: &mut GroupCtx) -> Option<UOp> {
     let store = UOp::new(Ops::Store, DType::VOID, vec![at(&smem, &slot), partial], Arg::None);
     let barrier = UOp::new(Ops::Barrier, DType::VOID, vec![store], Arg::None);
     // the group's partials, read back in a loop over the group after the barrier
-    let mut fresh: HashMap<UOp, UOp> = HashMap::new();
+    let mut fresh = UOpMap::default();
     for g in &groups {
         let r =
             UOp::new(Ops::Range, DType::INDEX, vec![g.src()[0].clone()], Arg::Range(ctx.next_range, AxisKind::Reduce));
         ctx.next_range += 1;
         fresh.insert(g.clone(), r);
     }
-    let read_slot = substitute(&slot, &fresh, "group reduce");
+    let read_slot = substitute(&slot, &mut fresh, "group reduce");
     let after = UOp::new(Ops::After, local, vec![smem, barrier], Arg::None);
     let load = UOp::new(Ops::Load, red.dtype(), vec![at(&after, &read_slot)], Arg::None);
     let mut src = vec![load];

@@ -273,7 +273,7 @@ pub fn vector_math(u: &UOp) -> bool {
 pub fn vectorize_value(value: &UOp, r: &UOp) -> UOp {
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), (0..w).map(UOp::index_const).collect(), Arg::None);
-    let value = crate::uop::substitute(value, &[(r.clone(), iota)].into(), "vector lanes");
+    let value = crate::uop::substitute(value, &mut crate::uop::UOpMap::from_iter([(r.clone(), iota)]), "vector lanes");
     graph_rewrite(&value, pm_vectorize(), &mut (), "vectorize", false)
 }
 
@@ -309,7 +309,7 @@ pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
     let lanes: Vec<UOp> = (0..w).map(UOp::index_const).collect();
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), lanes, Arg::None);
-    let store = crate::uop::substitute(store, &[(r.clone(), iota)].into(), "vector lanes");
+    let store = crate::uop::substitute(store, &mut crate::uop::UOpMap::from_iter([(r.clone(), iota)]), "vector lanes");
     let store = graph_rewrite(&store, pm_vectorize(), &mut (), "vectorize", false);
     let (index, value) = (&store.src()[0], &store.src()[1]);
     if index.src()[1].dtype().count == 1 {

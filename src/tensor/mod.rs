@@ -168,25 +168,21 @@ impl Tensor {
     /// all their graphs together (a subgraph they share is walked once) that skips every node
     /// older than the oldest realized one (it cannot hold one; a gradient accumulated over many
     /// steps is a long chain of them).
-    fn apply_becomes(map: crate::uop::UOpMap<UOp>) {
+    fn apply_becomes(mut map: crate::uop::UOpMap<UOp>) {
         let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
-        let live: Vec<(Arc<TensorInner>, UOp)> = {
-            let mut l = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
-            let mut live = vec![];
-            l.retain(|w| {
-                let Some(t) = w.upgrade() else { return false };
-                let u = {
-                    let u = t.uop.read().unwrap_or_else(|e| e.into_inner());
-                    (u.serial() >= oldest && (!u.src().is_empty() || map.contains_key(&u))).then(|| u.clone())
-                };
-                live.extend(u.map(|u| (t, u)));
-                true
-            });
-            live
-        };
+        let young = |u: &UOp| u.serial() >= oldest;
+        let mut live: Vec<(Arc<TensorInner>, UOp)> = vec![];
+        live_tensors().lock().unwrap_or_else(|e| e.into_inner()).retain(|w| {
+            let Some(t) = w.upgrade() else { return false };
+            let u = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if young(&u) {
+                live.push((t, u));
+            }
+            true
+        });
         let all =
             UOp::new(Ops::Sink, DType::VOID, live.iter().map(|(_, u)| u.clone()).collect(), crate::uop::Arg::None);
-        let replaced = substitute_outside(&all, &map, "becomes", &|u| u.serial() < oldest);
+        let replaced = substitute_outside(&all, &mut map, "becomes", &|u| !young(u));
         for ((t, old), new) in live.iter().zip(replaced.src()) {
             t.replace_uop(old, new.clone());
         }

@@ -1,11 +1,10 @@
 //! `graph_rewrite`: apply a rule table to a whole graph until nothing more matches.
 
 use std::any::Any;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::panic::Location;
+use std::sync::LazyLock;
 
-use super::pattern::PatternMatcher;
+use super::pattern::{rule_ctx, PatternMatcher, UPat};
 use super::uop::{UOp, UOpMap};
 use crate::viz::{self, Rewrite};
 
@@ -21,25 +20,23 @@ pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &
     })
 }
 
+/// The substitution rule: a node found in the context map becomes what it maps to.
+static PM_SUBSTITUTE: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut UOpMap<UOp>| map.get(&m["x"]).cloned())])
+});
+
 /// `root` with every node that is a key of `map` replaced by its value (checked before the
-/// node's sources, so a replaced subgraph is not walked). A plain lookup, not a rule table: the
-/// scheduler and codegen substitute often. VIZ shows the caller as the rule.
-#[track_caller]
-pub fn substitute<S: BuildHasher>(root: &UOp, map: &HashMap<UOp, UOp, S>, name: &str) -> UOp {
+/// node's sources, so a replaced subgraph is not walked).
+pub fn substitute(root: &UOp, map: &mut UOpMap<UOp>, name: &str) -> UOp {
     substitute_outside(root, map, name, &|_| false)
 }
 
 /// `substitute` that leaves alone, without walking them, the subgraphs whose roots `settled`
 /// says hold no key of `map`.
-#[track_caller]
-pub fn substitute_outside<S: BuildHasher>(
-    root: &UOp,
-    map: &HashMap<UOp, UOp, S>,
-    name: &str,
-    settled: &dyn Fn(&UOp) -> bool,
-) -> UOp {
-    let caller = Location::caller();
-    run_pass(root, name, true, settled, &mut |u| map.get(u).filter(|r| *r != u).map(|r| (r.clone(), caller)))
+pub fn substitute_outside(root: &UOp, map: &mut UOpMap<UOp>, name: &str, settled: &dyn Fn(&UOp) -> bool) -> UOp {
+    run_pass(root, name, true, settled, &mut |u| {
+        PM_SUBSTITUTE.rewrite_by_rule(u, map).map(|(r, rule)| (r, rule.location()))
+    })
 }
 
 /// What a pass offers each node to: its replacement, if any, and the rule that made it.
@@ -159,11 +156,11 @@ mod tests {
         let (x, y, z) = (UOp::index_const(5), UOp::index_const(6), UOp::index_const(7));
         let inner = x.alu(Ops::Add, &[&y]);
         let outer = inner.alu(Ops::Mul, &[&x]);
-        let map: HashMap<UOp, UOp> = [(x.clone(), z.clone())].into();
+        let mut map = UOpMap::from_iter([(x.clone(), z.clone())]);
         let everywhere = z.alu(Ops::Add, &[&y]).alu(Ops::Mul, &[&z]);
-        assert_eq!(substitute(&outer, &map, "test"), everywhere);
+        assert_eq!(substitute(&outer, &mut map, "test"), everywhere);
         // `inner` is settled: its x stays, the x directly under `outer` is replaced
-        let pruned = substitute_outside(&outer, &map, "test", &|u| *u == inner);
+        let pruned = substitute_outside(&outer, &mut map, "test", &|u| *u == inner);
         assert_eq!(pruned, inner.alu(Ops::Mul, &[&z]));
     }
 }

@@ -6,7 +6,7 @@
 //! variables are swapped back. Padding-heavy movement (a convolution's backward pass through its
 //! pooling windows) leaves `(…) // 125`-style terms that collapse this way.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use super::symbolic::{may_wrap, simplify, Lin};
@@ -78,7 +78,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
     });
     // one stand-in per bound: x = lo + s with s in [0, hi - lo]; later bounds' expressions get
     // the earlier stand-ins too, so that they still match inside `u`
-    let mut back: HashMap<UOp, UOp> = HashMap::new();
+    let mut back = super::UOpMap::default();
     let mut cur = u.clone();
     for n in 0..bounds.len() {
         let (x, lo, hi) = bounds[n].clone();
@@ -87,7 +87,11 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         let s = UOp::new(Ops::Special, d, vec![size], Arg::Str(format!("valid{n}")));
         let mut stand_in = (Lin::of(&x), s.alu(Ops::Add, &[&UOp::const_int(d, lo as i64)]));
         let mut replace = |u: &UOp| {
-            let exact = super::substitute(u, &[(x.clone(), stand_in.1.clone())].into(), "valid stand-ins");
+            let exact = super::substitute(
+                u,
+                &mut crate::uop::UOpMap::from_iter([(x.clone(), stand_in.1.clone())]),
+                "valid stand-ins",
+            );
             graph_rewrite(&exact, &PM, &mut stand_in, "valid stand-ins", false)
         };
         let before = cur.clone();
@@ -103,7 +107,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         return u.clone();
     }
     let simplified = simplify(&cur);
-    simplify(&super::substitute(&simplified, &back, "valid stand-ins back"))
+    simplify(&super::substitute(&simplified, &mut back, "valid stand-ins back"))
 }
 
 /// `valid` with each comparison's expression simplified assuming the other clauses hold.

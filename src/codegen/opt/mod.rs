@@ -14,12 +14,11 @@ pub mod search;
 
 pub use heuristic::{hand_coded_optimizations, matmul_panel, vector_lanes};
 
-use std::collections::HashMap;
 use std::fmt;
 
 use super::name::KernelName;
 use crate::dtype::DType;
-use crate::uop::{Arg, AxisKind, Ops, UOp};
+use crate::uop::{Arg, AxisKind, Ops, UOp, UOpMap};
 
 /// One optimization action on the range with id `range`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,7 +109,7 @@ pub(super) fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
 fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
     let reduces: Vec<UOp> =
         ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce && u.src()[1..].contains(range)).collect();
-    let mut parts: HashMap<UOp, UOp> = reduces
+    let mut parts: UOpMap<UOp> = reduces
         .into_iter()
         .map(|red| {
             let mut src = vec![red.src()[0].clone()];
@@ -124,7 +123,7 @@ fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
         })
         .collect();
     parts.insert(range.clone(), outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]));
-    crate::uop::substitute(ast, &parts, "apply opts")
+    crate::uop::substitute(ast, &mut parts, "apply opts")
 }
 
 /// A loop of `size` (the constant 0 for a single iteration).
@@ -167,12 +166,14 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             // map the two onto each other
             let (size_a, size_b) = (size_a as usize, size_b as usize);
             let parked = [new_range(size_a, next_id, AxisKind::Loop), new_range(size_b, next_id + 1, AxisKind::Loop)];
-            let first: HashMap<UOp, UOp> = [(a, parked[0].clone()), (b, parked[1].clone())].into();
-            let ast = crate::uop::substitute(ast, &first, "apply opts");
+            let mut first = UOpMap::from_iter([(a, parked[0].clone()), (b, parked[1].clone())]);
+            let ast = crate::uop::substitute(ast, &mut first, "apply opts");
             let [pa, pb] = parked;
-            let second: HashMap<UOp, UOp> =
-                [(pa, new_range(size_a, with, AxisKind::Loop)), (pb, new_range(size_b, range, AxisKind::Loop))].into();
-            Some(crate::uop::substitute(&ast, &second, "apply opts"))
+            let mut second = UOpMap::from_iter([
+                (pa, new_range(size_a, with, AxisKind::Loop)),
+                (pb, new_range(size_b, range, AxisKind::Loop)),
+            ]);
+            Some(crate::uop::substitute(&ast, &mut second, "apply opts"))
         }
         Opt::Padto { range, amount } => {
             let r = find_range(ast, range)?;
@@ -188,8 +189,8 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             // the loop := its padded self, every access that depends on it gated by `r < size`
             let padded = new_range(size.next_multiple_of(amount), *id, *kind);
             let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
-            let gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
-            let out = crate::uop::substitute(ast, &gated, "apply opts");
+            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
+            let out = crate::uop::substitute(ast, &mut gated, "apply opts");
             (*kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate)).then_some(out)
         }
         Opt::Thread(n) => {
@@ -249,7 +250,7 @@ fn padded_terms_vanish(ast: &UOp, padded: &UOp, gate: &UOp) -> bool {
             let zero = UOp::constant(l.dtype(), crate::uop::ConstValue::Int(0));
             (l, zero)
         });
-        let terms = crate::uop::substitute(&red.src()[0], &zeros.collect::<crate::uop::UOpMap<_>>(), "padded terms");
+        let terms = crate::uop::substitute(&red.src()[0], &mut zeros.collect(), "padded terms");
         let terms = crate::uop::graph_rewrite(&terms, crate::uop::symbolic::symbolic(), &mut (), "padded terms", false);
         red.arg() == &Arg::Reduce(Ops::Add) && terms.const_value().is_some_and(|c| c.as_f64() == 0.0)
     })
