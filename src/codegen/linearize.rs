@@ -60,9 +60,15 @@ pub fn linearize(sink: &UOp) -> Vec<UOp> {
         p.reverse();
         p
     };
-    // the item representing `u` inside `scope` (an ancestor of u's scope)
+    // the scopes from the root to where `u` is emitted: a node in its scope, a RANGE as the
+    // loop it opens (so a loop waits for its size, which nothing else may use)
+    let place = |u: &UOp| match u.op() {
+        Ops::Range => path(&Some(u.clone())),
+        _ => path(&scope_of[u]),
+    };
+    // the item representing `u` inside `scope` (an ancestor of where it is emitted)
     let item_in = |u: &UOp, scope: &Scope| -> Item {
-        let p = path(&scope_of[u]);
+        let p = place(u);
         let depth = path(scope).len();
         if p.len() == depth {
             Item::Node(u.clone())
@@ -77,10 +83,11 @@ pub fn linearize(sink: &UOp) -> Vec<UOp> {
         items.entry(p.clone()).or_default().push(Item::Loop(r.clone()));
     }
     for u in &order {
-        let Some(scope) = scope_of.get(u) else { continue };
-        items.entry(scope.clone()).or_default().push(Item::Node(u.clone()));
+        if let Some(scope) = scope_of.get(u) {
+            items.entry(scope.clone()).or_default().push(Item::Node(u.clone()));
+        }
         for s in u.src().iter().filter(|s| s.op() != Ops::Range) {
-            let (pu, ps) = (path(scope), path(&scope_of[s]));
+            let (pu, ps) = (place(u), place(s));
             let common = pu.iter().zip(&ps).take_while(|(a, b)| a == b).count();
             let lca = pu[common - 1].clone();
             let (from, to) = (item_in(s, &lca), item_in(u, &lca));

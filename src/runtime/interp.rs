@@ -41,7 +41,7 @@ impl Device for InterpDevice {
         None
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
-        Ok(Arc::new(InterpProgram::new(&spec.uops)))
+        Ok(Arc::new(InterpProgram::new(&spec.uops)?))
     }
 }
 
@@ -138,8 +138,19 @@ enum Stop {
 }
 
 impl InterpProgram {
-    pub fn new(uops: &[UOp]) -> InterpProgram {
+    /// The program for `uops`; an error if a uop reads a value no earlier uop defines (a
+    /// linearizer bug, which a compiled backend would reject or read as garbage).
+    pub fn new(uops: &[UOp]) -> Result<InterpProgram> {
         let slot: HashMap<&UOp, usize> = uops.iter().enumerate().map(|(i, u)| (u, i)).collect();
+        for (i, u) in uops.iter().enumerate() {
+            if let Some(s) = u.src().iter().find(|s| slot.get(s).is_none_or(|&j| j >= i)) {
+                return Err(Error::Compile(format!(
+                    "INTERP: uop {i} ({}) reads a {} that is not defined before it",
+                    u.op().name(),
+                    s.op().name()
+                )));
+            }
+        }
         let mut insts: Vec<Inst> = uops
             .iter()
             .map(|u| Inst {
@@ -169,7 +180,7 @@ impl InterpProgram {
                 _ => {}
             }
         }
-        InterpProgram { insts, grid, local, shared }
+        Ok(InterpProgram { insts, grid, local, shared })
     }
 
     /// Run every workgroup of the grid.
