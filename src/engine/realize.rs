@@ -186,7 +186,8 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a codegen thread panicked")).collect()
+        // a codegen bug panics with its own message, which reaches the caller unchanged
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     });
     for r in results {
         let r = r?;

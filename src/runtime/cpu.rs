@@ -297,7 +297,7 @@ impl Device for CpuDevice {
                     })
                 })
                 .collect();
-            workers.into_iter().try_for_each(|h| h.join().expect("a compile thread panicked"))
+            workers.into_iter().try_for_each(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         })?;
         specs.iter().map(|s| self.compile(s)).collect()
     }

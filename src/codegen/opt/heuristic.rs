@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{apply_opts, kernel_ranges, Opt};
+use super::{apply_opt, apply_opts, kernel_ranges, Opt};
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
@@ -241,11 +241,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     }
     // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
     // count divides it
-    if let Some(&(id, _, size)) = kernel_ranges(&apply_opts(ast, &opts)).iter().find(|r| r.1 == AxisKind::Loop) {
+    let planned = apply_opts(ast, &opts);
+    if let Some(&(id, _, size)) = kernel_ranges(&planned).iter().find(|r| r.1 == AxisKind::Loop) {
         match (2..=threads).rev().find(|n| size.is_multiple_of(*n)) {
             _ if work < THREAD_MIN_WORK => {}
             Some(n) => opts.push(Opt::Thread(n)),
-            None if threads > 1 && size >= threads => {
+            None if threads > 1 && apply_opt(&planned, Opt::Padto { range: id, amount: threads }).is_some() => {
                 opts.extend([Opt::Padto { range: id, amount: threads }, Opt::Thread(threads)])
             }
             None => {}
@@ -279,7 +280,7 @@ fn reduce_vector_width(
     let float32 = ast.toposort().iter().filter(|u| u.op() == Ops::Load).all(|l| l.dtype() == DType::FLOAT32);
     match () {
         _ if size.is_multiple_of(vl) => Some((vl, None)),
-        _ if float32 && size >= 8 * vl && super::apply_opt(ast, pad).is_some() => Some((vl, Some(pad))),
+        _ if float32 && size >= 8 * vl && apply_opt(ast, pad).is_some() => Some((vl, Some(pad))),
         _ => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None)),
     }
 }
@@ -298,6 +299,7 @@ fn pad_innermost(ast: &UOp, ranges: &[(usize, AxisKind, usize)], vl: usize) -> O
     }
     [matmul_panel(), vl]
         .into_iter()
-        .find(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
+        .filter(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
         .map(|amount| Opt::Padto { range: id, amount })
+        .find(|pad| apply_opt(ast, *pad).is_some())
 }
