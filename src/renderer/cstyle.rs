@@ -118,8 +118,34 @@ fn render_max_with_const(d: &dyn Dialect, dtype: DType, srcs: &[UOp], a: &[Strin
     Some(if tie_fix { format!("({max} + {c})") } else { max })
 }
 
+/// The unsigned type that integer `op` on scalar `dtype` runs in, where C's own would overflow
+/// (undefined behaviour) or shift a negative value: the IR wraps (`uop/exec.rs`), and unsigned
+/// arithmetic wraps in C. Index arithmetic never overflows and keeps its type.
+fn wrapping_type(op: Ops, dtype: DType) -> Option<DType> {
+    if dtype.count != 1 {
+        return None;
+    }
+    match (op, dtype.scalar) {
+        (Ops::Add | Ops::Sub | Ops::Mul | Ops::Neg | Ops::Shl, Scalar::Int32) => Some(DType::UINT32),
+        (Ops::Add | Ops::Sub | Ops::Mul | Ops::Neg | Ops::Shl, Scalar::Int64) => Some(DType::UINT64),
+        // promoted to int, where a product of two uint16s or a negative value shifted overflows
+        (Ops::Mul, Scalar::UInt16) | (Ops::Shl, Scalar::Int8 | Scalar::Int16) => Some(DType::UINT32),
+        _ => None,
+    }
+}
+
 /// The expression of an ALU op over already-rendered operands `a` (of sources `srcs`).
 fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]) -> String {
+    if let Some(unsigned) = wrapping_type(op, dtype) {
+        let u = d.type_name(unsigned);
+        // a shift's amount keeps its type
+        let operands: Vec<String> = a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if op == Ops::Shl && i == 1 { x.clone() } else { format!("(({u}){x})") })
+            .collect();
+        return format!("(({}){})", d.type_name(dtype), render_alu(d, op, unsigned, srcs, &operands));
+    }
     let infix = |sym: &str| format!("({} {sym} {})", a[0], a[1]);
     let float = dtype.is_float();
     match op {
