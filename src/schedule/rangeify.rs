@@ -217,7 +217,7 @@ pub struct KernelBuilder<'a> {
     /// The kernel's buffers in PARAM order (the output is slot 0).
     pub bufs: Vec<Arc<Buffer>>,
     params: HashMap<u64, UOp>,
-    memo: HashMap<(UOp, Vec<UOp>, Option<UOp>), UOp>,
+    memo: HashMap<Site, UOp>,
     next_range: usize,
 }
 
@@ -241,7 +241,7 @@ impl<'a> KernelBuilder<'a> {
             Ops::Assign => &root.src()[1],
             _ => root,
         };
-        let value = self.value(src, &idx, None, src == root);
+        let value = self.value(src, &idx, src == root);
         let target =
             UOp::new(Ops::Index, out_param.dtype(), vec![out_param, storage_index(&idx, &shape, order)], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
@@ -281,32 +281,59 @@ impl<'a> KernelBuilder<'a> {
         UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
     }
 
-    /// The value of tensor node `u` at index `idx`, where `gate` says whether the index is valid.
-    fn value(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
-        let key = (u.clone(), idx.to_vec(), gate.clone());
-        if let Some(v) = self.memo.get(&key) {
-            return v.clone();
+    /// The value of tensor node `u` at index `idx` (`is_root`: `u` is what the kernel stores, so
+    /// it is computed even if realized). The walk keeps its own stack: a chain of tens of
+    /// thousands of lazy ops is deeper than the thread's.
+    fn value(&mut self, u: &UOp, idx: &[UOp], is_root: bool) -> UOp {
+        let top: Site = (u.clone(), idx.to_vec(), None);
+        let mut stack: Vec<(Site, Option<Needs>)> = vec![(top.clone(), None)];
+        let mut root = is_root;
+        while let Some((site, planned)) = stack.pop() {
+            match planned {
+                None if self.memo.contains_key(&site) => {}
+                None => match self.plan(&site, std::mem::take(&mut root)) {
+                    Plan::Done(v) => {
+                        self.memo.insert(site, v);
+                    }
+                    Plan::Needs(needs) => {
+                        // the first source is planned first: range ids grow in the order the
+                        // recursive definition visits them, consumer and first operand first
+                        let todo: Vec<Site> =
+                            needs.sites.iter().rev().filter(|n| !self.memo.contains_key(*n)).cloned().collect();
+                        stack.push((site, Some(needs)));
+                        stack.extend(todo.into_iter().map(|n| (n, None)));
+                    }
+                },
+                Some(needs) => {
+                    let values: Vec<UOp> = needs.sites.iter().map(|n| self.memo[n].clone()).collect();
+                    let v = needs.finish.apply(&site.0, values);
+                    self.memo.insert(site, v);
+                }
+            }
         }
-        let v = self.compute(u, idx, gate, is_root);
-        self.memo.insert(key, v.clone());
-        v
+        self.memo[&top].clone()
     }
 
-    fn compute(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>, is_root: bool) -> UOp {
+    /// How the value of `site` is computed: directly (a load, a constant), or from the values of
+    /// the sites below it.
+    fn plan(&mut self, (u, idx, gate): &Site, is_root: bool) -> Plan {
+        let gate = gate.clone();
         if !is_root {
             if let Some(buf) = self.realized.get(u).cloned() {
                 let index = storage_index(idx, u.sh(), self.orders.get(u).map(Vec::as_slice));
-                return self.load(&buf, index, gate, u.dtype());
+                return Plan::Done(self.load(&buf, index, gate, u.dtype()));
             }
         }
         let src_shape = || u.src()[0].sh().to_vec();
         let ic = |v: usize| UOp::index_const(v as i64);
+        let moved =
+            |new_idx: Vec<UOp>, gate: Option<UOp>| Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], Finish::Same);
         match (u.op(), u.arg()) {
             (Ops::Buffer, Arg::Buffer(b)) => {
                 let b = b.0.clone();
-                self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype())
+                Plan::Done(self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
             }
-            (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
+            (Ops::Const, Arg::Const(c)) => Plan::Done(UOp::constant(u.dtype(), *c)),
             (Ops::Reshape, _) => {
                 let flat = flat_index(idx, u.sh());
                 let old = src_shape();
@@ -315,25 +342,21 @@ impl<'a> KernelBuilder<'a> {
                     .zip(strides(&old))
                     .map(|(&d, st)| simplify(&flat.alu(Ops::IDiv, &[&ic(st)]).alu(Ops::Mod, &[&ic(d)])))
                     .collect();
-                self.value(&u.src()[0], &new_idx, gate, false)
+                moved(new_idx, gate)
             }
             (Ops::Permute, Arg::Axes(order)) => {
                 let mut new_idx = vec![UOp::index_const(0); order.len()];
                 for (i, &o) in order.iter().enumerate() {
                     new_idx[o] = idx[i].clone();
                 }
-                self.value(&u.src()[0], &new_idx, gate, false)
+                moved(new_idx, gate)
             }
             (Ops::Expand, _) => {
                 let old = src_shape();
-                let new_idx: Vec<UOp> =
-                    idx.iter().zip(&old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect();
-                self.value(&u.src()[0], &new_idx, gate, false)
+                moved(idx.iter().zip(&old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect(), gate)
             }
             (Ops::Shrink, Arg::Pairs(bounds)) => {
-                let new_idx: Vec<UOp> =
-                    idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect();
-                self.value(&u.src()[0], &new_idx, gate, false)
+                moved(idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect(), gate)
             }
             (Ops::Flip, Arg::Axes(axes)) => {
                 let old = src_shape();
@@ -343,7 +366,7 @@ impl<'a> KernelBuilder<'a> {
                         false => idx[i].clone(),
                     })
                     .collect();
-                self.value(&u.src()[0], &new_idx, gate, false)
+                moved(new_idx, gate)
             }
             (Ops::Pad, Arg::Pairs(pads)) => {
                 let old = src_shape();
@@ -364,18 +387,20 @@ impl<'a> KernelBuilder<'a> {
                         });
                     }
                 }
-                let Some(valid) = valid else { return self.value(&u.src()[0], &new_idx, gate, false) };
+                let Some(valid) = valid else { return moved(new_idx, gate) };
                 let inner_gate = match &gate {
                     Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
                     None => valid.clone(),
                 };
-                let inner = self.value(&u.src()[0], &new_idx, Some(inner_gate), false);
-                UOp::where_(&valid, &inner, &UOp::constant(u.dtype(), ConstValue::Int(0)))
+                Plan::Needs(Needs {
+                    sites: vec![(u.src()[0].clone(), new_idx, Some(inner_gate))],
+                    finish: Finish::Pad(valid),
+                })
             }
             (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
                 let old = src_shape();
                 if axes.iter().any(|&a| old[a] == 0) {
-                    return UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype()));
+                    return Plan::Done(UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype())));
                 }
                 let mut ranges = vec![];
                 let new_idx: Vec<UOp> = (0..old.len())
@@ -390,20 +415,63 @@ impl<'a> KernelBuilder<'a> {
                         r
                     })
                     .collect();
-                let v = self.value(&u.src()[0], &new_idx, gate, false);
-                if ranges.is_empty() {
-                    return v;
-                }
-                let mut src = vec![v];
-                src.extend(ranges);
-                UOp::new(Ops::Reduce, u.dtype(), src, Arg::Reduce(*op))
+                let finish = if ranges.is_empty() { Finish::Same } else { Finish::Reduce(ranges) };
+                Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], finish)
             }
-            (Ops::Contiguous | Ops::Detach, _) => self.value(&u.src()[0], idx, gate, false),
-            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => {
-                let src: Vec<UOp> = u.src().iter().map(|s| self.value(s, idx, gate.clone(), false)).collect();
-                u.replace_src(src)
-            }
+            (Ops::Contiguous | Ops::Detach, _) => moved(idx.to_vec(), gate),
+            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => Plan::Needs(Needs {
+                sites: u.src().iter().map(|s| (s.clone(), idx.to_vec(), gate.clone())).collect(),
+                finish: Finish::Alu,
+            }),
             (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
+        }
+    }
+}
+
+/// A tensor node, the index at which its value is wanted, and whether that index is valid.
+type Site = (UOp, Vec<UOp>, Option<UOp>);
+
+/// How `KernelBuilder` computes a site's value.
+enum Plan {
+    Done(UOp),
+    Needs(Needs),
+}
+
+/// The sites whose values a site's value is computed from, and how.
+struct Needs {
+    sites: Vec<Site>,
+    finish: Finish,
+}
+
+impl Plan {
+    fn needs(sites: Vec<Site>, finish: Finish) -> Plan {
+        Plan::Needs(Needs { sites, finish })
+    }
+}
+
+/// How the values of a node's sources combine into its own.
+enum Finish {
+    /// A movement op: its source's value at the moved index.
+    Same,
+    /// The source's value where `valid` holds, else 0.
+    Pad(UOp),
+    /// A reduce over these loops.
+    Reduce(Vec<UOp>),
+    /// The node itself over the values of its sources.
+    Alu,
+}
+
+impl Finish {
+    fn apply(self, u: &UOp, mut values: Vec<UOp>) -> UOp {
+        match (self, u.arg()) {
+            (Finish::Same, _) => values.swap_remove(0),
+            (Finish::Pad(valid), _) => UOp::where_(&valid, &values[0], &UOp::constant(u.dtype(), ConstValue::Int(0))),
+            (Finish::Reduce(ranges), Arg::ReduceAxis(op, _)) => {
+                values.extend(ranges);
+                UOp::new(Ops::Reduce, u.dtype(), values, Arg::Reduce(*op))
+            }
+            (Finish::Reduce(_), _) => unreachable!("only a REDUCE_AXIS reduces"),
+            (Finish::Alu, _) => u.replace_src(values),
         }
     }
 }
