@@ -4,4 +4,4 @@ pub mod jit;
 pub mod realize;
 
 pub use jit::Jit;
-pub use realize::{capture, get_runner, run_schedule, ExecItem, Runner};
+pub use realize::{capture, capturing, get_runner, run_schedule, ExecItem, Runner};

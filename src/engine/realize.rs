@@ -137,6 +137,11 @@ thread_local! {
     static CAPTURE: RefCell<Option<Vec<ExecItem>>> = const { RefCell::new(None) };
 }
 
+/// Whether the JIT is capturing on this thread.
+pub fn capturing() -> bool {
+    CAPTURE.with(|c| c.borrow().is_some())
+}
+
 /// Record every step `f` runs on this thread (nested captures are not supported).
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
     CAPTURE.with(|c| *c.borrow_mut() = Some(vec![]));

@@ -140,21 +140,47 @@ impl Tensor {
     }
 }
 
+/// The nodes gradients may pass through from `root`, sources first: a BUFFER with an origin
+/// (`origin.rs`) leads on into the graph realized into it.
+pub fn gradient_graph(root: &UOp) -> Vec<UOp> {
+    root.toposort_with(super::origin::origin_of)
+}
+
 /// Gradients of `root` (whose own gradient is `root_grad`) with respect to each of `targets`
-/// that `root` depends on.
+/// that `root` depends on. Values realized since they were built are read from their buffers.
 pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, device: &str) -> HashMap<UOp, UOp> {
-    let order = root.toposort();
+    let order = gradient_graph(root);
+    let origins: HashMap<UOp, UOp> =
+        order.iter().filter_map(|u| super::origin::origin_of(u).map(|o| (u.clone(), o))).collect();
+    // a node's gradient reshaped to `shape`
+    let reshaped = |g: &UOp, shape: &[usize]| match g.sh() == shape {
+        true => g.clone(),
+        false => UOp::new(Ops::Reshape, g.dtype(), vec![g.clone()], Arg::Shape(shape.to_vec())),
+    };
     // only nodes with a target below them carry gradient
     let mut on_path: HashSet<UOp> = HashSet::new();
     for u in &order {
-        if targets.contains(u) || u.src().iter().any(|s| on_path.contains(s)) {
+        if targets.contains(u) || u.src().iter().chain(origins.get(u)).any(|s| on_path.contains(s)) {
             on_path.insert(u.clone());
         }
     }
     let mut grads: HashMap<UOp, UOp> = HashMap::from([(root.clone(), root_grad.clone())]);
+    let add = |grads: &mut HashMap<UOp, UOp>, s: &UOp, sg: &UOp| {
+        let total = match grads.get(s) {
+            Some(prev) => prev.alu(Ops::Add, &[sg]),
+            None => sg.clone(),
+        };
+        grads.insert(s.clone(), total);
+    };
     for k in order.iter().rev() {
         let Some(g) = grads.get(k).cloned() else { continue };
-        if !on_path.contains(k) || k.src().is_empty() || k.op() == Ops::Detach {
+        if !on_path.contains(k) || k.op() == Ops::Detach {
+            continue;
+        }
+        if let Some(o) = origins.get(k).filter(|o| on_path.contains(*o)) {
+            add(&mut grads, o, &reshaped(&g, o.sh()));
+        }
+        if k.src().is_empty() {
             continue;
         }
         let mut ctx = GradCtx { grad: g, device: device.to_string() };
@@ -162,16 +188,18 @@ pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, dev
             .rewrite(k, &mut ctx)
             .unwrap_or_else(|| panic!("gradient: no rule for {} (dtype {:?})", k.op().name(), k.dtype()));
         for (s, sg) in k.src().iter().zip(bundle.src()) {
-            if sg.op() == Ops::Noop || !on_path.contains(s) {
-                continue;
+            if sg.op() != Ops::Noop && on_path.contains(s) {
+                add(&mut grads, s, sg);
             }
-            let total = match grads.get(s) {
-                Some(prev) => prev.alu(Ops::Add, &[sg]),
-                None => sg.clone(),
-            };
-            grads.insert(s.clone(), total);
         }
     }
     grads.retain(|u, _| targets.contains(u));
+    // the forward values the rules read from an origin's graph are in its buffer
+    let mut realized: crate::uop::UOpMap<UOp> = origins.iter().map(|(b, o)| (o.clone(), reshaped(b, o.sh()))).collect();
+    if !realized.is_empty() {
+        for g in grads.values_mut() {
+            *g = crate::uop::substitute(g, &mut realized, "read realized values");
+        }
+    }
     grads
 }

@@ -7,6 +7,7 @@ mod functional;
 mod gradient;
 mod indexing;
 mod movement;
+mod origin;
 mod processing;
 mod random;
 mod reduce;
@@ -159,6 +160,7 @@ impl Tensor {
             return Ok(());
         }
         let result = run_schedule(items);
+        origin::record(&becomes);
         let _viz = crate::viz::group(|| "realized buffers into tensors".into());
         Tensor::apply_becomes(becomes);
         result
@@ -202,6 +204,9 @@ impl Tensor {
     /// Opt this tensor in (`true`) or out (`false`) of gradient computation; returns it.
     pub fn requires_grad(&self, flag: bool) -> Tensor {
         *self.0.requires_grad.write().unwrap_or_else(|e| e.into_inner()) = Some(flag);
+        if flag {
+            origin::want(&self.grad_key());
+        }
         self.clone()
     }
     /// `Some(false)` if opted out of gradients, `Some(true)` if opted in, `None` by default.
@@ -260,7 +265,7 @@ impl Tensor {
     /// Accumulate `d self / d t` into `t.grad()` for every live float tensor `t` this scalar
     /// depends on that has storage (or asked for gradients), unless it opted out.
     pub fn backward(&self) -> Tensor {
-        let graph: std::collections::HashSet<UOp> = self.uop().toposort().into_iter().collect();
+        let graph: std::collections::HashSet<UOp> = gradient::gradient_graph(&self.uop()).into_iter().collect();
         let live: Vec<Tensor> = live_tensors()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -280,10 +285,14 @@ impl Tensor {
         for t in live {
             if let Some(g) = grads.get(&t.grad_key()) {
                 let g = t.lift(g.clone()).reshape(&t.shape());
-                t.set_grad(Some(match t.grad() {
-                    Some(prev) => prev + g,
-                    None => g,
-                }));
+                // as in PyTorch, a stored gradient has no history of its own
+                t.set_grad(Some(
+                    match t.grad() {
+                        Some(prev) => prev + g,
+                        None => g,
+                    }
+                    .detach(),
+                ));
             }
         }
         self.clone()

@@ -238,6 +238,12 @@ impl PartialEq for WeakUOp {
     }
 }
 impl Eq for WeakUOp {}
+impl WeakUOp {
+    /// Whether the node still exists.
+    pub fn alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
 impl Hash for WeakUOp {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.as_ptr().hash(state)
@@ -367,6 +373,10 @@ impl UOp {
 
     /// Every node reachable from `self`, sources before users.
     pub fn toposort(&self) -> Vec<UOp> {
+        self.toposort_with(|_| None)
+    }
+    /// `toposort` of the graph in which each node also depends on `more(node)`, if any.
+    pub fn toposort_with(&self, more: impl Fn(&UOp) -> Option<UOp>) -> Vec<UOp> {
         let mut seen = UOpSet::default();
         let mut order = vec![];
         let mut stack = vec![(self.clone(), false)];
@@ -379,7 +389,7 @@ impl UOp {
                 continue;
             }
             stack.push((u.clone(), true));
-            for s in u.src().iter().rev() {
+            for s in more(&u).iter().chain(u.src().iter().rev()) {
                 if !seen.contains(s) {
                     stack.push((s.clone(), false));
                 }
