@@ -16,15 +16,7 @@ use lazygrad::{module, DType, Error, Tensor};
 
 /// Deterministic pseudo-random bytes.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
+    common::xorshift(seed).take(n).map(|s| (s >> 24) as u8).collect()
 }
 
 fn tensor(dtype: DType, shape: &[usize], seed: u64) -> Tensor {

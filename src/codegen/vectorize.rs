@@ -14,10 +14,20 @@ use crate::uop::symbolic::{symbolic, Lin};
 use crate::uop::{graph_rewrite, rule, Arg, Ops, PatternMatcher, UOp, UPat};
 
 /// The widest vector in bytes: one register of the CPU's widest vector unit (64 with AVX-512,
-/// 32 with AVX2, else 16), or `VECTOR_BYTES` (16, 32 or 64) to generate code for a narrower one.
+/// 32 with AVX2, else 16), or `VECTOR_BYTES` (16, 32 or 64) to generate code for another width
+/// (a wider one runs split into the registers this machine has).
 pub fn vector_bytes() -> usize {
+    let native = native_vector_bytes();
+    match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
+        v @ (16 | 32 | 64) => v as usize,
+        _ => native,
+    }
+}
+
+/// The width of this machine's vector registers, whatever `VECTOR_BYTES` asks codegen for.
+pub fn native_vector_bytes() -> usize {
     static NATIVE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let native = *NATIVE.get_or_init(|| {
+    *NATIVE.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
@@ -28,11 +38,7 @@ pub fn vector_bytes() -> usize {
             }
         }
         16
-    });
-    match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
-        v @ (16 | 32 | 64) => v as usize,
-        _ => native,
-    }
+    })
 }
 
 /// Arithmetic computed on whole vectors of any `vector_dtype`.

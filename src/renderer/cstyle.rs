@@ -209,9 +209,9 @@ fn reused_vector_operands(uops: &[UOp]) -> HashSet<&UOp> {
             *uses.entry(s).or_default() += 1;
         }
     }
-    // ungated, and one register wide (a register is what the pin asks for)
+    // ungated, and one of this machine's registers wide (a register is what the pin asks for)
     let register =
-        |u: &UOp| u.dtype().itemsize() * u.dtype().count as usize <= crate::codegen::vectorize::vector_bytes();
+        |u: &UOp| u.dtype().itemsize() * u.dtype().count as usize <= crate::codegen::vectorize::native_vector_bytes();
     let vector_load =
         |u: &UOp| u.op() == Ops::Load && u.dtype().count > 1 && u.src()[0].src().len() == 2 && register(u);
     uops.iter()

@@ -95,6 +95,17 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A deterministic stream of pseudo-random 64-bit values (xorshift) for test data.
+pub fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    std::iter::repeat_with(move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}
+
 /// A fresh folder under the system temp dir (named after the test crate and `tag`), removed on drop.
 pub struct TempDir(pub PathBuf);
 
@@ -202,6 +213,16 @@ impl Array {
     }
 }
 
+/// Whether float `got` matches `want` within `tol`: NaN only NaN, an infinity only itself, a finite
+/// value `|got - want| <= atol + rtol * |want|`.
+pub fn close(got: f64, want: f64, tol: Tol) -> bool {
+    match () {
+        _ if want.is_nan() => got.is_nan(),
+        _ if want.is_infinite() => got == want,
+        _ => (got - want).abs() <= tol.atol + tol.rtol * want.abs(),
+    }
+}
+
 /// Check `got` against `want`: dtype and shape exactly, ints and bools exactly, floats within `tol`
 /// (NaN matches NaN, infinities must match exactly). The error names the first few mismatches.
 pub fn compare(got: &Array, want: &Array, tol: Tol) -> Result<(), String> {
@@ -209,9 +230,7 @@ pub fn compare(got: &Array, want: &Array, tol: Tol) -> Result<(), String> {
         return Err(format!("got {:?} {:?}, want {:?} {:?}", got.dtype, got.shape, want.dtype, want.shape));
     }
     let bad: Vec<String> = match (got.values(), want.values()) {
-        (Values::Float(g), Values::Float(w)) => mismatches(&g, &w, |g, w| {
-            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol.atol + tol.rtol * w.abs()
-        }),
+        (Values::Float(g), Values::Float(w)) => mismatches(&g, &w, |g, w| close(g, w, tol)),
         (Values::Int(g), Values::Int(w)) => mismatches(&g, &w, |g, w| g == w),
         (Values::Bool(g), Values::Bool(w)) => mismatches(&g, &w, |g, w| g == w),
         _ => unreachable!("same dtype decodes to the same kind"),

@@ -4,9 +4,9 @@
 use half::{bf16, f16};
 use lazygrad::DType;
 
-/// A host array as stored: dtype, shape and row-major little-endian bytes.
-pub use crate::common::Array;
 use crate::common::Reader;
+/// A host array as stored: dtype, shape and row-major little-endian bytes.
+pub use crate::common::{Array, Tol};
 
 /// One stored input: its data and whether the reference took a gradient for it.
 #[derive(Debug)]
@@ -20,13 +20,6 @@ pub struct Input {
 pub struct Output {
     pub value: Array,
     pub upstream: Option<Array>,
-}
-
-/// Comparison tolerances: `|got - want| <= atol + rtol * |want|` (floats; others are exact).
-#[derive(Clone, Copy, Debug)]
-pub struct Tol {
-    pub atol: f64,
-    pub rtol: f64,
 }
 
 #[derive(Debug)]
@@ -107,14 +100,7 @@ pub fn compare(what: &str, got: &Array, want: &Array, tol: Tol) -> Result<(), St
         };
     }
     let (g, w) = (floats(got), floats(want));
-    let bad: Vec<usize> = (0..w.len())
-        .filter(|&i| {
-            let (a, b) = (g[i], w[i]);
-            let same_special = (a.is_nan() && b.is_nan()) || (a.is_infinite() && a == b);
-            let close = (a - b).abs() <= tol.atol + tol.rtol * b.abs(); // false when `a` is NaN
-            !same_special && !close
-        })
-        .collect();
+    let bad: Vec<usize> = (0..w.len()).filter(|&i| !crate::common::close(g[i], w[i], tol)).collect();
     match bad.first() {
         None => Ok(()),
         Some(&i) => Err(format!(
