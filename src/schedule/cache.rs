@@ -12,7 +12,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use super::kernel::{buffer_view, ScheduleItem};
+use super::kernel::ScheduleItem;
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::runtime::Buffer;
@@ -140,7 +140,7 @@ pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec
     let becomes = outputs
         .iter()
         .zip(&t.becomes)
-        .filter_map(|(o, s)| s.map(|s| (o.clone(), buffer_view(&buf(&s), o.sh()))))
+        .filter_map(|(o, s)| s.map(|s| (o.clone(), super::kernel::became(o, &buf(&s)))))
         .collect();
     Some((items, becomes))
 }
@@ -166,7 +166,13 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
             ScheduleItem::Copy { dst, src } => TemplateItem::Copy { dst: slot(dst), src: slot(src) },
         })
         .collect();
-    let becomes = outputs.iter().map(|o| becomes.get(o).and_then(super::view_buffer).map(&mut slot)).collect();
+    let becomes = outputs
+        .iter()
+        .map(|o| match o.op() {
+            Ops::Assign => super::kernel::assigned_buffer(o).map(&mut slot),
+            _ => becomes.get(o).and_then(super::view_buffer).map(&mut slot),
+        })
+        .collect();
     let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() >= MAX_ENTRIES {
         cache.clear();

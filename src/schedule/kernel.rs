@@ -84,7 +84,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
                 buf
             }
             Ops::Assign => {
-                let target = view_buffer(&u.src()[0]).expect("ASSIGN target is a buffer").clone();
+                let target = assigned_buffer(u).expect("ASSIGN target is a view of a buffer").clone();
                 let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None);
                 if reads_other_elements(&ast) {
                     // the value reads the target at other positions: compute it aside first
@@ -118,9 +118,27 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
     let becomes = outputs
         .iter()
         .zip(&split)
-        .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), buffer_view(b, o.sh()))))
+        .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), became(o, b))))
         .collect::<UOpMap<_>>();
     (items, becomes)
+}
+
+/// What output `o`, realized into `buf`, becomes: an assignment its target (a view of the
+/// buffer it wrote), anything else the buffer in `o`'s shape.
+pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
+    match o.op() {
+        Ops::Assign => o.src()[0].clone(),
+        _ => buffer_view(buf, o.sh()),
+    }
+}
+
+/// The buffer under the target of ASSIGN `u`: a BUFFER, or a RESHAPE, PERMUTE or SHRINK of one.
+pub fn assigned_buffer(u: &UOp) -> Option<&Arc<Buffer>> {
+    let mut target = &u.src()[0];
+    while matches!(target.op(), Ops::Reshape | Ops::Permute | Ops::Shrink) {
+        target = &target.src()[0];
+    }
+    target.buffer()
 }
 
 /// `outputs` with every CALL replaced by its value: to the schedule a function is the graph

@@ -242,8 +242,11 @@ impl<'a> KernelBuilder<'a> {
             _ => root,
         };
         let value = self.value(src, &idx, src == root);
-        let target =
-            UOp::new(Ops::Index, out_param.dtype(), vec![out_param, storage_index(&idx, &shape, order)], Arg::None);
+        let index = match root.op() {
+            Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx),
+            _ => storage_index(&idx, &shape, order),
+        };
+        let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, index], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
         let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
         crate::viz::record_transform("rangeify", root, &ast);
@@ -325,7 +328,6 @@ impl<'a> KernelBuilder<'a> {
             }
         }
         let src_shape = || u.src()[0].sh().to_vec();
-        let ic = |v: usize| UOp::index_const(v as i64);
         let moved =
             |new_idx: Vec<UOp>, gate: Option<UOp>| Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], Finish::Same);
         match (u.op(), u.arg()) {
@@ -334,69 +336,16 @@ impl<'a> KernelBuilder<'a> {
                 Plan::Done(self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
             }
             (Ops::Const, Arg::Const(c)) => Plan::Done(UOp::constant(u.dtype(), *c)),
-            (Ops::Reshape, _) => {
-                let flat = flat_index(idx, u.sh());
-                let old = src_shape();
-                let new_idx: Vec<UOp> = old
-                    .iter()
-                    .zip(strides(&old))
-                    .map(|(&d, st)| simplify(&flat.alu(Ops::IDiv, &[&ic(st)]).alu(Ops::Mod, &[&ic(d)])))
-                    .collect();
-                moved(new_idx, gate)
-            }
-            (Ops::Permute, Arg::Axes(order)) => {
-                let mut new_idx = vec![UOp::index_const(0); order.len()];
-                for (i, &o) in order.iter().enumerate() {
-                    new_idx[o] = idx[i].clone();
+            (op, _) if op.is_movement() => match moved_index(u, idx) {
+                (new_idx, None) => moved(new_idx, gate),
+                (new_idx, Some(valid)) => {
+                    let inner_gate = match &gate {
+                        Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
+                        None => valid.clone(),
+                    };
+                    Plan::needs(vec![(u.src()[0].clone(), new_idx, Some(inner_gate))], Finish::Pad(valid))
                 }
-                moved(new_idx, gate)
-            }
-            (Ops::Expand, _) => {
-                let old = src_shape();
-                moved(idx.iter().zip(&old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect(), gate)
-            }
-            (Ops::Shrink, Arg::Pairs(bounds)) => {
-                moved(idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect(), gate)
-            }
-            (Ops::Flip, Arg::Axes(axes)) => {
-                let old = src_shape();
-                let new_idx: Vec<UOp> = (0..idx.len())
-                    .map(|i| match axes.contains(&i) {
-                        true => simplify(&ic(old[i] - 1).alu(Ops::Add, &[&idx[i].alu(Ops::Neg, &[])])),
-                        false => idx[i].clone(),
-                    })
-                    .collect();
-                moved(new_idx, gate)
-            }
-            (Ops::Pad, Arg::Pairs(pads)) => {
-                let old = src_shape();
-                let mut valid: Option<UOp> = None;
-                let mut new_idx = vec![];
-                for ((i, &(before, _)), &d) in idx.iter().zip(pads).zip(&old) {
-                    new_idx.push(simplify(&i.alu(Ops::Add, &[&UOp::index_const(-(before as i64))])));
-                    let lo = UOp::index_const(before as i64 - 1).alu(Ops::CmpLt, &[i]);
-                    let hi = i.alu(Ops::CmpLt, &[&ic(before + d)]);
-                    for c in [lo, hi] {
-                        let c = simplify(&c);
-                        if c.const_value().is_some_and(|v| v.as_bool()) {
-                            continue;
-                        }
-                        valid = Some(match valid {
-                            Some(v) => simplify(&v.alu(Ops::And, &[&c])),
-                            None => c,
-                        });
-                    }
-                }
-                let Some(valid) = valid else { return moved(new_idx, gate) };
-                let inner_gate = match &gate {
-                    Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
-                    None => valid.clone(),
-                };
-                Plan::Needs(Needs {
-                    sites: vec![(u.src()[0].clone(), new_idx, Some(inner_gate))],
-                    finish: Finish::Pad(valid),
-                })
-            }
+            },
             (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
                 let old = src_shape();
                 if axes.iter().any(|&a| old[a] == 0) {
@@ -426,6 +375,71 @@ impl<'a> KernelBuilder<'a> {
             (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
         }
     }
+}
+
+/// The index into the source of movement op `u` that its index `idx` reads, and for a PAD the
+/// condition under which that index lies inside the source (`None`: always).
+fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
+    let old = u.src()[0].sh();
+    let ic = |v: usize| UOp::index_const(v as i64);
+    let new_idx = match (u.op(), u.arg()) {
+        (Ops::Reshape, _) => {
+            let flat = flat_index(idx, u.sh());
+            let at = |(&d, st): (&usize, usize)| simplify(&flat.alu(Ops::IDiv, &[&ic(st)]).alu(Ops::Mod, &[&ic(d)]));
+            old.iter().zip(strides(old)).map(at).collect()
+        }
+        (Ops::Permute, Arg::Axes(order)) => {
+            let mut new_idx = vec![UOp::index_const(0); order.len()];
+            for (i, &o) in order.iter().enumerate() {
+                new_idx[o] = idx[i].clone();
+            }
+            new_idx
+        }
+        (Ops::Expand, _) => idx.iter().zip(old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect(),
+        (Ops::Shrink, Arg::Pairs(bounds)) => {
+            idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect()
+        }
+        (Ops::Flip, Arg::Axes(axes)) => (0..idx.len())
+            .map(|i| match axes.contains(&i) {
+                true => simplify(&ic(old[i] - 1).alu(Ops::Add, &[&idx[i].alu(Ops::Neg, &[])])),
+                false => idx[i].clone(),
+            })
+            .collect(),
+        (Ops::Pad, Arg::Pairs(pads)) => {
+            let mut valid: Option<UOp> = None;
+            let mut new_idx = vec![];
+            for ((i, &(before, _)), &d) in idx.iter().zip(pads).zip(old) {
+                new_idx.push(simplify(&i.alu(Ops::Add, &[&UOp::index_const(-(before as i64))])));
+                let lo = UOp::index_const(before as i64 - 1).alu(Ops::CmpLt, &[i]);
+                let hi = i.alu(Ops::CmpLt, &[&ic(before + d)]);
+                for c in [lo, hi] {
+                    let c = simplify(&c);
+                    if c.const_value().is_some_and(|v| v.as_bool()) {
+                        continue;
+                    }
+                    valid = Some(match valid {
+                        Some(v) => simplify(&v.alu(Ops::And, &[&c])),
+                        None => c,
+                    });
+                }
+            }
+            return (new_idx, valid);
+        }
+        (op, arg) => unreachable!("{} {arg:?} is not a movement op", op.name()),
+    };
+    (new_idx, None)
+}
+
+/// The flat index into the buffer under the view `target` (RESHAPE, PERMUTE and SHRINK of a
+/// BUFFER) at which the view's index `idx` lies: where an assignment through the view stores.
+fn view_store_index(target: &UOp, idx: &[UOp]) -> UOp {
+    let (mut u, mut idx) = (target, idx.to_vec());
+    while u.op() != Ops::Buffer {
+        let (new_idx, valid) = moved_index(u, &idx);
+        assert!(valid.is_none() && u.op() != Ops::Expand, "assign: {} in the target view", u.op().name());
+        (u, idx) = (&u.src()[0], new_idx);
+    }
+    flat_index(&idx, u.sh())
 }
 
 /// A tensor node, the index at which its value is wanted, and whether that index is valid.

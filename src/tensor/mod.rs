@@ -297,18 +297,45 @@ impl Tensor {
         }
         self.clone()
     }
-    /// Write `value` into this tensor's storage (in place, at the next realize); returns it.
+    /// Write `value` into this tensor's storage (in place, at the next realize); returns it. A
+    /// view (reshape, transpose or slice) writes into the storage it views, as in PyTorch; an
+    /// expanded view of storage cannot be written (its elements share memory locations).
     pub fn assign(&self, value: &Tensor) -> Tensor {
         assert_eq!(self.shape(), value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
         assert_eq!(self.device(), value.device(), "assign: devices differ");
-        if view_buffer(&self.uop()).is_none() {
-            self.realize();
-        }
-        let target = self.uop();
+        let target = self.assign_target();
         let value = value.cast(self.dtype()).uop();
         let assign = UOp::new(Ops::Assign, target.dtype(), vec![target, value], crate::uop::Arg::None);
         *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = assign;
         self.clone()
+    }
+
+    /// What an assignment writes through: this tensor's node once it is storage or a view of it
+    /// (RESHAPE, PERMUTE, SHRINK of a BUFFER). A view of something not stored yet stores that
+    /// first: the node under the views, or the highest EXPAND among them (`zeros` is a constant
+    /// expanded), which is then the storage written.
+    fn assign_target(&self) -> UOp {
+        let u = self.uop();
+        let mut chain = vec![];
+        let mut base = &u;
+        while matches!(base.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Expand) {
+            chain.push(base);
+            base = &base.src()[0];
+        }
+        let expand = chain.iter().find(|n| n.op() == Ops::Expand);
+        if base.op() == Ops::Buffer {
+            if let Some(e) = expand {
+                panic!(
+                    "assign: the target expands {:?} to {:?}: several of its elements are one memory location",
+                    e.src()[0].sh(),
+                    e.sh()
+                );
+            }
+            return u;
+        }
+        let stored = expand.copied().unwrap_or(base);
+        Tensor::from_uop(stored.clone(), self.device()).realize();
+        self.uop()
     }
 
     /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).

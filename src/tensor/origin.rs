@@ -66,10 +66,10 @@ pub(super) fn want(node: &UOp) {
     o.sweep();
 }
 
-/// The BUFFER node under a buffer view.
+/// The BUFFER node under a view of it.
 fn base(view: &UOp) -> &UOp {
     match view.op() {
-        Ops::Reshape => &view.src()[0],
+        op if op.is_movement() => base(&view.src()[0]),
         _ => view,
     }
 }
