@@ -31,6 +31,15 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     common::xorshift(seed).take(n).map(|x| (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0).collect()
 }
 
+/// The message `f` panics with (it must panic).
+fn panic_message(f: impl FnOnce()) -> String {
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("it panics");
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 /// `a [m, k] @ b [k, n]` in f64.
 fn matmul_ref(a: &[f32], b: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f64> {
     let mut out = vec![0.0; m * n];
@@ -211,5 +220,151 @@ fn gradients_survive_realize() {
         loss.realize();
         loss.backward();
         assert_eq!(w.grad().expect("w has a gradient").to_vec::<f32>(), [3.0, 3.0, 3.0, 3.0], "{device}");
+    }
+}
+
+/// An assignment through a view (a transpose, a slice) writes into the storage it views, as in
+/// PyTorch: it wrote a private copy and left the viewed tensor as it was.
+#[test]
+fn assign_through_a_view_writes_the_viewed_tensor() {
+    for device in ["CPU", "INTERP"] {
+        let _device = DefaultDevice::scoped(device);
+        let data: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let x = Tensor::from_slice(&data, &[3, 4]).realize();
+        let y: Vec<f32> = (0..12).map(|i| 100.0 + i as f32).collect();
+        x.T().assign(&Tensor::from_slice(&y, &[4, 3])).realize();
+        let want: Vec<f32> = (0..12).map(|i| y[(i % 4) * 3 + i / 4]).collect();
+        assert_eq!(x.to_vec::<f32>(), want, "{device}: transposed");
+
+        let x = Tensor::from_slice(&data, &[3, 4]).realize();
+        x.shrink(&[(1, 2), (1, 3)]).assign(&Tensor::new([[-1.0f32, -2.0]])).realize();
+        let mut want = data.clone();
+        (want[5], want[6]) = (-1.0, -2.0);
+        assert_eq!(x.to_vec::<f32>(), want, "{device}: a slice");
+
+        // the value reads the target at other positions: an in-place transpose
+        let x = Tensor::from_slice(&data[..9], &[3, 3]).realize();
+        x.T().assign(&x).realize();
+        assert_eq!(x.to_vec::<f32>(), [0.0, 3.0, 6.0, 1.0, 4.0, 7.0, 2.0, 5.0, 8.0], "{device}: x.T = x");
+
+        // a lazy tensor is stored first, and the view writes into it
+        let z = Tensor::zeros(&[2, 3]);
+        z.T().assign(&Tensor::new([[1.0f32, 4.0], [2.0, 5.0], [3.0, 6.0]])).realize();
+        assert_eq!(z.to_vec::<f32>(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "{device}: a view of zeros");
+    }
+}
+
+/// Writing 12 values into a broadcast of 4 stored elements was accepted (and kept the last write).
+#[test]
+#[should_panic(expected = "assign: the target expands [1, 4] to [3, 4]")]
+fn assign_into_an_expanded_view_of_storage_panics() {
+    let x = Tensor::new([1.0f32, 2.0, 3.0, 4.0]).realize();
+    x.reshape(&[1, 4]).expand(&[3, 4]).assign(&Tensor::ones(&[3, 4]));
+}
+
+/// argmax and argmin of a row with a NaN gave an index past its end; sort dropped the NaN and
+/// repeated a value. NaN is the largest value, as in PyTorch and numpy.
+#[test]
+fn nan_is_the_largest_value_for_argmax_and_sort() {
+    const NAN: f32 = f32::NAN;
+    let x = || Tensor::new([[1.0f32, NAN, 3.0, NAN], [2.0, 5.0, -1.0, 0.0]]);
+    assert_eq!(both(|| x().argmax(Some(1), false)), [1.0, 1.0]);
+    assert_eq!(both(|| x().argmin(Some(1), false)), [1.0, 2.0]);
+    assert_eq!(both(|| x().argmax(None, false)), [1.0]);
+    let v = || Tensor::new([3.0f32, NAN, 1.0, 2.0, NAN]);
+    let up = both(|| v().sort(0, false).0);
+    assert_eq!(up[..3], [1.0, 2.0, 3.0]);
+    assert!(up[3].is_nan() && up[4].is_nan(), "{up:?}");
+    assert_eq!(both(|| v().sort(0, false).1), [2.0, 3.0, 0.0, 1.0, 4.0]);
+    let down = both(|| v().sort(0, true).0);
+    assert!(down[0].is_nan() && down[1].is_nan(), "{down:?}");
+    assert_eq!(down[2..], [3.0, 2.0, 1.0]);
+    assert_eq!(both(|| v().sort(0, true).1), [1.0, 4.0, 0.0, 3.0, 2.0]);
+}
+
+/// logsumexp of a row of -inf, or with a +inf, and logcumsumexp after a leading -inf gave NaN
+/// (`inf - inf`).
+#[test]
+fn logsumexp_of_infinities() {
+    const INF: f32 = f32::INFINITY;
+    let rows = || Tensor::new([[-INF, -INF], [INF, 1.0], [-INF, 0.0]]);
+    let want = [f64::NEG_INFINITY, f64::INFINITY, 0.0];
+    assert_eq!(both(|| rows().logsumexp(1, false)), want);
+    let cum = both(|| Tensor::new([-INF, 0.0, 0.0]).logcumsumexp(0));
+    assert_eq!(cum[0], f64::NEG_INFINITY);
+    assert_close("logcumsumexp", &cum[1..], &[0.0, 2f64.ln()], 1e-6);
+    // over an empty axis: the log of an empty sum
+    assert_eq!(both(|| Tensor::zeros(&[2, 0]).logsumexp(1, false)), [f64::NEG_INFINITY; 2]);
+    assert_eq!(both(|| Tensor::zeros(&[2, 0]).softmax(-1)), Vec::<f64>::new());
+}
+
+/// Indices outside their axis read 0 or were dropped; PyTorch raises, and so does this.
+#[test]
+fn out_of_range_indices_are_errors() {
+    let x = || Tensor::new([[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]]);
+    let panics = |what: &str, f: &dyn Fn()| {
+        let msg = panic_message(f);
+        assert!(msg.contains(what) && msg.contains("out of range"), "{what}: {msg}");
+    };
+    panics("gather", &|| {
+        x().gather(1, &Tensor::new([[0, 3], [1, 1]]));
+    });
+    panics("gather", &|| {
+        x().gather(1, &Tensor::new([[0, -1], [1, 1]]));
+    });
+    panics("scatter", &|| {
+        x().scatter(0, &Tensor::new([[2, 0, 0]]), &Tensor::ones(&[1, 3]));
+    });
+    panics("one_hot", &|| {
+        Tensor::new([0, 3]).one_hot(3);
+    });
+    let logits = || Tensor::zeros(&[2, 3]);
+    panics("nll_loss", &|| {
+        logits().nll_loss(&Tensor::new([0, 3]), None, None, Reduction::Mean);
+    });
+    panics("sparse_categorical_crossentropy", &|| {
+        logits().sparse_categorical_crossentropy(&Tensor::new([5, 1]), -1, 0.0, Reduction::Mean);
+    });
+    panics("cross_entropy", &|| {
+        logits().cross_entropy(&Tensor::new([-2, 1]), Reduction::Mean, 0.0);
+    });
+    // an ignored label is not an index
+    let ignored = logits().nll_loss(&Tensor::new([-100, 1]), None, Some(-100), Reduction::Mean);
+    assert_close("nll_loss with an ignored label", &both(|| ignored.clone()), &[0.0], 0.0);
+    let err = x().try_index(&[lazygrad::tensor::Idx::Tensor(Tensor::new([0, 2]))]).expect_err("row 2 of 2");
+    assert!(err.to_string().contains("index 2 is out of range -2..2"), "{err}");
+}
+
+/// The max, min, argmax and argmin of nothing returned -inf, inf or INT_MIN.
+#[test]
+fn extrema_of_nothing_panic() {
+    let empty = || Tensor::zeros(&[0, 3]);
+    let messages = [
+        ("max", panic_message(|| drop(empty().max(0, false)))),
+        ("min", panic_message(|| drop(empty().min(None, false)))),
+        ("argmax", panic_message(|| drop(empty().argmax(Some(0), false)))),
+        ("argmin", panic_message(|| drop(empty().argmin(Some(0), false)))),
+    ];
+    for (what, msg) in messages {
+        assert!(msg.starts_with(what) && msg.contains("size 0"), "{what}: {msg}");
+    }
+    assert_eq!(both(|| empty().max(1, false)), Vec::<f64>::new(), "reducing a non-empty axis of nothing");
+}
+
+/// randint scaled a 24-bit float: `randint(0, 2^25)` was always even, and the whole int32 range
+/// gave 0 half the time and never a positive number.
+#[test]
+fn randint_draws_every_bit() {
+    Tensor::manual_seed(7);
+    let wide: Vec<i32> = Tensor::randint(&[4096], 0, 1 << 25).to_vec();
+    assert!(wide.iter().all(|v| (0..1 << 25).contains(v)));
+    assert!(wide.iter().filter(|v| *v % 2 == 1).count() > 1800, "odd values are drawn");
+    let all: Vec<i32> = Tensor::randint(&[4096], i32::MIN as i64, i32::MAX as i64 + 1).to_vec();
+    let (pos, zero) = (all.iter().filter(|v| **v > 0).count(), all.iter().filter(|v| **v == 0).count());
+    assert!((1800..2300).contains(&pos) && zero < 4, "{pos} positive, {zero} zero of 4096");
+    let small: Vec<i32> = Tensor::randint(&[4096], -3, 2).to_vec();
+    for v in -3..2 {
+        let n = small.iter().filter(|x| **x == v).count();
+        assert!((700..950).contains(&n), "{v} drawn {n} times of 4096");
     }
 }

@@ -31,8 +31,14 @@ fn reduce_loss(loss: &Tensor, reduction: Reduction) -> Tensor {
 
 /// `y == class` for every class along a new axis `dim` of size `n` (tinygrad's `_one_hot_along_dim`):
 /// `y` must have size 1 at `dim` already.
-fn class_mask(y: &Tensor, n: usize, dim: usize) -> Tensor {
-    assert!(y.dtype().is_int(), "class labels must be an integer tensor, got {:?} of shape {:?}", y.dtype(), y.shape());
+fn class_mask(op: &str, y: &Tensor, n: usize, dim: usize, ignore: Option<i64>) -> Tensor {
+    assert!(
+        y.dtype().is_int(),
+        "{op}: class labels must be an integer tensor, got {:?} of shape {:?}",
+        y.dtype(),
+        y.shape()
+    );
+    super::indexing::check_indices(op, y, 0..n as i64, ignore).unwrap_or_else(|e| panic!("{e}"));
     let mut shape = vec![1usize; y.ndim() - dim];
     shape[0] = n;
     y.eq(Tensor::arange(n).to(y.device()).reshape(&shape))
@@ -281,7 +287,8 @@ impl Tensor {
         let n = *self.shape().last().expect("sparse_categorical_crossentropy: logits need a class axis");
         let log_probs = self.log_softmax(-1);
         let keep = if ignore_index != -1 { y.ne(ignore_index) } else { all_true(y) };
-        let hit = class_mask(&y.unsqueeze(-1), n, y.ndim()).bitwise_and(keep.unsqueeze(-1));
+        let hit = class_mask("sparse_categorical_crossentropy", &y.unsqueeze(-1), n, y.ndim(), Some(ignore_index))
+            .bitwise_and(keep.unsqueeze(-1));
         let picked = hit.where_(&log_probs, 0.0).sum(-1, false);
         let smooth = log_probs.mean(-1, false).mul(&keep).mul(label_smoothing);
         let unreduced = picked.mul(1.0 - label_smoothing).add(&smooth);
@@ -308,7 +315,7 @@ impl Tensor {
                 self.shape(),
                 y.shape()
             );
-            class_mask(&y.unsqueeze(cd as isize), n, cd)
+            class_mask("cross_entropy", &y.unsqueeze(cd as isize), n, cd, None)
         };
         let y = y.mul(1.0 - label_smoothing).add(label_smoothing / n as f64);
         let loss = self.log_softmax(cd as isize).mul(&y).sum(cd as isize, false).neg();
@@ -333,7 +340,7 @@ impl Tensor {
             self.shape(),
             y.shape()
         );
-        let hit = class_mask(&y.unsqueeze(cd as isize), n, cd);
+        let hit = class_mask("nll_loss", &y.unsqueeze(cd as isize), n, cd, ignore_index);
         let w = match weight {
             None => y.const_tensor(Scalar::Int(1), DType::INT32).expand(&y.shape()),
             Some(w) => {

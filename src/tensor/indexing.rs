@@ -25,6 +25,35 @@ pub enum Idx {
     Tensor(Tensor),
 }
 
+/// `Err` (naming `op`) unless every value of integer tensor `index` lies in `range` or is `skip`
+/// (an ignored label). The one-hot comparisons these ops are built on would read 0 for an index
+/// outside or drop it; PyTorch raises, and so does this. The index is read on the host
+/// (computed first if it is lazy).
+pub(super) fn check_indices(op: &str, index: &Tensor, range: Range<i64>, skip: Option<i64>) -> Result<()> {
+    let dtype = index.dtype();
+    let bytes = index.raw_bytes()?;
+    let values = bytes.chunks_exact(dtype.itemsize()).map(|c| {
+        let mut le = [0u8; 16];
+        le[..c.len()].copy_from_slice(c);
+        let raw = i128::from_le_bytes(le);
+        let unused = 128 - dtype.bits();
+        match dtype.is_signed() {
+            true => raw << unused >> unused,
+            false => raw,
+        }
+    });
+    let inside = |v: &i128| (range.start as i128..range.end as i128).contains(v) || skip.map(i128::from) == Some(*v);
+    match values.into_iter().find(|v| !inside(v)) {
+        None => Ok(()),
+        Some(v) => Err(Error::Invalid(format!(
+            "{op}: index {v} is out of range {}..{} (index tensor of shape {:?})",
+            range.start,
+            range.end,
+            index.shape()
+        ))),
+    }
+}
+
 impl Idx {
     /// This range (or `Full`) with step `step`; `s![a..b; step]` calls it.
     pub fn step(self, step: isize) -> Idx {
@@ -190,6 +219,7 @@ impl Tensor {
                     if !t.dtype().is_int() || t.device() != self.device() {
                         return err(format!("index tensor {t:?} must be an integer tensor on {}", self.device()));
                     }
+                    check_indices("index", t, -(n as i64)..n as i64, None)?;
                     v.tensor = Some(t.lt(0).where_(t.add(n), t));
                 }
             }
@@ -330,6 +360,7 @@ impl Tensor {
             "gather: index shape {is:?} does not fit self shape {shape:?} outside axis {d}"
         );
         assert!(index.dtype().is_int(), "gather: index must be an integer tensor, got {:?}", index.dtype());
+        check_indices("gather", index, 0..shape[d] as i64, None).unwrap_or_else(|e| panic!("{e}"));
         let bounds: Vec<(usize, usize)> =
             shape.iter().zip(&is).enumerate().map(|(i, (&s, &n))| (0, if i == d { s } else { n })).collect();
         let x = self.shrink(&bounds).unsqueeze(-1).transpose(-1, d as isize);
@@ -357,6 +388,7 @@ impl Tensor {
         );
         assert!(index.dtype().is_int(), "scatter: index must be an integer tensor, got {:?}", index.dtype());
         let n = shape[d];
+        check_indices("scatter", index, 0..n as i64, None).unwrap_or_else(|e| panic!("{e}"));
         let src = src.cast(self.dtype()).shrink(&is.iter().map(|&s| (0, s)).collect::<Vec<_>>());
         let src = src.unsqueeze(-1).expand(&[is.clone(), vec![n]].concat()).transpose(-1, d as isize);
         let mask = index.unsqueeze(-1).eq(self.arange_here(n)).transpose(-1, d as isize);
@@ -377,6 +409,7 @@ impl Tensor {
             self.dtype(),
             self.shape()
         );
+        check_indices("one_hot", self, 0..num_classes as i64, None).unwrap_or_else(|e| panic!("{e}"));
         self.unsqueeze(-1).eq(self.arange_here(num_classes)).where_(1, 0)
     }
     /// `arange(r)[:, None] + diagonal <= arange(c)`: true on and above the `diagonal`-th diagonal.

@@ -3,7 +3,7 @@
 
 use super::movement::resolve_axis;
 use super::reduce::{dtype_max, dtype_min};
-use super::Tensor;
+use super::{Scalar, Tensor};
 use crate::dtype::DType;
 
 impl Tensor {
@@ -216,8 +216,8 @@ impl Tensor {
     }
 
     /// Sort along `dim` with a bitonic network of movement and `where` ops (one kernel per
-    /// compare stage); returns `(values, indices)`. Equal values keep their order (stable).
-    /// NaNs are not ordered.
+    /// compare stage); returns `(values, indices)`. Equal values keep their order (stable). NaN
+    /// sorts above every number, as in PyTorch: last ascending, first descending.
     pub fn sort(&self, dim: isize, descending: bool) -> (Tensor, Tensor) {
         let shape = self.shape();
         if shape.is_empty() {
@@ -229,7 +229,12 @@ impl Tensor {
             return (self.clone(), self.full_like(0).cast(DType::INT32));
         }
         let stages = (usize::BITS - (n - 1).leading_zeros()) as usize;
-        let fill = if descending { dtype_min(self.dtype()) } else { dtype_max(self.dtype()) };
+        // padding sorts last: NaN, above every float, ascending
+        let fill = match (descending, self.dtype().is_float()) {
+            (true, _) => dtype_min(self.dtype()),
+            (false, true) => Scalar::Float(f64::NAN),
+            (false, false) => dtype_max(self.dtype()),
+        };
         let mut pads = vec![(0, 0); shape.len()];
         pads[d] = (0, ((1 << stages) - n) as isize);
         let bits: Vec<usize> = [&shape[..d], &vec![2; stages][..], &shape[d + 1..]].concat();
@@ -250,7 +255,7 @@ impl Tensor {
             for sub in (0..stage).rev() {
                 let partner = d + stages - sub - 1;
                 let (top, bottom) = (x.shrink_dim(partner, (0, 1)), x.shrink_dim(partner, (1, 2)));
-                let lt = top.lt(&bottom);
+                let lt = sorts_before(&top, &bottom);
                 let (small, large) = (lt.where_(&top, &bottom), lt.where_(&bottom, &top));
                 let parts = if descending { [large, small] } else { [small, large] };
                 x = Tensor::cat(&[&parts[0], &parts[1]], partner as isize).contiguous();
@@ -268,10 +273,11 @@ impl Tensor {
         let tail = vec![1; shape.len() - d - 1];
         let upto = jj.ge(&ii).reshape(&[&[n, n][..], &tail].concat());
         let counts = |t: &Tensor| {
-            upto.bitwise_and(t.unsqueeze(d as isize).eq(t.unsqueeze(d as isize + 1))).sum(d as isize + 1, false)
+            upto.bitwise_and(same_value(&t.unsqueeze(d as isize), &t.unsqueeze(d as isize + 1)))
+                .sum(d as isize + 1, false)
         };
         let (c_orig, c_sorted) = (counts(&src), counts(&sorted));
-        let same = src.unsqueeze(d as isize + 1).eq(sorted.unsqueeze(d as isize));
+        let same = same_value(&src.unsqueeze(d as isize + 1), &sorted.unsqueeze(d as isize));
         let hit = same.bitwise_and(c_orig.unsqueeze(d as isize + 1).eq(c_sorted.unsqueeze(d as isize)));
         let pos = self.ramp(n).reshape(&[&[n, 1][..], &tail].concat());
         let idx = hit.where_(&pos, 0).sum(d as isize, false).cast(DType::INT32);
@@ -311,5 +317,21 @@ impl Tensor {
         let pick = m.reshape(&[1, n]).bitwise_and(slot.reshape(&[1, n]).eq(self.ramp(count).reshape(&[count, 1])));
         let xs = x.reshape(&[1, n]);
         pick.where_(&xs, 0).sum(1isize, false).cast(self.dtype())
+    }
+}
+
+/// Whether `a` sorts before `b` ascending: a smaller number, or any number before a NaN.
+fn sorts_before(a: &Tensor, b: &Tensor) -> Tensor {
+    match a.dtype().is_float() {
+        true => a.lt(b).bitwise_or(b.isnan().bitwise_and(a.isnan().logical_not())),
+        false => a.lt(b),
+    }
+}
+
+/// Whether `a` and `b` are the same value, a NaN the same as a NaN.
+fn same_value(a: &Tensor, b: &Tensor) -> Tensor {
+    match a.dtype().is_float() {
+        true => a.eq(b).bitwise_or(a.isnan().bitwise_and(b.isnan())),
+        false => a.eq(b),
     }
 }

@@ -43,14 +43,18 @@ impl Tensor {
     /// Uniform floats in `[0, 1)` (float32), generated on the device: the top 24 bits of
     /// Threefry-2x32 of consecutive counters.
     pub fn rand(shape: &[usize]) -> Tensor {
+        let (_, x1) = Tensor::random_words(shape);
+        // its own storage: equal draws (same seed and counter) must stay separate tensors, so
+        // that updating one in place (a parameter) never changes the other
+        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape).contiguous()
+    }
+    /// The two uint32 words of Threefry-2x32 for the next `numel(shape)` counters (flat).
+    fn random_words(shape: &[usize]) -> (Tensor, Tensor) {
         let n: usize = shape.iter().product();
         let (key, base) = (SEED.load(Ordering::Relaxed), COUNTER.fetch_add(n as u64, Ordering::Relaxed));
         let counter = Tensor::arange(n).cast(DType::UINT64) + base as i64;
         let (lo, hi) = (counter.cast(DType::UINT32), counter.rshift(32).cast(DType::UINT32));
-        let (_, x1) = threefry(&lo, &hi, key);
-        // its own storage: equal draws (same seed and counter) must stay separate tensors, so
-        // that updating one in place (a parameter) never changes the other
-        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape).contiguous()
+        threefry(&lo, &hi, key)
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
@@ -68,10 +72,16 @@ impl Tensor {
     pub fn randn_like(&self) -> Tensor {
         Tensor::randn(&self.shape()).cast(self.dtype().to_float()).to(self.device())
     }
-    /// Uniform int32 values in `[low, high)`.
+    /// Uniform int32 values in `[low, high)`: 64 random bits modulo the range's size (a bias of
+    /// at most 2^-32), so every value of even the whole int32 range is drawn.
     pub fn randint(shape: &[usize], low: i64, high: i64) -> Tensor {
         assert!(low < high, "randint: empty range [{low}, {high})");
-        Tensor::rand(shape).mul((high - low) as f64).cast(DType::INT32).add(low)
+        let int32 = i32::MIN as i64..=i32::MAX as i64 + 1;
+        assert!(int32.contains(&low) && int32.contains(&high), "randint: [{low}, {high}) is outside int32");
+        let (x0, x1) = Tensor::random_words(shape);
+        let bits = x0.cast(DType::UINT64).lshift(32).bitwise_or(x1.cast(DType::UINT64));
+        let offset = bits.mod_(high - low).cast(DType::INT64);
+        (offset + low).cast(DType::INT32).reshape(shape).contiguous()
     }
     /// Normal float32 values with mean `mean` and standard deviation `std`.
     pub fn normal(shape: &[usize], mean: f64, std: f64) -> Tensor {

@@ -83,15 +83,23 @@ impl Tensor {
             out
         }
     }
-    /// Largest element over `axes`.
+    /// Largest element over `axes` (which must not be empty: there is no identity to return).
     pub fn max(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("max", &self.shape());
+        let axes = self.nonempty("max", axes.resolve("max", &self.shape()));
         self.reduce(Ops::Max, axes, keepdim)
     }
     /// Smallest element over `axes` (the max of the order-reversing `inverse`, exact for every dtype).
     pub fn min(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("min", &self.shape());
+        let axes = self.nonempty("min", axes.resolve("min", &self.shape()));
         self.inverse().reduce(Ops::Max, axes, keepdim).inverse()
+    }
+    /// `axes`, after checking that none is empty: `op` has no value for nothing (PyTorch raises too).
+    fn nonempty(&self, op: &str, axes: Vec<usize>) -> Vec<usize> {
+        let shape = self.shape();
+        if let Some(a) = axes.iter().find(|&&a| shape[a] == 0) {
+            panic!("{op}: cannot reduce axis {a} of size 0 (shape {shape:?})");
+        }
+        axes
     }
     /// Mean over `axes`, in float (NaN over an empty axis, as torch).
     pub fn mean(&self, axes: impl Axes, keepdim: bool) -> Tensor {
@@ -143,7 +151,8 @@ impl Tensor {
     /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
     fn softmax_parts(&self, axis: isize) -> (Tensor, Tensor, Tensor) {
         let x = self.cast(self.dtype().to_float());
-        let m = x.sub(x.max(axis, true).detach());
+        // the reduce itself: an empty axis gives an empty softmax, not an error
+        let m = x.sub(x.reduce(Ops::Max, axis.resolve("softmax", &x.shape()), true).detach());
         let e = m.exp();
         let s = e.sum(axis, true);
         (m, e, s)
@@ -160,13 +169,15 @@ impl Tensor {
     }
     /// `log(sum(exp(x)))` over `axes`, computed stably.
     pub fn logsumexp(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let ax = isize_axes(&axes.resolve("logsumexp", &self.shape()));
+        let axes = axes.resolve("logsumexp", &self.shape());
         let x = self.cast(self.dtype().to_float());
-        let m = x.max(ax.as_slice(), true);
-        let out = x.sub(&m).exp().sum(ax.as_slice(), keepdim).log();
+        // the reduce itself: over an empty axis the sum is 0, its log -inf (as in PyTorch)
+        let m = finite_or_zero(&x.reduce(Ops::Max, axes.clone(), true));
+        let out = x.sub(&m).exp().sum(isize_axes(&axes).as_slice(), keepdim).log();
         out.add(&if keepdim { m } else { m.reshape(&out.shape()) })
     }
-    /// Index (int32) of the first largest element along `axis` (`None`: of the flattened tensor).
+    /// Index (int32) of the first largest element along `axis` (`None`: of the flattened tensor);
+    /// the first NaN where there is one.
     pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
         let shape = self.shape();
         let Some(axis) = axis else {
@@ -174,16 +185,26 @@ impl Tensor {
             return if keepdim { out.reshape(&vec![1; shape.len()]) } else { out };
         };
         let a = resolve_axis("argmax", axis, shape.len(), &shape);
+        self.nonempty("argmax", vec![a]);
         let n = shape[a];
-        let hit = self.eq(self.max(axis, true));
+        // a NaN is the largest value, as in PyTorch and numpy (the max is NaN then, equal to nothing)
+        let hit = match self.dtype().is_float() {
+            true => self.eq(self.max(axis, true)).bitwise_or(self.isnan()),
+            false => self.eq(self.max(axis, true)),
+        };
         let mut ramp_shape = vec![1; shape.len() - a];
         ramp_shape[0] = n;
         let rev = self.ramp(n).neg().add(n as i64).reshape(&ramp_shape);
         let idx = hit.where_(&rev, 0).max(axis, keepdim);
         idx.neg().add(n as i64).cast(DType::INT32)
     }
-    /// Index (int32) of the first smallest element along `axis` (`None`: of the flattened tensor).
+    /// Index (int32) of the first smallest element along `axis` (`None`: of the flattened tensor);
+    /// the first NaN where there is one.
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
+        let shape = self.shape();
+        if let Some(axis) = axis {
+            self.nonempty("argmin", vec![resolve_axis("argmin", axis, shape.len(), &shape)]);
+        }
         self.inverse().argmax(axis, keepdim)
     }
     /// Elementwise `|self - other| <= atol + rtol * |other|`; infinities must match exactly and NaNs
@@ -248,6 +269,12 @@ pub(super) fn dtype_max(dtype: DType) -> Scalar {
         d if d.is_bool() => Scalar::Bool(true),
         d => Scalar::Int(d.int_range().1 as i64),
     }
+}
+
+/// The shift that keeps `exp` in range for a log-sum-exp: the maximum, or 0 where it is infinite
+/// (all terms -inf, or one +inf: the sum is then 0 or inf, not `inf - inf`).
+fn finite_or_zero(max: &Tensor) -> Tensor {
+    max.isinf().where_(0.0, max)
 }
 
 /// The neutral element of a cumulative `op` for `dtype`.
@@ -344,7 +371,7 @@ impl Tensor {
         let mut square = x.shape();
         square.push(n);
         let xs = x.unsqueeze(-2).expand(&square);
-        let m = x.cummax(-1).0;
+        let m = finite_or_zero(&x.cummax(-1).0);
         let upto = self.ramp(n).reshape(&[1, n]).le(self.ramp(n).reshape(&[n, 1]));
         let shifted = xs.sub(m.unsqueeze(-1));
         let terms = upto.where_(&shifted, dtype_min(shifted.dtype()));
