@@ -134,9 +134,25 @@ impl Dialect for CRenderer {
         format!("lg_where_{}({}, {}, {})", self.type_name(dtype), a[0], a[1], a[2])
     }
     fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String {
+        let bytes = dtype.itemsize() * dtype.count as usize;
+        if dtype.base() == DType::FLOAT64 && from.base() == DType::FLOAT32 && matches!(bytes, 32 | 64) {
+            return format!("LG_WIDEN_{bytes}({a}, {})", self.type_name(dtype));
+        }
         // mask lanes are all ones (-1) for true
         let lanes = if from.is_bool() { format!("-({a})") } else { a.to_string() };
         format!("__builtin_convertvector({lanes}, {})", self.type_name(dtype))
+    }
+    fn vector_slice(&self, dtype: DType, name: &str, v: &str, first: usize) -> String {
+        let ty = self.type_name(dtype);
+        let lanes: Vec<usize> = (first..first + dtype.count as usize).collect();
+        let shuffle: Vec<String> = lanes.iter().map(usize::to_string).collect();
+        let pick: Vec<String> = lanes.iter().map(|k| format!("{v}[{k}]")).collect();
+        // a shuffle is one instruction; gcc before 12 lacks it, and builds the vector lane by lane
+        format!(
+            "#if defined(__clang__) || __GNUC__ >= 12\n{ty} {name} = __builtin_shufflevector({v}, {v}, {});\n#else\n{ty} {name} = ({ty}){{{}}};\n#endif",
+            shuffle.join(", "),
+            pick.join(", ")
+        )
     }
     fn vector_max(&self, dtype: DType, a: &[String]) -> String {
         format!("lg_max_{}({}, {})", self.type_name(dtype), a[0], a[1])
@@ -171,6 +187,13 @@ impl Dialect for CRenderer {
             "#define INFINITY __builtin_inff()\n#define NAN __builtin_nanf(\"\")\n",
             "#if defined(__x86_64__)\n#define LG_IN_REGISTER(v) __asm__(\"\" : \"+v\"(v))\n",
             "#else\n#define LG_IN_REGISTER(v) ((void)0)\n#endif\n",
+            // float32 lanes widened to float64 in one instruction (gcc's generic conversion of a
+            // register's worth takes several)
+            "#if defined(__AVX512F__) && !defined(__clang__)\n",
+            "#define LG_WIDEN_64(a, t) __builtin_ia32_cvtps2pd512_mask(a, (t){0}, -1, 4)\n",
+            "#else\n#define LG_WIDEN_64(a, t) __builtin_convertvector(a, t)\n#endif\n",
+            "#if defined(__AVX__) && !defined(__clang__)\n#define LG_WIDEN_32(a, t) __builtin_ia32_cvtps2pd256(a)\n",
+            "#else\n#define LG_WIDEN_32(a, t) __builtin_convertvector(a, t)\n#endif\n",
             "static inline float lg_bf16_to_f32(unsigned short b) { union { unsigned int u; float f; } v; ",
             "v.u = (unsigned int)b << 16; return v.f; }\n",
             "static inline unsigned short lg_f32_to_bf16(float f) { union { float f; unsigned int u; } v; v.f = f; ",

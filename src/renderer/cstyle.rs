@@ -28,6 +28,9 @@ pub trait Dialect {
     fn vector_max_over(&self, dtype: DType, a: &[String]) -> String;
     /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
     fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
+    /// The declaration of `name`, a vector of `dtype` holding the consecutive lanes of vector `v`
+    /// from lane `first` on.
+    fn vector_slice(&self, dtype: DType, name: &str, v: &str, first: usize) -> String;
     /// The correctly rounded square root of each lane of float32 vector `a`.
     fn vector_sqrt(&self, dtype: DType, a: &str) -> String;
     /// `a * b + c` with one rounding on vectors of `dtype`.
@@ -98,6 +101,16 @@ fn splat_const(u: &UOp) -> Option<f64> {
         Ops::Vectorize if u.src().iter().all(|s| s == &u.src()[0]) => splat_const(&u.src()[0]),
         _ => None,
     }
+}
+
+/// The vector and first lane of a VECTORIZE of consecutive lanes of one wider float vector.
+fn consecutive_lanes(u: &UOp) -> Option<(&UOp, usize)> {
+    let first = &u.src()[0];
+    let (Ops::Gep, Arg::Int(k)) = (first.op(), first.arg()) else { return None };
+    let v = &first.src()[0];
+    let lane = |(i, s): (usize, &UOp)| s.op() == Ops::Gep && &s.src()[0] == v && s.arg() == &Arg::Int(*k + i as i64);
+    let wider = v.dtype().count > u.dtype().count && u.dtype().is_float();
+    (wider && u.src().iter().enumerate().all(lane)).then_some((v, *k as usize))
 }
 
 /// `max(a[0], a[1])` when one side is a constant that is not NaN, as `c > x ? c : x` (a single
@@ -295,6 +308,12 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                     None => line(store),
                 }
                 None
+            }
+            (Ops::Vectorize, _) if consecutive_lanes(u).is_some() => {
+                let n = fresh("vec");
+                let (v, first) = consecutive_lanes(u).expect("checked");
+                line(d.vector_slice(u.dtype(), &n, &names[v], first));
+                Some(n)
             }
             // bool lanes become masks: true is all ones
             (Ops::Vectorize, _) => {
