@@ -368,3 +368,40 @@ fn randint_draws_every_bit() {
         assert!((700..950).contains(&n), "{v} drawn {n} times of 4096");
     }
 }
+
+/// Values the decompositions of transcendental functions got wrong: cancellation near 0 (tanh,
+/// sinh, atanh, asinh of tiny values, asin(0)), overflow on the way to a finite result (sinh and
+/// cosh of 89) and `pi/2 - x` rounded (the sign of tan just above pi/2). Within 3 float32 ulps of
+/// the float64 values here; `tests/precision.rs` sweeps every op.
+#[test]
+fn transcendentals_at_the_edges() {
+    type Case = (&'static str, fn(&Tensor) -> Tensor, f32, f64);
+    let cases: [Case; 10] = [
+        ("tanh", |t| t.tanh(), 1e-8, 1e-8f32 as f64),
+        ("tanh", |t| t.tanh(), 1e-4, (1e-4f32 as f64).tanh()),
+        ("sinh", |t| t.sinh(), 1e-8, 1e-8f32 as f64),
+        ("sinh", |t| t.sinh(), 89.0, 89f64.sinh()),
+        ("cosh", |t| t.cosh(), 89.0, 89f64.cosh()),
+        ("asin", |t| t.asin(), 0.0, 0.0),
+        ("atanh", |t| t.atanh(), 1e-6, (1e-6f32 as f64).atanh()),
+        ("asinh", |t| t.asinh(), 1e-6, (1e-6f32 as f64).asinh()),
+        ("tan", |t| t.tan(), 1.5707964, (1.5707964f32 as f64).tan()),
+        ("cos", |t| t.cos(), 1.5707964, (1.5707964f32 as f64).cos()),
+    ];
+    for (name, f, x, want) in cases {
+        let got = both(|| f(&Tensor::new([x])))[0];
+        let ulp = (want as f32).abs().max(f32::MIN_POSITIVE) * f32::EPSILON;
+        assert!((got - want).abs() <= 3.0 * ulp as f64, "{name}({x}): got {got:e}, want {want:e}");
+    }
+}
+
+/// A float32 sum drifted by a rounding per addition: 2^26 copies of 0.1 summed to 1.00026 times
+/// their value. Plain float32 sums accumulate in float64.
+#[test]
+fn long_sums_are_exact_to_float32() {
+    for (device, n) in [("CPU", 1usize << 26), ("INTERP", 1 << 18)] {
+        let _device = DefaultDevice::scoped(device);
+        let got = Tensor::full(&[n], 0.1f32).contiguous().realize().sum(None, false).item::<f32>();
+        assert_eq!(got, (n as f64 * 0.1f32 as f64) as f32, "{device}: {n} x 0.1");
+    }
+}

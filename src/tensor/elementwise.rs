@@ -3,7 +3,7 @@
 //! Everything here is composed from the ALU primitives (tinygrad's definitions, with a few forms
 //! chosen for accuracy or for a finite gradient at the edges, noted where they differ).
 
-use std::f64::consts::{FRAC_PI_2, LN_2, LOG2_E};
+use std::f64::consts::LN_2;
 use std::ops;
 
 use super::Tensor;
@@ -174,7 +174,7 @@ impl Tensor {
         self.cast(self.dtype().to_float())
     }
     /// `f` computed in at least float32 (as tinygrad does for half inputs), cast back to the float dtype.
-    fn in_f32(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    pub(super) fn in_f32(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
         let x = self.promote_float();
         f(&x.cast(DType::least_upper(x.dtype(), DType::FLOAT32))).cast(x.dtype())
     }
@@ -389,19 +389,25 @@ impl Tensor {
             a.lt(&b).where_(&a, &b)
         }
     }
-    /// `|self|` with the sign of `other` (a negative zero counts as negative).
+    /// `|self|` with the sign of `other`: a float's sign bit (negative zeros and NaNs included).
     pub fn copysign(&self, other: impl Operand) -> Tensor {
         let (a, b) = self.pair("copysign", other);
         let mag = a.abs();
-        b.lt(0).bitwise_or(b.reciprocal().lt(0)).where_(mag.neg(), &mag)
+        let negative = match b.dtype().itemsize() {
+            _ if !b.dtype().is_float() => b.lt(0),
+            2 => b.bitcast(DType::INT16).lt(0),
+            4 => b.bitcast(DType::INT32).lt(0),
+            _ => b.bitcast(DType::INT64).lt(0),
+        };
+        negative.where_(mag.neg(), &mag)
     }
-    /// `log(exp(self) + exp(other))`, computed stably (infinities included).
+    /// `log(exp(self) + exp(other))`, as `max + log1p(exp(-|a - b|))` (infinities included: equal
+    /// ones give themselves).
     pub fn logaddexp(&self, other: impl Operand) -> Tensor {
         let (a, b) = self.pair("logaddexp", other);
         let (a, b) = (a.promote_float(), b.promote_float());
-        let m = a.maximum(&b);
-        let shifted = |t: &Tensor| t.eq(&m).where_(0.0, t.sub(&m)).exp();
-        shifted(&a).add(shifted(&b)).log().add(&m)
+        let gap = a.eq(&b).where_(0.0, a.sub(&b).abs().neg());
+        a.maximum(&b).add(gap.exp().log1p())
     }
     /// Bitwise AND of integers, logical AND of bools.
     pub fn bitwise_and(&self, rhs: impl Operand) -> Tensor {
@@ -522,10 +528,6 @@ impl Tensor {
     pub fn log2(&self) -> Tensor {
         self.promote_float().unary(Ops::Log2)
     }
-    /// `e^self`.
-    pub fn exp(&self) -> Tensor {
-        self.in_f32(|x| x.mul(LOG2_E).exp2())
-    }
     /// Natural logarithm.
     pub fn log(&self) -> Tensor {
         self.in_f32(|x| x.log2().mul(LN_2))
@@ -541,62 +543,6 @@ impl Tensor {
     /// Sine (radians).
     pub fn sin(&self) -> Tensor {
         self.promote_float().unary(Ops::Sin)
-    }
-    /// Cosine, as `1 - 2 sin^2(x/2)` (accurate for large arguments, unlike `sin(pi/2 - x)`).
-    pub fn cos(&self) -> Tensor {
-        self.in_f32(|x| {
-            let h = x.mul(0.5).sin();
-            h.mul(&h).mul(-2.0).add(1.0)
-        })
-    }
-    /// Tangent, `sin / cos`.
-    pub fn tan(&self) -> Tensor {
-        self.sin().div(self.cos())
-    }
-    /// Arcsine by Abramowitz-Stegun 4.4.46 (|error| < 3e-8), odd-extended from `[0, 1]`.
-    pub fn asin(&self) -> Tensor {
-        const C: [f64; 8] = [
-            -0.0012624911,
-            0.0066700901,
-            -0.0170881256,
-            0.0308918810,
-            -0.0501743046,
-            0.0889789874,
-            -0.2145988016,
-            1.5707963050,
-        ];
-        self.promote_float().odd(|y| y.neg().add(1.0).sqrt().mul(polyn(y, &C)).neg().add(FRAC_PI_2))
-    }
-    /// Arccosine, `pi/2 - asin`.
-    pub fn acos(&self) -> Tensor {
-        self.asin().neg().add(FRAC_PI_2)
-    }
-    /// Arctangent by Abramowitz-Stegun 4.4.49 on `[0, 1]` and `pi/2 - atan(1/x)` above (finite
-    /// gradient everywhere, unlike tinygrad's `asin(x / sqrt(1 + x^2))`).
-    pub fn atan(&self) -> Tensor {
-        const C: [f64; 9] = [
-            0.0028662257,
-            -0.0161657367,
-            0.0429096138,
-            -0.0752896400,
-            0.1065626393,
-            -0.1420889944,
-            0.1999355085,
-            -0.3333314528,
-            1.0,
-        ];
-        self.promote_float().odd(|y| {
-            let big = y.gt(1.0);
-            let u = big.where_(big.where_(y, 1.0).reciprocal(), y);
-            let p = u.mul(polyn(&u.mul(&u), &C));
-            big.where_(p.neg().add(FRAC_PI_2), &p)
-        })
-    }
-    /// `f(|x|)` with the sign of `x` (`f` odd), with `|x|`'s gradient taken as +1 at 0.
-    pub(crate) fn odd(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
-        let neg = self.lt(0);
-        let r = f(&neg.where_(self.neg(), self));
-        neg.where_(r.neg(), &r)
     }
     /// `1 / self`.
     pub fn reciprocal(&self) -> Tensor {

@@ -3,7 +3,7 @@
 
 use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
 
-use super::elementwise::{polyn, Scalar};
+use super::elementwise::Scalar;
 use super::reduce::Axes;
 use super::Tensor;
 use crate::dtype::DType;
@@ -69,7 +69,9 @@ impl Tensor {
     }
     /// `clip(alpha * x + beta, 0, 1)`.
     pub fn hardsigmoid_with(&self, alpha: f64, beta: f64) -> Tensor {
-        self.mul(alpha).add(beta).hardtanh_with(0.0, 1.0)
+        // `(x + beta/alpha) alpha`: near the lower corner, `x alpha + beta` cancels
+        let line = if alpha == 0.0 { self.zeros_like().add(beta) } else { self.add(beta / alpha).mul(alpha) };
+        line.hardtanh_with(0.0, 1.0)
     }
     /// Exponential linear unit with `alpha = 1`.
     pub fn elu(&self) -> Tensor {
@@ -78,7 +80,7 @@ impl Tensor {
     /// `x > 0 ? x : alpha * (e^x - 1)` (the exponential never sees a positive x, so no overflow).
     pub fn elu_with(&self, alpha: f64) -> Tensor {
         let pos = self.gt(0);
-        pos.where_(self, pos.where_(0.0, self).exp().sub(1.0).mul(alpha))
+        pos.where_(self, pos.where_(0.0, self).expm1().mul(alpha))
     }
     /// Continuously differentiable ELU with `alpha = 1`.
     pub fn celu(&self) -> Tensor {
@@ -113,30 +115,6 @@ impl Tensor {
         let mid = self.mul(self.add(3.0)).div(6.0);
         self.lt(-3.0).where_(0.0, self.le(3.0).where_(&mid, self))
     }
-    /// Hyperbolic tangent, as `2 * sigmoid(2x) - 1`.
-    pub fn tanh(&self) -> Tensor {
-        self.mul(2.0).sigmoid().mul(2.0).sub(1.0)
-    }
-    /// Hyperbolic sine, `(e^x - e^-x) / 2`.
-    pub fn sinh(&self) -> Tensor {
-        self.exp().sub(self.neg().exp()).div(2.0)
-    }
-    /// Hyperbolic cosine, `(e^x + e^-x) / 2`.
-    pub fn cosh(&self) -> Tensor {
-        self.exp().add(self.neg().exp()).div(2.0)
-    }
-    /// Inverse hyperbolic tangent, `log((1 + x) / (1 - x)) / 2`.
-    pub fn atanh(&self) -> Tensor {
-        self.add(1.0).div(self.neg().add(1.0)).log().div(2.0)
-    }
-    /// Inverse hyperbolic sine, `log(x + sqrt(x^2 + 1))` on `|x|`, sign restored (no cancellation for x < 0).
-    pub fn asinh(&self) -> Tensor {
-        self.promote_float().odd(|y| y.add(y.square().add(1.0).sqrt()).log())
-    }
-    /// Inverse hyperbolic cosine, `log(x + sqrt(x^2 - 1))`.
-    pub fn acosh(&self) -> Tensor {
-        self.add(self.square().sub(1.0).sqrt()).log()
-    }
     /// `clip(x, -1, 1)`.
     pub fn hardtanh(&self) -> Tensor {
         self.hardtanh_with(-1.0, 1.0)
@@ -146,23 +124,17 @@ impl Tensor {
         let inside = self.gt(min_val).bitwise_and(self.lt(max_val));
         inside.where_(self, self.clamp(Some(min_val), Some(max_val)).detach())
     }
-    /// Error function by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7), odd-extended.
-    pub fn erf(&self) -> Tensor {
-        const C: [f64; 5] = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
-        self.promote_float().odd(|y| {
-            let t = y.mul(0.3275911).add(1.0).reciprocal();
-            t.mul(polyn(&t, &C)).mul(y.square().neg().exp()).neg().add(1.0)
-        })
-    }
-    /// GELU with tinygrad's default tanh approximation.
+    /// GELU with tinygrad's default tanh approximation, `x (1 + tanh(u)) / 2`, computed as the
+    /// equal `x sigmoid(2u)` (no cancellation for negative `x`).
     pub fn gelu(&self) -> Tensor {
         let x = self.promote_float();
         let inner = x.add(x.mul(&x).mul(&x).mul(0.044715)).mul(FRAC_2_SQRT_PI * (0.5f64).sqrt());
-        x.mul(0.5).mul(inner.tanh().add(1.0))
+        x.mul(inner.mul(2.0).sigmoid())
     }
-    /// GELU with the exact erf form, `x * (1 + erf(x / sqrt(2))) / 2` (torch's default).
+    /// GELU with the exact erf form, `x (1 + erf(x / sqrt(2))) / 2` (torch's default), computed as
+    /// `x erfc(-x / sqrt(2)) / 2` (no cancellation for negative `x`).
     pub fn gelu_exact(&self) -> Tensor {
-        self.mul(0.5).mul(self.div(SQRT_2).erf().add(1.0))
+        self.mul(0.5).mul(self.div(-SQRT_2).erfc())
     }
     /// `x * sigmoid(1.702 x)`.
     pub fn quick_gelu(&self) -> Tensor {

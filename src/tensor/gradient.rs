@@ -50,7 +50,7 @@ fn reduce_axes(k: &UOp) -> Vec<isize> {
 }
 
 static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
-    use std::f64::consts::{FRAC_PI_2, LN_2};
+    use std::f64::consts::LN_2;
     PatternMatcher::new(vec![
         grad_rule(Ops::Cast, |_, s, g| vec![Some(g.cast(s[0].dtype()))]),
         grad_rule(Ops::Add, |_, _, g| vec![Some(g.clone()), Some(g.clone())]),
@@ -65,7 +65,7 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
         grad_rule(Ops::Where, |_, s, g| vec![None, Some(s[0].where_(g, 0.0)), Some(s[0].where_(0.0, g))]),
         grad_rule(Ops::Exp2, |k, _, g| vec![Some(g * k * LN_2)]),
         grad_rule(Ops::Log2, |_, s, g| vec![Some(g / (&s[0] * LN_2))]),
-        grad_rule(Ops::Sin, |_, s, g| vec![Some(g * (s[0].neg() + FRAC_PI_2).sin())]),
+        grad_rule(Ops::Sin, |_, s, g| vec![Some(g * s[0].cos())]),
         grad_rule(Ops::Sqrt, |k, _, g| vec![Some(g / (k * 2.0))]),
         grad_rule(Ops::Recip, |k, _, g| vec![Some(-(g * k * k))]),
         grad_rule(Ops::Trunc, |_, s, _| vec![Some(s[0].zeros_like())]),
@@ -120,6 +120,7 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
                 let (dx, dw) = g.conv_backward(&s[1], &s[2], params);
                 vec![None, Some(dx), Some(dw)]
             }
+            Arg::Call(name, _) => vec![None, Some(g * super::transcendental::derivative(name, &s[1], k))],
             arg => panic!("gradient: no backward rule for CALL {arg:?}"),
         }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),

@@ -11,6 +11,7 @@ mod origin;
 mod processing;
 mod random;
 mod reduce;
+mod transcendental;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 

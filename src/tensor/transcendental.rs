@@ -1,0 +1,245 @@
+//! Transcendental functions, decomposed into the IR's EXP2, LOG2, SIN and SQRT and arithmetic so
+//! that they stay accurate over their whole domain: argument reduction where a product would
+//! round away digits (`exp`), `expm1` and `log1p` where a difference with 1 would cancel, the
+//! exact `sin(2x)` where `pi/2 - x` cannot be represented (`cos`), and a second form where one
+//! form overflows (`sinh`, `asinh`). `tests/precision.rs` states the bound of each in float32
+//! ulps. Each is a CALL carrying its analytic derivative (`derivative`), so autograd never
+//! differentiates the branches of a decomposition.
+
+use std::f64::consts::{FRAC_2_SQRT_PI, FRAC_PI_2, LN_2, LOG2_E};
+
+use super::elementwise::polyn;
+use super::Tensor;
+use crate::dtype::DType;
+
+/// `2/sqrt(pi) * (-1)^n / (n! (2n + 1))`: erf's Taylor series in `x^2` after a factor `x`, highest
+/// power first (nine terms reach float64's precision below 0.5).
+const ERF_TAYLOR: [f64; 9] = [
+    FRAC_2_SQRT_PI / 685_440.0,
+    -FRAC_2_SQRT_PI / 75_600.0,
+    FRAC_2_SQRT_PI / 9_360.0,
+    -FRAC_2_SQRT_PI / 1_320.0,
+    FRAC_2_SQRT_PI / 216.0,
+    -FRAC_2_SQRT_PI / 42.0,
+    FRAC_2_SQRT_PI / 10.0,
+    -FRAC_2_SQRT_PI / 3.0,
+    FRAC_2_SQRT_PI,
+];
+
+/// Numerical Recipes' Chebyshev fit of `log(erfc(z) exp(z^2) / t) + 1.26551223` in `t = 1/(1 + z/2)`
+/// (relative error under 1.2e-7 for all z >= 0), highest power first.
+const ERFC_FIT: [f64; 10] = [
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+];
+
+/// Abramowitz-Stegun 4.4.49: `atan(u) = u * p(u^2)` on `[0, 1]` (|error| < 2e-8), highest power first.
+const ATAN_FIT: [f64; 9] = [
+    0.0028662257,
+    -0.0161657367,
+    0.0429096138,
+    -0.0752896400,
+    0.1065626393,
+    -0.1420889944,
+    0.1999355085,
+    -0.3333314528,
+    1.0,
+];
+
+impl Tensor {
+    /// `f` of this tensor in its float dtype (computed in at least float32), as the function
+    /// `name`, whose derivative autograd takes from `derivative`.
+    fn transcendental(&self, name: &str, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+        let x = self.promote_float();
+        x.in_f32(f).call(name, vec![], &[&x])
+    }
+    /// `f(|x|)` with the sign of `x`, for an odd `f`.
+    fn odd_part(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+        let r = f(&self.abs());
+        self.lt(0).where_(r.neg(), &r)
+    }
+
+    /// `e^self`: `2^k * e^r` with `k` the nearest integer to `x / ln 2` and `r = x - k ln 2` exact
+    /// (Cody and Waite: `ln 2` in two parts, the first with trailing zeros). `2^(x log2 e)` loses
+    /// the digits its rounded product drops (50 ulps near 88).
+    pub fn exp(&self) -> Tensor {
+        self.transcendental("exp", |x| {
+            let (ln2_hi, ln2_lo, low, high) = match x.dtype() == DType::FLOAT64 {
+                true => (6.931_471_803_691_238e-1, 1.908_214_929_270_587_7e-10, -746.0, 710.0),
+                false => (0.693_145_751_953_125, 1.428_606_820_286_226_8e-6, -104.0, 89.0),
+            };
+            // beyond these the result is 0 or infinite; inside, 2^k takes two factors to reach
+            // the largest and smallest results without overflowing on the way
+            let x = x.clamp(Some(low), Some(high));
+            let k = x.mul(LOG2_E).add(0.5).floor();
+            let r = x.sub(k.mul(ln2_hi)).sub(k.mul(ln2_lo));
+            let half = k.mul(0.5).floor();
+            r.mul(LOG2_E).exp2().mul(k.sub(&half).exp2()).mul(half.exp2())
+        })
+    }
+    /// `e^self - 1`, accurate near 0: Kahan's `(u - 1) x / ln u` for `u = e^x` rounded (the
+    /// rounding cancels), `u - 1` away from 0.
+    pub fn expm1(&self) -> Tensor {
+        self.transcendental("expm1", |x| {
+            let u = x.exp();
+            let near_zero = u.eq(1.0).where_(x, u.sub(1.0).mul(x).div(u.log()));
+            x.abs().lt(0.5).where_(&near_zero, u.sub(1.0))
+        })
+    }
+    /// `ln(1 + self)`, accurate near 0: `ln(u) x / (u - 1)` for `u = 1 + x` rounded.
+    pub fn log1p(&self) -> Tensor {
+        self.transcendental("log1p", |x| {
+            let u = x.add(1.0);
+            let near_zero = u.eq(1.0).where_(x, u.log().mul(x).div(u.sub(1.0)));
+            x.abs().lt(0.5).where_(&near_zero, u.log())
+        })
+    }
+    /// Cosine, as `sin(2x) / (2 sin x)`: both sines are of exact arguments, so it stays accurate
+    /// where cos is near 0 (`sin(pi/2 - x)` is not: `pi/2 - x` is rounded). Beyond `1e38`, where
+    /// `2x` overflows, `1 - 2 sin^2(x/2)`.
+    pub fn cos(&self) -> Tensor {
+        self.transcendental("cos", |x| {
+            let s = x.sin();
+            let ratio = x.eq(0.0).where_(1.0, x.mul(2.0).sin().div(s.mul(2.0)));
+            let h = x.mul(0.5).sin();
+            x.abs().lt(1e38).where_(&ratio, h.mul(&h).mul(-2.0).add(1.0))
+        })
+    }
+    /// Tangent, `sin / cos`.
+    pub fn tan(&self) -> Tensor {
+        self.transcendental("tan", |x| x.sin().div(x.cos()))
+    }
+    /// Arcsine, as `atan(x / sqrt(1 - x^2))` (exact at 0 and at ±1).
+    pub fn asin(&self) -> Tensor {
+        self.transcendental("asin", |x| x.div(x.neg().add(1.0).mul(x.add(1.0)).sqrt()).atan())
+    }
+    /// Arccosine, as `2 atan(sqrt((1 - x) / (1 + x)))`: no cancellation near 1, unlike `pi/2 - asin`.
+    pub fn acos(&self) -> Tensor {
+        self.transcendental("acos", |x| x.neg().add(1.0).div(x.add(1.0)).sqrt().atan().mul(2.0))
+    }
+    /// Arctangent by Abramowitz-Stegun 4.4.49 on `[0, 1]` and `pi/2 - atan(1/x)` above.
+    pub fn atan(&self) -> Tensor {
+        self.transcendental("atan", |x| {
+            x.odd_part(|y| {
+                let big = y.gt(1.0);
+                let u = big.where_(y.reciprocal(), y);
+                let p = u.mul(polyn(&u.mul(&u), &ATAN_FIT));
+                big.where_(p.neg().add(FRAC_PI_2), &p)
+            })
+        })
+    }
+    /// Hyperbolic sine: `(e + e / (e + 1)) / 2` with `e = expm1(|x|)`, and from 20 on (where
+    /// `e^-x` no longer counts) `(e^(x/2) / 2) e^(x/2)`, which reaches the largest floats.
+    pub fn sinh(&self) -> Tensor {
+        self.transcendental("sinh", |x| {
+            x.odd_part(|y| {
+                let e = y.expm1();
+                let h = y.mul(0.5).exp();
+                y.lt(20.0).where_(e.add(e.div(e.add(1.0))).mul(0.5), h.mul(0.5).mul(&h))
+            })
+        })
+    }
+    /// Hyperbolic cosine: `(u + 1/u) / 2` with `u = e^|x|`, and from 20 on `(e^(x/2) / 2) e^(x/2)`.
+    pub fn cosh(&self) -> Tensor {
+        self.transcendental("cosh", |x| {
+            let y = x.abs();
+            let u = y.exp();
+            let h = y.mul(0.5).exp();
+            y.lt(20.0).where_(u.add(u.reciprocal()).mul(0.5), h.mul(0.5).mul(&h))
+        })
+    }
+    /// Hyperbolic tangent, `-e / (2 + e)` with `e = expm1(-2|x|)`, sign restored: exact near 0,
+    /// where `2 sigmoid(2x) - 1` cancels.
+    pub fn tanh(&self) -> Tensor {
+        self.transcendental("tanh", |x| {
+            x.odd_part(|y| {
+                let e = y.mul(-2.0).expm1();
+                e.neg().div(e.add(2.0))
+            })
+        })
+    }
+    /// Inverse hyperbolic sine: `log1p(y + y^2 / (1 + sqrt(1 + y^2)))` for `y = |x|`, and
+    /// `ln(2y)` from 4096 on (where `y^2` would overflow first), sign restored.
+    pub fn asinh(&self) -> Tensor {
+        self.transcendental("asinh", |x| {
+            x.odd_part(|y| {
+                let y2 = y.square();
+                let small = y.add(y2.div(y2.add(1.0).sqrt().add(1.0))).log1p();
+                y.gt(4096.0).where_(y.log().add(LN_2), &small)
+            })
+        })
+    }
+    /// Inverse hyperbolic cosine: `log1p((x - 1) + sqrt(x - 1) sqrt(x + 1))` (NaN below 1), and
+    /// `ln(2x)` from 4096 on.
+    pub fn acosh(&self) -> Tensor {
+        self.transcendental("acosh", |x| {
+            let d = x.sub(1.0);
+            let small = d.add(d.sqrt().mul(x.add(1.0).sqrt())).log1p();
+            x.gt(4096.0).where_(x.log().add(LN_2), &small)
+        })
+    }
+    /// Inverse hyperbolic tangent, `log1p(2y / (1 - y)) / 2` for `y = |x|`, sign restored.
+    pub fn atanh(&self) -> Tensor {
+        self.transcendental("atanh", |x| x.odd_part(|y| y.mul(2.0).div(y.neg().add(1.0)).log1p().mul(0.5)))
+    }
+    /// The error function: its Taylor series below 0.5, `1 - erfc(|x|)` above, sign restored.
+    pub fn erf(&self) -> Tensor {
+        self.transcendental("erf", |x| {
+            x.odd_part(|y| {
+                let series = y.mul(polyn(&y.square(), &ERF_TAYLOR));
+                y.lt(0.5).where_(&series, erfc_of_nonnegative(y).neg().add(1.0))
+            })
+        })
+    }
+    /// The complementary error function `1 - erf(x)`, accurate where it is small (large `x`).
+    pub fn erfc(&self) -> Tensor {
+        self.transcendental("erfc", |x| {
+            let tail = erfc_of_nonnegative(&x.abs());
+            x.lt(0.0).where_(tail.neg().add(2.0), &tail)
+        })
+    }
+}
+
+/// `erfc(z)` for `z >= 0` by Numerical Recipes' fit, `t exp(-z^2 + fit(t))`. `z^2` is split as
+/// `zh^2 + (z - zh)(z + zh)` with `zh` z to 1/16, whose square is exact: a rounded `z^2` near 9
+/// would cost 60 ulps of the result.
+fn erfc_of_nonnegative(z: &Tensor) -> Tensor {
+    // erfc is 0 in every float format from 27 on
+    let z = z.clamp(None::<f64>, Some(27.0));
+    let t = z.mul(0.5).add(1.0).reciprocal();
+    let zh = z.mul(16.0).trunc().div(16.0);
+    let tail = z.sub(&zh).mul(z.add(&zh)).neg().add(polyn(&t, &ERFC_FIT));
+    t.mul(zh.square().neg().exp()).mul(tail.exp())
+}
+
+/// The derivative of the transcendental function `name` at `x`, where its value is `y`.
+pub(super) fn derivative(name: &str, x: &Tensor, y: &Tensor) -> Tensor {
+    let one_minus_square = || x.neg().add(1.0).mul(x.add(1.0));
+    match name {
+        "exp" => y.clone(),
+        "expm1" => y.add(1.0),
+        "log1p" => x.add(1.0).reciprocal(),
+        "cos" => x.sin().neg(),
+        "tan" => y.square().add(1.0),
+        "asin" => one_minus_square().rsqrt(),
+        "acos" => one_minus_square().rsqrt().neg(),
+        "atan" => x.square().add(1.0).reciprocal(),
+        "sinh" => x.cosh(),
+        "cosh" => x.sinh(),
+        "tanh" => y.square().neg().add(1.0),
+        "asinh" => x.square().add(1.0).rsqrt(),
+        "acosh" => x.sub(1.0).mul(x.add(1.0)).rsqrt(),
+        "atanh" => one_minus_square().reciprocal(),
+        "erf" => x.square().neg().exp().mul(FRAC_2_SQRT_PI),
+        "erfc" => x.square().neg().exp().mul(-FRAC_2_SQRT_PI),
+        other => panic!("gradient: no derivative for CALL {other:?}"),
+    }
+}
