@@ -405,3 +405,30 @@ fn long_sums_are_exact_to_float32() {
         assert_eq!(got, (n as f64 * 0.1f32 as f64) as f32, "{device}: {n} x 0.1");
     }
 }
+
+/// Found by the fuzzer: a padded matmul whose left operand is one broadcast element per row,
+/// under a square root, had (with 4-lane vectors) a load whose address was the same for every
+/// lane and only its gate a vector; it was taken for a run of 4 elements and read past the end
+/// of a 2-element buffer.
+#[test]
+fn a_lane_invariant_gated_load_is_no_vector_load() {
+    let _width = Context::new(&[("VECTOR_BYTES", 16)]);
+    let x = [-1.0f32, -6.0];
+    let y: Vec<f32> = (0..16).map(|i| (i % 7) as f32 - 3.0).collect();
+    let padded = |r: usize, c: usize| match (r, c) {
+        (1.., 2..=9) => (0..2).map(|k| x[(2 * (r - 1) + k) / 4] as f64 * y[k * 8 + c - 2] as f64).sum(),
+        _ => 0.0,
+    };
+    let want: Vec<f64> =
+        (0..5).flat_map(|r| (0..11).map(move |c| ((c as f64 - padded(r, c)).abs() as f32).sqrt() as f64)).collect();
+    let f = || {
+        let e = Tensor::from_slice(&x, &[2, 1, 1, 1]).expand(&[2, 2, 1, 2]).reshape(&[4, 2]);
+        let p = e.matmul(&Tensor::from_slice(&y, &[2, 8])).pad(&[(1, 0), (2, 1)]);
+        (Tensor::arange(11).float().reshape(&[1, 11]).realize() - p).abs().sqrt()
+    };
+    for device in ["CPU", "INTERP"] {
+        let _device = DefaultDevice::scoped(device);
+        let got: Vec<f64> = f().to_vec::<f32>().into_iter().map(f64::from).collect();
+        assert_eq!(got, want, "{device}");
+    }
+}

@@ -133,7 +133,8 @@ fn vectorize_alu(u: &UOp) -> Option<UOp> {
 /// loads and stores the renderers have; other element types then go lane by lane.
 fn consecutive(index: &UOp, elem: DType) -> Option<UOp> {
     let (idx, gate) = (&index.src()[1], index.src().get(2));
-    if gate.is_some_and(|g| g.dtype().count > 1) && elem != DType::FLOAT32 {
+    // one address for every lane (only the gate is a vector) is no run of elements
+    if idx.dtype().count == 1 || gate.is_some_and(|g| g.dtype().count > 1) && elem != DType::FLOAT32 {
         return None;
     }
     let first = Lin::of(&lane(idx, 0));
