@@ -142,6 +142,9 @@ impl Dialect for CRenderer {
         let lanes = if from.is_bool() { format!("-({a})") } else { a.to_string() };
         format!("__builtin_convertvector({lanes}, {})", self.type_name(dtype))
     }
+    fn negate(&self, dtype: DType, a: &str) -> String {
+        format!("lg_neg_{}({a})", self.type_name(dtype))
+    }
     fn vector_slice(&self, dtype: DType, name: &str, v: &str, first: usize) -> String {
         let ty = self.type_name(dtype);
         let lanes: Vec<usize> = (first..first + dtype.count as usize).collect();
@@ -198,7 +201,10 @@ impl Dialect for CRenderer {
             "v.u = (unsigned int)b << 16; return v.f; }\n",
             "static inline unsigned short lg_f32_to_bf16(float f) { union { float f; unsigned int u; } v; v.f = f; ",
             "if ((v.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((v.u >> 16) | 0x40u); ",
-            "v.u += 0x7fffu + ((v.u >> 16) & 1u); return (unsigned short)(v.u >> 16); }\n"
+            "v.u += 0x7fffu + ((v.u >> 16) & 1u); return (unsigned short)(v.u >> 16); }\n",
+            // a register barrier keeps gcc from merging a negation into the fma before it
+            "static inline float lg_neg_float(float x) { LG_IN_REGISTER(x); return -x; }\n",
+            "static inline double lg_neg_double(double x) { LG_IN_REGISTER(x); return -x; }\n"
         )
         .to_string()
     }

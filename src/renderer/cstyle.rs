@@ -28,6 +28,10 @@ pub trait Dialect {
     fn vector_max_over(&self, dtype: DType, a: &[String]) -> String;
     /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
     fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
+    /// `-a` for a scalar float32 or float64 `a`, in a form the compiler cannot merge into the
+    /// multiply-add that computed `a` (gcc turns `-fma(a, b, c)`, even across a loop, into one
+    /// `fnmsub`, which gives +0 where the sum is +0: IEEE negation gives -0).
+    fn negate(&self, dtype: DType, a: &str) -> String;
     /// The declaration of `name`, a vector of `dtype` holding the consecutive lanes of vector `v`
     /// from lane `first` on.
     fn vector_slice(&self, dtype: DType, name: &str, v: &str, first: usize) -> String;
@@ -195,6 +199,9 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]
         // a mask's lanes are all ones or all zeros
         Ops::Neg if dtype.is_bool() && dtype.count > 1 => format!("(~{})", a[0]),
         Ops::Neg if dtype.is_bool() => format!("(!{})", a[0]),
+        Ops::Neg if dtype.count == 1 && matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => {
+            d.negate(dtype, &a[0])
+        }
         Ops::Neg => format!("(-{})", a[0]),
         Ops::Recip => {
             format!("(({}){} / {})", d.type_name(dtype), render_const(d, ConstValue::Float(1.0), DType::FLOAT64), a[0])
