@@ -1,6 +1,8 @@
 //! IDX parsing (raw and gzipped, valid and corrupt), the MNIST search order, downloads through
-//! `fetch` from a loopback HTTP server (no internet needed), and the Fashion-MNIST system
-//! package when it is installed.
+//! `fetch` from `file://` URLs and from a loopback HTTP server (no internet needed; HTTP needs curl
+//! or wget, which `tools/setup.sh` installs, and fails without them), MNIST downloads from
+//! `file://` mirrors, and the real Fashion-MNIST system package (an ignored test: run it with
+//! `--ignored` after `tools/setup.sh --demo`).
 
 mod common;
 
@@ -287,21 +289,16 @@ fn serve(files: Vec<(String, Vec<u8>)>) -> Server {
     Server { base, hits }
 }
 
-fn have_curl_or_wget() -> bool {
+/// Panics unless curl or wget is installed: `fetch` runs one of them for HTTP.
+fn require_curl_or_wget() {
     let ok =
         |t: &str| std::process::Command::new(t).arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
-    let found = ok("curl") || ok("wget");
-    if !found {
-        eprintln!("SKIPPED: neither curl nor wget is installed, so downloads can't be tested");
-    }
-    found
+    assert!(ok("curl") || ok("wget"), "downloads over HTTP need curl or wget: run tools/setup.sh (it installs curl)");
 }
 
 #[test]
 fn fetch_downloads_once_and_checks_sums() {
-    if !have_curl_or_wget() {
-        return;
-    }
+    require_curl_or_wget();
     let body: Vec<u8> = (0..300_000u32).map(|i| (i * 31 % 251) as u8).collect();
     let server = serve(vec![("/data.bin".into(), body.clone())]);
     let dir = TempDir::new("fetch");
@@ -338,64 +335,92 @@ fn fetch_downloads_once_and_checks_sums() {
     // A corrupt cached file (wrong checksum) is fetched again.
     std::fs::write(&path, b"garbage").unwrap();
     assert_eq!(std::fs::read(fetch_with(&url, &opts).unwrap()).unwrap(), body);
-    // file:// needs no network tool.
+}
+
+#[test]
+fn fetch_copies_file_urls_once_and_checks_sums() {
+    let dir = TempDir::new("file-url");
     let src = dir.path("src.bin");
     std::fs::write(&src, b"local").unwrap();
     let local = format!("file://{}", src.display());
-    let p = fetch_with(
-        &local,
-        &FetchOptions { name: Some("local".into()), root: Some(dir.0.clone()), ..Default::default() },
-    )
-    .unwrap();
-    assert_eq!(std::fs::read(p).unwrap(), b"local");
-    assert!(download("ftp://example.invalid/x", &dest, None).is_err());
+    let opts = FetchOptions {
+        name: Some("local".into()),
+        checksum: Some(Checksum::Sha256(sha256_hex(b"local"))),
+        root: Some(dir.0.clone()),
+        ..Default::default()
+    };
+    let p = fetch_with(&local, &opts).unwrap();
+    assert_eq!(p, dir.path("local"));
+    assert_eq!(std::fs::read(&p).unwrap(), b"local");
+    // The cached copy answers while its checksum holds; a corrupt one is copied again.
+    std::fs::write(&src, b"changed").unwrap();
+    let p = fetch_with(&local, &FetchOptions { checksum: None, ..opts.clone() }).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"local", "a cached file is not fetched again");
+    std::fs::write(&src, b"local").unwrap();
+    std::fs::write(&p, b"garbage").unwrap();
+    assert_eq!(std::fs::read(fetch_with(&local, &opts).unwrap()).unwrap(), b"local");
+    // A wrong checksum or a missing source is an error and leaves nothing behind.
+    let dest = dir.path("bad/local");
+    let e = download(&local, &dest, Some(&Checksum::Md5("0".repeat(32)))).unwrap_err();
+    assert!(matches!(e, Error::Format(ref m) if m.contains("checksum mismatch")), "{e}");
+    let e = download(&format!("file://{}", dir.path("missing").display()), &dest, None).unwrap_err();
+    assert!(matches!(e, Error::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound), "{e}");
+    assert!(std::fs::read_dir(dir.path("bad")).unwrap().next().is_none(), "no partial file may remain");
+    let e = download("ftp://example.invalid/x", &dest, None).unwrap_err().to_string();
+    assert!(e.contains("unsupported URL"), "{e}");
 }
 
 #[test]
 fn mnist_downloads_into_the_cache_with_md5_checks() {
-    if !have_curl_or_wget() {
-        return;
-    }
     let dir = TempDir::new("download");
-    let src = dir.path("src");
-    write_mnist(&src, 4, 2, true, 5);
-    let files: Vec<(String, Vec<u8>)> = MNIST_FILES
-        .iter()
-        .map(|s| (format!("/mirror/{s}.gz"), std::fs::read(src.join(format!("{s}.gz"))).unwrap()))
-        .collect();
-    let md5: [String; 4] = std::array::from_fn(|i| md5_hex(&files[i].1));
-    let server = serve(files);
+    let mirror = dir.path("mirror");
+    write_mnist(&mirror, 4, 2, true, 5);
+    let md5: [String; 4] =
+        std::array::from_fn(|i| md5_hex(&std::fs::read(mirror.join(format!("{}.gz", MNIST_FILES[i]))).unwrap()));
     let cache = dir.path("cache");
     let mut s = search(&cache);
     // The first mirror lacks the files; the second has them.
-    s.mirrors = vec![format!("{}/nothing-here", server.base), format!("{}/mirror/", server.base)];
+    s.mirrors = vec![format!("file://{}", dir.path("nothing-here").display()), format!("file://{}/", mirror.display())];
     s.md5 = Some(md5.clone());
     let m = s.load().unwrap();
     assert_eq!(m.y_train.to_vec::<u8>(), vec![5, 6, 7, 8]);
+    assert_eq!(m.x_test.shape(), vec![2, 1, 28, 28]);
     for stem in MNIST_FILES {
         assert!(cache.join(format!("{stem}.gz")).is_file());
     }
-    // Next time the cache answers without the network.
-    let hits = server.hits.load(Ordering::SeqCst);
-    s.load().unwrap();
-    assert_eq!(server.hits.load(Ordering::SeqCst), hits);
     // Wrong published checksums: the download fails and says so.
     let mut bad = search(&dir.path("cache2"));
-    bad.mirrors = vec![format!("{}/mirror", server.base)];
+    bad.mirrors = vec![format!("file://{}", mirror.display())];
     let mut wrong = md5;
     wrong[1] = "0".repeat(32);
     bad.md5 = Some(wrong);
     let msg = bad.load().unwrap_err().to_string();
     assert!(msg.contains("4. a download into the cache") && msg.contains("checksum mismatch"), "{msg}");
+    // Next time the cache answers without the mirror.
+    std::fs::remove_dir_all(&mirror).unwrap();
+    assert_eq!(s.load().unwrap().y_train.to_vec::<u8>(), vec![5, 6, 7, 8]);
 }
 
 #[test]
+fn the_standard_search_looks_in_the_documented_places() {
+    for fashion in [false, true] {
+        let s = MnistSearch::new(fashion);
+        let sub = if fashion { "fashion-mnist" } else { "mnist" };
+        assert!(s.cache_dir.ends_with(Path::new("datasets").join(sub)), "{:?}", s.cache_dir);
+        assert_eq!(s.system_dir, fashion.then(|| Path::new(FASHION_SYSTEM_DIR).to_path_buf()));
+        assert!(!s.mirrors.is_empty() && s.mirrors.iter().all(|m| m.starts_with("http")), "{:?}", s.mirrors);
+        assert!(s.md5.as_ref().is_some_and(|m| m.iter().all(|h| h.len() == 32)));
+    }
+}
+
+#[test]
+#[ignore = "needs Debian's dataset-fashion-mnist (tools/setup.sh --demo installs it); run with --ignored"]
 fn fashion_mnist_from_the_debian_package() {
     let dir = Path::new(FASHION_SYSTEM_DIR);
-    if !dir.join("train-images-idx3-ubyte.gz").is_file() {
-        eprintln!("SKIPPED: {FASHION_SYSTEM_DIR} is not there (apt-get install dataset-fashion-mnist)");
-        return;
-    }
+    assert!(
+        dir.join("train-images-idx3-ubyte.gz").is_file(),
+        "{FASHION_SYSTEM_DIR} is not there: apt-get install dataset-fashion-mnist (or tools/setup.sh --demo)"
+    );
     let empty = TempDir::new("fashion");
     let mut s = search(&empty.path("cache"));
     s.fashion = true;

@@ -1,6 +1,7 @@
 //! Property test of the symbolic simplifier: random integer index expressions over RANGE
 //! variables evaluate to the same value before and after `simplify` (exact C semantics through
-//! `exec_alu`), and simplification reaches a fixed point without blowing up the graph.
+//! `exec_alu`), and simplification reaches a fixed point without blowing up the graph. Runs are
+//! deterministic (a fixed seed) and failures are kept and replayed (see `config`).
 
 use std::collections::HashMap;
 
@@ -9,6 +10,7 @@ use lazygrad::uop::exec::{cast_value, exec_alu};
 use lazygrad::uop::symbolic::simplify;
 use lazygrad::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
 use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, RngSeed};
 
 #[derive(Clone, Debug)]
 enum E {
@@ -109,8 +111,23 @@ fn check_case(e: &E, dt: DType, nvars: usize, ends: [i64; 3], points: &[[i64; 3]
     Ok(())
 }
 
+/// The seed every run starts from, so a run is repeatable; `PROPTEST_RNG_SEED` picks another.
+const SEED: u64 = 0x5eed_1a2f_9a0d;
+
+/// `cases` cases from a fixed seed (unless `PROPTEST_RNG_SEED` is set). A failure's seed is saved in
+/// `tests/symbolic_props.proptest-regressions` (commit it) and replayed first on every later run.
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    let base = ProptestConfig::default();
+    let rng_seed = match base.rng_seed {
+        RngSeed::Random => RngSeed::Fixed(SEED),
+        chosen => chosen,
+    };
+    ProptestConfig {
+        cases,
+        rng_seed,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..base
+    }
 }
 
 /// An expression, its variable count (2 or 3), the variables' range ends and 8 evaluation points.

@@ -1,6 +1,7 @@
-//! The Tensor API checked against PyTorch: forward values and input gradients of every case in
-//! `fixtures/torch_ref.bin` (written by `tools/gen_reference.py`, which documents the format),
-//! on the CPU device and on the INTERP reference device.
+//! The Tensor API and the `nn` layers checked against PyTorch: forward values and input gradients
+//! of every case in `fixtures/torch_ref.bin` (written by `tools/gen_reference.py`, which documents
+//! the format), on the CPU device and on the INTERP reference device. A layer case passes torch's
+//! module tensors as inputs, so its gradients are those of the layer's parameters.
 //!
 //! Each case names an op key; `table::table()` maps keys to lazygrad calls. The test builds the
 //! inputs on the device, applies the case's `pre` views (so ops also see non-contiguous inputs),
@@ -12,9 +13,10 @@
 //! Cases run on a few worker threads (a cold run is dominated by compiling the CPU kernels, which
 //! are cached on disk afterwards). `cargo test --test torch_ref -- --nocapture` prints a table per
 //! group. Environment knobs: `TORCH_REF_ONLY=substr` runs only the cases whose `group/name`
-//! contains `substr` (`reduce/`, `softmax[`); `TORCH_REF_TRACE=1` prints each case before it runs
-//! (to find one that crashes the process); `TORCH_REF_SKIP=a,b` treats the named cases as known
-//! failures; `TORCH_REF_THREADS=n` sets the number of worker threads.
+//! contains `substr` (`reduce/`, `softmax[`; a filter that selects no case fails the test);
+//! `TORCH_REF_TRACE=1` prints each case before it runs (to find one that crashes the process);
+//! `TORCH_REF_SKIP=a,b` treats the named cases as known failures; `TORCH_REF_THREADS=n` sets the
+//! number of worker threads.
 
 mod common;
 #[path = "torch_ref/fixture.rs"]
@@ -179,9 +181,13 @@ fn run_all(cases: &[Case], ops: &HashMap<&'static str, OpFn>, skip_known: bool) 
     outcomes
 }
 
+/// The cases `TORCH_REF_ONLY` selects (all without it); a filter that selects none is an error, so a
+/// mistyped filter cannot pass by running nothing.
 fn selected() -> Vec<Case> {
     let only = std::env::var("TORCH_REF_ONLY").unwrap_or_default();
-    cases().into_iter().filter(|c| format!("{}/{}", c.group, c.name).contains(&only)).collect()
+    let cases: Vec<Case> = cases().into_iter().filter(|c| format!("{}/{}", c.group, c.name).contains(&only)).collect();
+    assert!(!cases.is_empty(), "TORCH_REF_ONLY={only:?} selects none of the fixture's cases");
+    cases
 }
 
 /// Print the per-group table and the failures.
@@ -257,6 +263,8 @@ fn torch_reference() {
         }
     }
     let failed = outcomes.iter().filter(|o| matches!(o, Outcome::Fail(_))).count();
+    let ran = outcomes.iter().filter(|o| matches!(o, Outcome::Pass | Outcome::Fail(_))).count();
+    assert!(ran > 0, "none of the {} selected cases ran (all known failures or skipped)", cases.len());
     assert!(unexpected.is_empty(), "op keys without a lazygrad mapping: {unexpected:?}");
     assert_eq!(failed, 0, "{failed} cases differ from PyTorch (listed above)");
 }

@@ -1,6 +1,6 @@
-//! Training end to end on small conv nets: one step's gradients match float64 PyTorch, the JIT'd
-//! step is bit-identical to the eager one, and a saved and reloaded state dict predicts exactly
-//! the same.
+//! Training end to end on small conv nets: one step's gradients (every one in the fixture, NaN a
+//! failure) match float64 PyTorch, the JIT'd step is bit-identical to the eager one, and a saved
+//! and reloaded state dict predicts exactly the same.
 
 mod common;
 
@@ -98,16 +98,60 @@ fn bn_convnet_gradients_match_float64_torch() {
     let loss =
         net.fc.forward(&h.flatten(1, -1)).sparse_categorical_crossentropy(&fixture["labels"], -1, 0.0, Reduction::Mean);
     loss.backward();
-    let close = |got: &Tensor, want: &Tensor| {
-        let (got, want) = (got.to_vec::<f32>(), want.to_vec::<f32>());
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-        got.iter().zip(&want).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale
-    };
-    let mut errors = vec![("loss".to_string(), close(&loss.reshape(&[1]), &fixture["loss"]), 1e-6)];
-    for (name, param) in get_state_dict(&net).iter().filter(|(_, p)| p.grad().is_some()) {
-        errors.push((name.clone(), close(&param.grad().unwrap(), &fixture[&format!("grad.{name}")]), 1e-4));
+    let state = get_state_dict(&net);
+    let mut failures = vec![];
+    if let Err(e) = within(&loss.reshape(&[1]), &fixture["loss"], 1e-6) {
+        failures.push(format!("loss: {e}"));
     }
-    assert!(errors.iter().all(|(_, e, tol)| e < tol), "max error relative to the largest value: {errors:?}");
+    let mut compared = 0;
+    for (key, want) in fixture.iter().filter(|(k, _)| k.starts_with("grad.")) {
+        let name = &key["grad.".len()..];
+        match state.get(name).map(Tensor::grad) {
+            None => failures.push(format!("{name}: the net has no such parameter")),
+            Some(None) => failures.push(format!("{name}: no gradient")),
+            Some(Some(got)) => {
+                compared += 1;
+                if let Err(e) = within(&got, want, 1e-4) {
+                    failures.push(format!("{name}: {e}"));
+                }
+            }
+        }
+    }
+    for (name, param) in &state {
+        if param.grad().is_some() && !fixture.contains_key(&format!("grad.{name}")) {
+            failures.push(format!("{name}: has a gradient the fixture lacks"));
+        }
+    }
+    assert!(failures.is_empty(), "differences from PyTorch:\n{}", failures.join("\n"));
+    assert_eq!(compared, 8, "gradients compared: one per weight and bias of conv, conv2, bn and fc");
+}
+
+/// `Ok` when `got` has `want`'s shape and every value is within `tol` times `want`'s largest
+/// magnitude of it; a NaN anywhere is an error.
+fn within(got: &Tensor, want: &Tensor, tol: f64) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!("shape {:?}, want {:?}", got.shape(), want.shape()));
+    }
+    let (got, want) = (got.to_vec::<f32>(), want.to_vec::<f32>());
+    let scale = want.iter().fold(0f64, |m, w| m.max(f64::from(w.abs())));
+    let diffs = got.iter().zip(&want).map(|(&g, &w)| (f64::from(g) - f64::from(w)).abs());
+    // the first NaN difference stays the largest (f64::max would drop it)
+    let worst = diffs.fold(0f64, |m, d| if m.is_nan() || d <= m { m } else { d });
+    match worst <= tol * scale {
+        true => Ok(()),
+        false => Err(format!("largest difference {worst:e} is over {tol:e} x the largest value {scale:e}")),
+    }
+}
+
+#[test]
+fn gradient_comparison_rejects_nan_and_wrong_shapes() {
+    let want = Tensor::new([1.0f32, -2.0]);
+    assert!(within(&Tensor::new([1.0f32, -2.0]), &want, 1e-6).is_ok());
+    assert!(within(&Tensor::new([1.01f32, -2.0]), &want, 1e-2).is_ok());
+    assert!(within(&Tensor::new([1.1f32, -2.0]), &want, 1e-2).is_err());
+    assert!(within(&Tensor::new([f32::NAN, -2.0]), &want, 1e-6).is_err());
+    assert!(within(&Tensor::new([1.0f32, f32::NAN]), &want, 1e-6).is_err());
+    assert!(within(&Tensor::new([[1.0f32, -2.0]]), &want, 1e-6).is_err());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate tests/fixtures/torch_ref.bin: PyTorch reference results (forward and gradients) for
-lazygrad's Tensor API, read by tests/torch_ref.rs.
+lazygrad's Tensor API and nn layers, read by tests/torch_ref.rs.
 
 Usage: python3 tools/gen_reference.py [--check] [--list]
 
@@ -16,7 +16,9 @@ input may reach the op through a view (`"pre": ["T", ""]` per input: `T` swaps t
 tensor while the gradient is taken with respect to the stored (base) input. The torch functions
 follow tinygrad's semantics where they differ from torch's defaults (int32 indices, int32 sums,
 `gelu` with the tanh approximation, `linear` weights stored as (in, out), class axis -1 for
-`sparse_categorical_crossentropy`, ...). For every output with a float dtype a fixed random
+`sparse_categorical_crossentropy`, ...). An `nn.*` case runs the torch.nn module itself with the
+case's inputs after the call's arguments as the module's parameters (so their gradients are the
+parameters' gradients). For every output with a float dtype a fixed random
 `upstream` of its shape is stored, and the gradients are those of `sum((out * upstream).sum())`
 with respect to every input flagged `requires_grad` that the outputs depend on.
 
@@ -54,6 +56,7 @@ from collections import Counter  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.func import functional_call  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -454,6 +457,73 @@ op("functional", "binary_crossentropy_logits", lambda x, p: F.binary_cross_entro
 op("functional", "sparse_categorical_crossentropy", sparse_cce)
 op("functional", "cross_entropy", cross_entropy)
 op("functional", "nll_loss", nll_loss)
+
+# nn layers: the torch.nn module itself, called (torch.func.functional_call) with the case's inputs
+# after the call's arguments as its parameters, in the module's registration order. lazygrad's
+# layers store their parameters in torch's layouts (tests/torch_ref/table.rs checks each shape).
+
+
+def module_params(m, tensors):
+    """`m`'s parameters replaced by `tensors` (same order, same shapes)."""
+    named = list(m.named_parameters())
+    assert [tuple(t.shape) for t in tensors] == [tuple(q.shape) for _, q in named], (m, [t.shape for t in tensors])
+    return {n: t for (n, _), t in zip(named, tensors)}
+
+
+def layer(make, nargs=1):
+    """An op calling the module `make(x, p)` on the first `nargs` inputs, the rest its parameters."""
+    def run(x, p):
+        m = make(x, p)
+        return functional_call(m, module_params(m, x[nargs:]), tuple(x[:nargs]))
+    return run
+
+
+def conv_kw(p):
+    return dict(stride=p.get("stride", 1), padding=p.get("padding", 0), dilation=p.get("dilation", 1),
+                groups=p.get("groups", 1))
+
+
+def nn_lstm_cell(x, p):
+    """LSTMCell on x and, with `state`, (h, c): inputs x, [h, c,] then its weights and biases."""
+    n = 3 if p["state"] else 1
+    m = torch.nn.LSTMCell(p["in"], p["hidden"], bias=len(x) - n == 4)
+    return functional_call(m, module_params(m, x[n:]), (x[0], (x[1], x[2])) if p["state"] else (x[0],))
+
+
+def nn_batchnorm(x, p):
+    """`batches` training steps from zero/unit running statistics, then eval mode on the last input:
+    outputs the last training output, running mean, running var, batches tracked and eval output."""
+    k = p["batches"]
+    batches, (w, b, x_eval) = x[:k], x[k:]
+    c = w.shape[0]
+    m = (torch.nn.BatchNorm2d if x_eval.ndim == 4 else torch.nn.BatchNorm1d)(c, eps=p["eps"], momentum=p["momentum"])
+    state = {"weight": w, "bias": b, "running_mean": torch.zeros(c), "running_var": torch.ones(c),
+             "num_batches_tracked": torch.tensor(0)}
+    m.train()
+    for xb in batches:
+        y = functional_call(m, state, (xb,))
+    m.eval()
+    y_eval = functional_call(m, state, (x_eval,))
+    stats = [state["running_mean"].clone(), state["running_var"].clone()]
+    return [y, *stats, state["num_batches_tracked"].to(I32).reshape(1), y_eval]
+
+
+op("nn", "nn.Linear", layer(lambda x, p: torch.nn.Linear(p["in"], p["out"], bias=len(x) > 2)))
+op("nn", "nn.Conv2d", layer(lambda x, p: torch.nn.Conv2d(p["in"], p["out"], p["kernel"], bias=len(x) > 2,
+                                                         **conv_kw(p))))
+op("nn", "nn.ConvTranspose2d", layer(lambda x, p: torch.nn.ConvTranspose2d(
+    p["in"], p["out"], p["kernel"], output_padding=p.get("output_padding", 0), bias=len(x) > 2, **conv_kw(p))))
+op("nn", "nn.LayerNorm", layer(lambda x, p: torch.nn.LayerNorm(p["shape"], eps=p["eps"],
+                                                               elementwise_affine=len(x) > 1)))
+op("nn", "nn.RMSNorm", layer(lambda x, p: torch.nn.RMSNorm(x[0].shape[-1], eps=p["eps"],
+                                                           elementwise_affine=len(x) > 1)))
+op("nn", "nn.GroupNorm", layer(lambda x, p: torch.nn.GroupNorm(p["groups"], x[0].shape[1], eps=p["eps"],
+                                                               affine=len(x) > 1)))
+op("nn", "nn.InstanceNorm", layer(lambda x, p: (torch.nn.InstanceNorm2d if x[0].ndim == 4 else torch.nn.InstanceNorm1d)(
+    x[0].shape[1], eps=p["eps"], affine=len(x) > 1)))
+op("nn", "nn.Embedding", layer(lambda x, p: torch.nn.Embedding(*x[1].shape)))
+op("nn", "nn.LSTMCell", nn_lstm_cell)
+op("nn", "nn.BatchNorm", nn_batchnorm)
 
 # ---------------------------------------------------------------------------------------------
 # the cases: (op key, inputs, params); `tol` overrides a tolerance (a documented exception)
@@ -1033,6 +1103,38 @@ case("nll_loss", F32(4, 5, lo=-3, hi=0), INT(4, lo=0, hi=5), POS(5, grad=False))
 case("nll_loss", F32(5, 3, lo=-3, hi=0), VAL([0, 2, 1, 1, 2], "int32"), ignore_index=1, reduction="sum")
 case("nll_loss", F32(3, 4, lo=-3, hi=0), INT(3, lo=0, hi=4), reduction="none")
 case("nll_loss", F32(2, 4, 3, lo=-3, hi=0), INT(2, 3, lo=0, hi=4))
+
+# nn layers
+case("nn.Linear", F32(3, 4), F32(5, 4), F32(5), **{"in": 4, "out": 5})
+case("nn.Linear", F32(2, 3, 4), F32(2, 4), **{"in": 4, "out": 2})
+case("nn.Linear", F32(4, 3), F32(5, 4), F32(5), pre=["T", "", ""], **{"in": 4, "out": 5})
+case("nn.Conv2d", F32(2, 3, 6, 6), F32(4, 3, 3, 3), F32(4), padding=1, **{"in": 3, "out": 4, "kernel": 3})
+case("nn.Conv2d", F32(1, 4, 7, 7), F32(2, 2, 3, 3), stride=2, groups=2, dilation=2, **{"in": 4, "out": 2, "kernel": 3})
+case("nn.ConvTranspose2d", F32(1, 2, 3, 3), F32(2, 3, 3, 3), F32(3), **{"in": 2, "out": 3, "kernel": 3})
+case("nn.ConvTranspose2d", F32(2, 3, 4, 4), F32(3, 2, 3, 3), F32(2), stride=2, padding=1, output_padding=1,
+     **{"in": 3, "out": 2, "kernel": 3})
+case("nn.ConvTranspose2d", F32(1, 4, 3, 3), F32(4, 2, 2, 2), groups=2, dilation=2, **{"in": 4, "out": 4, "kernel": 2})
+case("nn.LayerNorm", F32(3, 8), F32(8), F32(8), shape=[8], eps=1e-5)
+case("nn.LayerNorm", F32(2, 3, 4), F32(3, 4), F32(3, 4), shape=[3, 4], eps=1e-3)
+case("nn.LayerNorm", F32(4, 6, lo=1, hi=5), shape=[6], eps=1e-5)
+case("nn.RMSNorm", F32(3, 8), F32(8), eps=1e-6)
+case("nn.RMSNorm", F32(2, 3, 5, lo=-0.5, hi=0.5), eps=1e-2)
+case("nn.GroupNorm", F32(2, 6, 4, 4), F32(6), F32(6), groups=3, eps=1e-5)
+case("nn.GroupNorm", F32(2, 4, 5, lo=0, hi=3), F32(4), F32(4), groups=2, eps=1e-3)
+case("nn.GroupNorm", F32(3, 4, 3, 2), groups=1, eps=1e-5)
+case("nn.InstanceNorm", F32(2, 3, 4, 5), F32(3), F32(3), eps=1e-5)
+case("nn.InstanceNorm", F32(2, 3, 6, lo=-1, hi=4), F32(3), F32(3), eps=1e-3)
+case("nn.Embedding", INT(2, 5, lo=0, hi=7), F32(7, 4))
+case("nn.Embedding", VAL([3, 0, 3, 4, 3, 1], "int32"), F32(5, 3))
+case("nn.LSTMCell", F32(3, 4), F32(3, 5), F32(3, 5), F32(20, 4), F32(20, 5), F32(20), F32(20), state=True,
+     **{"in": 4, "hidden": 5})
+case("nn.LSTMCell", F32(2, 4), F32(12, 4), F32(12, 3), F32(12), F32(12), state=False, **{"in": 4, "hidden": 3})
+case("nn.LSTMCell", F32(2, 3), F32(2, 2), F32(2, 2), F32(8, 3), F32(8, 2), state=True, **{"in": 3, "hidden": 2})
+for shape, momentum, eps in [((4, 3, 5, 5), 0.1, 1e-5), ((6, 4), 0.3, 1e-3), ((4, 3, 5), 0.1, 1e-5)]:
+    c = shape[1]
+    batches = [F32(*shape, lo=-1 + k, hi=2 + 2 * k, grad=k == 2) for k in range(3)]
+    case("nn.BatchNorm", *batches, F32(c, lo=0.5, hi=1.5), F32(c), F32(*shape, lo=-1, hi=3), batches=3,
+         momentum=momentum, eps=eps)
 
 # ---------------------------------------------------------------------------------------------
 # running the cases and writing the file

@@ -41,10 +41,11 @@ def image():
     return (((i * 2654435761) % (1 << 32)) >> 24).to(torch.float64).reshape(BATCH, 1, 28, 28)
 
 
-def safetensors(tensors):
-    """The safetensors encoding of `tensors` (name -> tensor), names sorted, data packed in order."""
-    names = {torch.float32: "F32", torch.int32: "I32"}
-    header, blobs, offset = {}, [], 0
+def safetensors(tensors, metadata=None):
+    """The safetensors encoding of `tensors` (name -> tensor), names sorted, data packed in order,
+    with `metadata` (str -> str) as the header's `__metadata__` table when given."""
+    names = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}
+    header, blobs, offset = ({"__metadata__": metadata} if metadata else {}), [], 0
     for name in sorted(tensors):
         t = tensors[name].contiguous()
         blob = t.numpy().tobytes()

@@ -4,8 +4,11 @@
 
 use std::collections::HashMap;
 
+use lazygrad::nn::layers::{
+    BatchNorm, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LSTMCell, LayerNorm, Linear, RMSNorm,
+};
 use lazygrad::tensor::{ConvOpts, Idx, PadMode, PoolOpts, Reduction, RoundingMode};
-use lazygrad::{DType, Tensor};
+use lazygrad::{Context, DType, Tensor};
 
 use super::fixture::dtype_from_name;
 use super::params::{Json, Params};
@@ -353,6 +356,79 @@ pub fn table() -> HashMap<&'static str, OpFn> {
         ),
         ("cross_entropy", op(|x, p| x[0].cross_entropy(&x[1], reduction(p), p.f_or("label_smoothing", 0.0)))),
         ("nll_loss", op(|x, p| x[0].nll_loss(&x[1], x.get(2), p.opt("ignore_index").map(Json::as_i64), reduction(p)))),
+        // nn layers: torch's module tensors (the inputs after the call's arguments) loaded into the layer
+        (
+            "nn.Linear",
+            op(|x, p| {
+                let mut l = Linear::new(p.u("in"), p.u("out"), x.len() > 2);
+                load(&mut l.weight, &x[1]);
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.Conv2d",
+            op(|x, p| {
+                let mut l = Conv2d::new(p.u("in"), p.u("out"), p.u("kernel"), conv_opts(p), x.len() > 2);
+                load(&mut l.weight, &x[1]);
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.ConvTranspose2d",
+            op(|x, p| {
+                let mut l = ConvTranspose2d::new(p.u("in"), p.u("out"), p.u("kernel"), conv_opts(p), x.len() > 2);
+                load(&mut l.weight, &x[1]);
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.LayerNorm",
+            op(|x, p| {
+                let mut l = LayerNorm::new(&p.us("shape"), p.f("eps"), x.len() > 1);
+                load_opt(&mut l.weight, x.get(1));
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.RMSNorm",
+            op(|x, p| {
+                let mut l = RMSNorm::new(x[0].shape()[x[0].ndim() - 1], p.f("eps"), x.len() > 1);
+                load_opt(&mut l.weight, x.get(1));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.GroupNorm",
+            op(|x, p| {
+                let mut l = GroupNorm::new(p.u("groups"), x[0].shape()[1], p.f("eps"), x.len() > 1);
+                load_opt(&mut l.weight, x.get(1));
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.InstanceNorm",
+            op(|x, p| {
+                let mut l = GroupNorm::instance(x[0].shape()[1], p.f("eps"), x.len() > 1);
+                load_opt(&mut l.weight, x.get(1));
+                load_opt(&mut l.bias, x.get(2));
+                l.forward(&x[0])
+            }),
+        ),
+        (
+            "nn.Embedding",
+            op(|x, _| {
+                let mut l = Embedding::new(x[1].shape()[0], x[1].shape()[1]);
+                load(&mut l.weight, &x[1]);
+                l.forward(&x[0])
+            }),
+        ),
+        ("nn.LSTMCell", op(lstm_cell)),
+        ("nn.BatchNorm", op(batchnorm_steps)),
     ];
     let n = ops.len();
     let map: HashMap<_, _> = ops.into_iter().collect();
@@ -362,4 +438,55 @@ pub fn table() -> HashMap<&'static str, OpFn> {
 
 fn correction(p: &Params) -> usize {
     p.opt("correction").map_or(1, |c| c.as_i64() as usize)
+}
+
+/// `t` as the layer parameter in `slot`: torch's tensor must have the shape lazygrad's layer gave
+/// it (the layer stores its parameters in torch's layout).
+fn load(slot: &mut Tensor, t: &Tensor) {
+    assert_eq!(slot.shape(), t.shape(), "the layer's parameter layout differs from torch's");
+    *slot = t.clone();
+}
+
+/// `load` for an optional parameter, which the layer must have exactly when torch's module does.
+fn load_opt(slot: &mut Option<Tensor>, t: Option<&Tensor>) {
+    match (slot, t) {
+        (Some(s), Some(t)) => load(s, t),
+        (None, None) => {}
+        (s, t) => panic!("the layer has the parameter: {}, torch's module: {}", s.is_some(), t.is_some()),
+    }
+}
+
+/// `LSTMCell` on `x` and, with `state`, `(h, c)`; then its weights and biases. Outputs `(h, c)`.
+fn lstm_cell(x: &[Tensor], p: &Params) -> (Tensor, Tensor) {
+    let n = if p.b("state") { 3 } else { 1 };
+    let mut l = LSTMCell::new(p.u("in"), p.u("hidden"), x.len() - n == 4);
+    load(&mut l.weight_ih, &x[n]);
+    load(&mut l.weight_hh, &x[n + 1]);
+    load_opt(&mut l.bias_ih, x.get(n + 2));
+    load_opt(&mut l.bias_hh, x.get(n + 3));
+    l.forward(&x[0], p.b("state").then(|| (&x[1], &x[2])))
+}
+
+/// `BatchNorm`: a training step on each of the first `batches` inputs (statistics realized after
+/// each, as an optimizer step does), then eval mode on the last input. Outputs the last training
+/// output, the running mean and variance, the batches tracked and the eval output.
+fn batchnorm_steps(x: &[Tensor], p: &Params) -> Vec<Tensor> {
+    let (batches, rest) = x.split_at(p.u("batches"));
+    let mut bn = BatchNorm::new(rest[0].shape()[0], p.f("eps"), true, true, p.f("momentum"));
+    load_opt(&mut bn.weight, Some(&rest[0]));
+    load_opt(&mut bn.bias, Some(&rest[1]));
+    let stats = |bn: &BatchNorm| {
+        let running = |t: &Option<Tensor>| t.clone().expect("running statistics");
+        vec![running(&bn.running_mean), running(&bn.running_var), bn.num_batches_tracked.clone()]
+    };
+    let training = Context::new(&[("TRAINING", 1)]);
+    let mut outs = vec![];
+    for b in batches {
+        outs = vec![bn.forward(b)];
+        Tensor::realize_all(&stats(&bn)).expect("realizing the running statistics");
+    }
+    drop(training);
+    outs.extend(stats(&bn));
+    outs.push(bn.forward(&rest[2]));
+    outs
 }
