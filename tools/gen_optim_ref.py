@@ -36,9 +36,9 @@ from gen_train_ref import safetensors  # noqa: E402
 
 STEPS, LR_CHANGE = 5, 3
 SHAPES = [(3, 4), (5,), (2, 3)]
-# Muon orthogonalizes matrices: a wide one, a tall one (transposed for the iteration) and a conv
-# weight (flattened to rows)
-MUON_SHAPES = [(3, 5), (6, 4), (4, 2, 3, 3)]
+# Muon orthogonalizes matrices: a wide one, a tall one (transposed for the iteration), a conv
+# weight (flattened to rows) and a vector (a column, as tinygrad reshapes it)
+MUON_SHAPES = [(3, 5), (6, 4), (4, 2, 3, 3), (5,)]
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
 CASES = [

@@ -109,7 +109,7 @@ impl Optimizer for SGD {
                 g = if self.nesterov { &g + &(&b * self.momentum) } else { b.clone() };
                 out.push(b);
             }
-            if self.ns_steps > 0 && g.ndim() >= 2 {
+            if self.ns_steps > 0 && g.ndim() >= 1 {
                 g = newton_schulz(&g, self.ns_steps);
             }
             out.push(p.assign(&(p.detach() - &(&g * &self.state.lr.cast(p.dtype())))));
