@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Installs what lazygrad needs on a fresh Debian machine, idempotently: a C compiler for the CPU
-# device (gcc; clang is used instead when present) and, with `--demo`, the Fashion-MNIST data
-# set (Debian's dataset-fashion-mnist, so the demo trains offline) and curl for downloads; with
-# `--bench`, clang-14 for tinygrad's CPU device in tools/bench_compare.py (only the versioned
-# `clang-14` command, so lazygrad's own compiler choice, `clang` else gcc, stays as it was).
+# device (gcc, with its sanitizer runtimes; clang is used instead when present), curl for
+# downloads (tests/datasets.rs fetches from a loopback HTTP server) and, with `--demo`, the
+# Fashion-MNIST data set (Debian's dataset-fashion-mnist, so the demo trains offline and
+# `cargo test --test datasets -- --ignored` checks the real files); with `--bench`, clang-14 for
+# tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
+# lazygrad's own compiler choice, `clang` else gcc, stays as it was).
 # Cargo and rustc must already be installed.
 set -euo pipefail
 
 need=()
-command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# gcc, even where clang compiles the kernels: its ASan and UBSan runtimes (libgcc-N-dev's libasan
+# and libubsan) serve the sanitized tests in .ci/run (SANITIZE=1, docs/env.md)
+if ! command -v gcc >/dev/null 2>&1; then
+  need+=(gcc libc6-dev)
+elif [ ! -f "$(gcc -print-file-name=libasan.so)" ] || [ ! -f "$(gcc -print-file-name=libubsan.so)" ]; then
+  need+=("libgcc-$(gcc -dumpversion | cut -d. -f1)-dev")
+fi
+command -v curl >/dev/null 2>&1 || command -v wget >/dev/null 2>&1 || need+=(curl)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
-  command -v curl >/dev/null 2>&1 || need+=(curl)
 fi
 if [ "${1:-}" = "--bench" ]; then
   command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use crate::dtype::{DType, Scalar};
+use crate::uop::exec::cast_value;
 use crate::uop::{rule, rule_ctx, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// What the target renders: its ops, and whether it has bfloat16 arithmetic.
@@ -110,14 +111,81 @@ fn total_shift() -> crate::uop::pattern::Rule {
     })
 }
 
+/// The bounds of the values whose truncation integer dtype `to` holds, as floats: the integer
+/// range is `lo <= trunc(x) < end`, for `lo` 0 or -2^(bits-1) and `end` 2^bits or 2^(bits-1).
+/// Powers of two are exact in every float dtype but float16, where those past its range become
+/// ±inf: still the right bounds, as every finite float16 fits those integer types.
+fn int_span(to: DType) -> (f64, f64) {
+    let (lo, hi) = to.int_range();
+    (lo as f64, (hi + 1) as f64)
+}
+
+/// Whether float `x` is above `lo` and below `end` (`int_span` of the cast's dtype): both hold
+/// for the values C casts; NaN is neither, `x <= lo` gives the min and `x >= end` the max.
+fn inside(x: &UOp, (lo, end): (f64, f64)) -> (UOp, UOp) {
+    let above = x.const_like(ConstValue::Float(lo)).alu(Ops::CmpLt, &[x]);
+    (above, x.alu(Ops::CmpLt, &[&x.const_like(ConstValue::Float(end))]))
+}
+
+/// Whether every value float `x` takes truncates into `span` (`int_span`): constants, integers
+/// that round into it, and selects of those.
+fn fits(x: &UOp, (lo, end): (f64, f64)) -> bool {
+    let s = x.src();
+    match x.op() {
+        Ops::Const => x.const_value().is_some_and(|c| lo - 1.0 < c.as_f64() && c.as_f64() < end),
+        Ops::Cast if !s[0].dtype().is_float() => {
+            // rounding is monotone: the rounded ends bound the rounded values
+            let (vmin, vmax) = s[0].bounds();
+            let round = |v: i128| cast_value(ConstValue::Int(v as i64), s[0].dtype(), x.dtype()).as_f64();
+            lo <= round(vmin) && round(vmax) < end
+        }
+        Ops::Where => fits(&s[1], (lo, end)) && fits(&s[2], (lo, end)),
+        _ => false,
+    }
+}
+
+/// Float-to-integer casts are total in the IR (`uop/exec.rs`): they truncate toward zero, NaN
+/// gives 0 and a value past the integer range the range's min or max. C leaves a value whose
+/// truncation the type cannot hold undefined (x86 gives INT_MIN; `(uchar)-1.0f` is 255), so a
+/// cast whose source may fall outside casts 0 in its place and selects the ends; sources proved
+/// to fit (`fits`) keep the plain cast. Float-to-integer casts are never vectors (`vector_op`).
+#[track_caller]
+fn total_cast() -> crate::uop::pattern::Rule {
+    let int = |d: DType| d.is_int() && d.count == 1;
+    rule(UPat::ops(&[Ops::Cast]).dtype(int).named("c"), |m| {
+        let c = &m["c"];
+        let (x, span) = (&c.src()[0], int_span(c.dtype()));
+        if !x.dtype().is_float() || fits(x, span) {
+            return None;
+        }
+        let zero = x.const_like(ConstValue::Float(0.0));
+        let inside_and = |y: &UOp| {
+            let (above, below) = inside(y, span);
+            above.alu(Ops::And, &[&below])
+        };
+        // the cast of the stand-in this rule made, `where(inside(y), y, 0)`, stays
+        if x.op() == Ops::Where && x.src()[2] == zero && x.src()[0] == inside_and(&x.src()[1]) {
+            return None;
+        }
+        let (above, below) = inside(x, span);
+        let cast = UOp::where_(&inside_and(x), x, &zero).cast(c.dtype());
+        let (lo, hi) = c.dtype().int_range();
+        let (min, max) = (c.const_like(ConstValue::Int(lo as i64)), c.const_like(ConstValue::Int(hi as i64)));
+        // NaN is neither above nor below: the cast of 0
+        Some(UOp::where_(&above, &UOp::where_(&below, &cast, &max), &UOp::where_(&below, &min, &cast)))
+    })
+}
+
 /// Fallbacks, each firing only when the target lacks what it replaces, the multiply-add fusion
-/// where it has `MulAcc`, and integer division and shifts made total.
+/// where it has `MulAcc`, and integer division, shifts and float-to-integer casts made total.
 pub fn pm_decompose() -> PatternMatcher {
     PatternMatcher::new(vec![
         total_division(),
         total_shift(),
         fuse_mulacc(),
         rule_ctx(UPat::var("x"), |m, sup: &mut Supported| if sup.bf16_math { None } else { emulate_bf16(&m["x"]) }),
+        // after the bfloat16 emulation, which casts through float32
+        total_cast(),
         fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
         fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {
             true => Some(s[0].alu(Ops::Xor, &[&x.const_like(ConstValue::Bool(true))])),
@@ -136,6 +204,27 @@ pub fn pm_decompose() -> PatternMatcher {
 mod tests {
     use super::*;
     use crate::uop::graph_rewrite;
+
+    #[test]
+    fn float_to_int_casts_are_guarded_unless_they_fit() {
+        let ops = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat().into_iter().collect();
+        let mut sup = Supported { ops, bf16_math: true };
+        let param = |d: DType| UOp::new(Ops::Param, d, vec![], crate::uop::Arg::Int(0));
+        let lower = |e: &UOp, sup: &mut Supported| graph_rewrite(e, &pm_decompose(), sup, "decompose", false);
+        // an int16 in float32 fits int32: a plain cast
+        let small = param(DType::INT16).cast(DType::FLOAT32).cast(DType::INT32);
+        assert_eq!(lower(&small, &mut sup), small);
+        // 2^31 - 1 rounds to 2^31 in float32, past int32; any float may be NaN or infinite
+        for x in [param(DType::INT32).cast(DType::FLOAT32), param(DType::FLOAT16)] {
+            let out = lower(&x.cast(DType::INT32), &mut sup);
+            assert_eq!(out.op(), Ops::Where);
+            let casts: Vec<UOp> =
+                out.toposort().into_iter().filter(|u| u.op() == Ops::Cast && u.dtype().is_int()).collect();
+            assert_eq!(casts.len(), 1);
+            assert_eq!(casts[0].src()[0].op(), Ops::Where, "the cast takes an in-range stand-in");
+            assert_eq!(lower(&out, &mut sup), out, "a guarded cast is left alone");
+        }
+    }
 
     #[test]
     fn unsupported_ops_become_supported_ones() {

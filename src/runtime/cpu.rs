@@ -15,6 +15,12 @@ use crate::uop::uop::stable_hash;
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
+/// Flags added with `SANITIZE=1`: AddressSanitizer and UndefinedBehaviorSanitizer (with
+/// float-to-int overflow, which gcc's `undefined` leaves out), each report fatal. Generated code
+/// must never trigger one; the test process needs the ASan runtime preloaded (`docs/env.md`).
+const SANITIZE_FLAGS: &[&str] =
+    &["-fsanitize=address,undefined,float-cast-overflow", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"];
+
 /// Flags that depend on the source. gcc 12's own vectorizer miscompiles some kernels: selects on
 /// AVX-512 mask registers (a `cond ? x : 0.0f` summed over an unrolled one-hot came out short),
 /// reduction chains whose loads it permutes, and `(double)(_Float16)x`, which it turns into
@@ -31,29 +37,55 @@ fn source_flags(src: &str) -> &'static [&'static str] {
     }
 }
 
+/// Whether the AddressSanitizer runtime is in this process. A sanitized kernel loaded without it
+/// makes the runtime abort the process: it must be loaded first, by `LD_PRELOAD`.
+#[cfg(unix)]
+fn asan_runtime_loaded() -> bool {
+    // SAFETY: the symbol is only looked up, never called or read.
+    unsafe { libloading::os::unix::Library::this().get::<*const u8>(b"__asan_init\0") }.is_ok()
+}
+#[cfg(not(unix))]
+fn asan_runtime_loaded() -> bool {
+    false
+}
+
 /// A C compiler found on this machine.
 pub struct CCompiler {
     cc: String,
+    /// `FLAGS`, then `SANITIZE_FLAGS` with `SANITIZE=1` (read when the device opens).
+    flags: Vec<&'static str>,
     /// The compiler's runtime library (`-print-libgcc-file-name`) when `ld` links shared objects
     /// itself: linking through the compiler driver costs more than compiling a small kernel.
+    /// Sanitized objects link through the driver, which adds the sanitizers' runtimes.
     direct_link: Option<String>,
 }
 
 impl CCompiler {
-    /// `$CC` if set, else the first of clang, gcc, cc that runs.
+    /// `$CC` if set, else the first of clang, gcc, cc that runs (gcc, cc with `SANITIZE=1`).
     pub fn detect() -> Result<CCompiler> {
+        let sanitize = crate::helpers::getenv("SANITIZE", 0) != 0;
+        if sanitize && !asan_runtime_loaded() {
+            return Err(Error::Device(
+                "SANITIZE=1 needs gcc's ASan runtime preloaded: LD_PRELOAD=$(gcc -print-file-name=libasan.so) \
+                 (docs/env.md#sanitized-kernels)"
+                    .into(),
+            ));
+        }
+        let flags = [FLAGS, if sanitize { SANITIZE_FLAGS } else { &[] }].concat();
         let candidates: Vec<String> = match getenv_str("CC") {
             Some(cc) => vec![cc],
+            // the sanitizers' runtime that the process preloads is gcc's
+            None if sanitize => vec!["gcc".into(), "cc".into()],
             None => vec!["clang".into(), "gcc".into(), "cc".into()],
         };
         let runs = |cmd: &mut Command| cmd.output().ok().filter(|o| o.status.success());
         for cc in &candidates {
-            if runs(Command::new(cc).arg("--version")).is_some() {
-                let ld = runs(Command::new("ld").arg("--version")).is_some();
-                let libgcc = runs(Command::new(cc).arg("-print-libgcc-file-name"))
+            if runs(Self::command(cc).arg("--version")).is_some() {
+                let ld = !sanitize && runs(Self::command("ld").arg("--version")).is_some();
+                let libgcc = runs(Self::command(cc).arg("-print-libgcc-file-name"))
                     .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
                     .filter(|p| ld && Path::new(p).exists());
-                return Ok(CCompiler { cc: cc.clone(), direct_link: libgcc });
+                return Ok(CCompiler { cc: cc.clone(), flags, direct_link: libgcc });
             }
         }
         Err(Error::Device(format!(
@@ -62,20 +94,35 @@ impl CCompiler {
         )))
     }
 
+    /// The compiler (or linker) `program` as a command. It runs without `LD_PRELOAD`: the ASan
+    /// runtime that a sanitized test process preloads doubles the cost of each compile.
+    fn command(program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_remove("LD_PRELOAD");
+        cmd
+    }
+
     /// Compile `c_path` into the shared object `so`: to an object, then linked by `ld` with the
     /// compiler's runtime library and libm, or in one driver call where that is not possible.
     fn build(&self, c_path: &Path, so: &Path, extra: &[&str]) -> Result<std::process::Output> {
         let Some(libgcc) = &self.direct_link else {
-            let mut cmd = Command::new(&self.cc);
-            return Ok(cmd.args(FLAGS).args(extra).args(["-shared", "-o"]).arg(so).arg(c_path).arg("-lm").output()?);
+            let mut cmd = Self::command(&self.cc);
+            return Ok(cmd
+                .args(&self.flags)
+                .args(extra)
+                .args(["-shared", "-o"])
+                .arg(so)
+                .arg(c_path)
+                .arg("-lm")
+                .output()?);
         };
         let obj = so.with_extension("o");
         let compiled =
-            Command::new(&self.cc).args(FLAGS).args(extra).arg("-c").arg("-o").arg(&obj).arg(c_path).output()?;
+            Self::command(&self.cc).args(&self.flags).args(extra).arg("-c").arg("-o").arg(&obj).arg(c_path).output()?;
         if !compiled.status.success() {
             return Ok(compiled);
         }
-        let linked = Command::new("ld").args(["-shared", "-o"]).arg(so).arg(&obj).arg(libgcc).arg("-lm").output();
+        let linked = Self::command("ld").args(["-shared", "-o"]).arg(so).arg(&obj).arg(libgcc).arg("-lm").output();
         let _ = std::fs::remove_file(&obj);
         Ok(linked?)
     }
@@ -84,7 +131,7 @@ impl CCompiler {
 impl CCompiler {
     /// The disk cache file of `src`'s shared object.
     fn cache_path(&self, src: &str) -> PathBuf {
-        let key = stable_hash(&(&self.cc, FLAGS, source_flags(src), &self.direct_link, src));
+        let key = stable_hash(&(&self.cc, &self.flags[..], source_flags(src), &self.direct_link, src));
         cache_dir().join("cpu").join(format!("{key:016x}.so"))
     }
 

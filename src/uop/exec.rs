@@ -10,13 +10,36 @@
 //! must be compiled without contraction (`-ffp-contract=off`): a multiply-add is fused only where
 //! codegen says so, with `MulAcc`.
 //!
-//! Where C leaves behaviour undefined this module picks a deterministic answer (generated code
-//! must not depend on it): float→int casts out of range saturate to the target's min/max and NaN
-//! becomes 0 (gcc's x86-64 code differs there: `(uchar)-1.0f` is 255, `(int)1e20f` is INT_MIN);
-//! integer division and remainder by zero give 0; shifts by >= the width give 0 (or -1
-//! for an arithmetic right shift of a negative value). Float `Max` returns NaN if either operand
-//! is NaN, else `a > b ? a : b`. Integer `Recip`, `Exp2`, `Log2`, `Sin`, `Sqrt`, `Pow` and `FDiv`
-//! (never emitted) evaluate the float formula in f64 and cast back.
+//! Where C leaves behaviour undefined this module picks a deterministic answer, and codegen makes
+//! the generated code compute the same (`codegen/decompose.rs`: `total_cast`, `total_division`,
+//! `total_shift`), so no kernel executes undefined behaviour (`SANITIZE=1` checks it):
+//!
+//! - a float→int cast truncates toward zero; NaN gives 0, a value whose truncation is below the
+//!   target's range its min and one above its max (Rust's `as`, ARM's `fcvtzs`, WebAssembly's
+//!   `trunc_sat`; x86's `cvttss2si` gives INT_MIN for all three, and gcc's `(uchar)-1.0f` 255):
+//!
+//!   | value  | int8 | uint8 | int32 | uint32 | int64 | uint64 |
+//!   |---|---|---|---|---|---|---|
+//!   | NaN | 0 | 0 | 0 | 0 | 0 | 0 |
+//!   | +inf, 1e20 | 127 | 255 | 2^31-1 | 2^32-1 | 2^63-1 | 2^64-1 |
+//!   | -inf, -1e20 | -128 | 0 | -2^31 | 0 | -2^63 | 0 |
+//!   | -0.9, -0.0 | 0 | 0 | 0 | 0 | 0 | 0 |
+//!   | -1.5 | -1 | 0 | -1 | 0 | -1 | 0 |
+//!   | 300.7 | 127 | 255 | 300 | 300 | 300 | 300 |
+//!   | 2^31 | 127 | 255 | 2^31-1 | 2^31 | 2^31 | 2^31 |
+//!
+//! - int→int casts wrap to the target's width (C's rule for unsigned targets, gcc's for signed);
+//!   anything→bool is `!= 0` (NaN is true);
+//! - int→float and float→float casts round once to nearest even, ±inf past the range; to
+//!   bfloat16 the value rounds to float32 first (as PyTorch's `c10::BFloat16` and codegen's
+//!   emulation do), which matters for float64 and 32- and 64-bit integer sources only:
+//!   `2^30 + 2^22 + 1` becomes 2^30 (a tie once in float32), not 2^30 + 2^23;
+//! - integer division and remainder by zero give 0 (`MIN / -1` wraps to MIN); shifts by >= the
+//!   width give 0 (or -1 for an arithmetic right shift of a negative value).
+//!
+//! Float `Max` returns NaN if either operand is NaN, else `a > b ? a : b`. Integer `Recip`,
+//! `Exp2`, `Log2`, `Sin`, `Sqrt`, `Pow` and `FDiv` (never emitted) evaluate the float formula in
+//! f64 and cast back.
 
 use std::cmp::Ordering;
 use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
@@ -25,10 +48,15 @@ use super::ops::Ops;
 use super::uop::ConstValue::{self, Bool, Float, Int};
 use crate::dtype::{DType, Scalar};
 
-/// `v` (a value of dtype `from`) converted to `to` with C cast semantics.
+/// `v` (a value of dtype `from`) converted to `to`: C's cast where C defines it, the rules above
+/// where it does not.
 pub fn cast_value(v: ConstValue, from: DType, to: DType) -> ConstValue {
     match v {
         _ if to.is_bool() => Bool(v.as_bool()),
+        // to bfloat16 through float32 (exact there from float16, bool and 8- and 16-bit integers)
+        _ if to.scalar == Scalar::BFloat16 && from.scalar != Scalar::Float32 => {
+            Float(round_float(cast_value(v, from, DType::FLOAT32).as_f64(), to))
+        }
         Float(f) if to.is_float() => Float(round_float(f, to)),
         _ if to.is_float() => Float(int_to_float(v.as_i64(), from.is_unsigned(), to)),
         Float(f) if to.is_int() => {
@@ -428,7 +456,10 @@ mod tests {
         assert_eq!(cast_const(F(pow2(-25)), h), F(0.0));
         assert_eq!(cast_const(F(3.0 * pow2(-26)), h), F(pow2(-24)));
         assert_eq!(cast_const(F(-1e-30), h), F(-0.0));
-        assert_eq!(cast_const(I((1 << 60) + (1 << 52) + 1), bf), F(pow2(60) + pow2(53)));
+        // to bfloat16 through float32: 2^52 + 1 rounds to 2^52 there, a tie for bfloat16
+        assert_eq!(cast_const(I((1 << 60) + (1 << 52) + 1), bf), F(pow2(60)));
+        assert_eq!(cast_const(I((1 << 60) + (1 << 52) + (1 << 40)), bf), F(pow2(60) + pow2(53)));
+        assert_eq!(cast_const(F(1.0 + pow2(-8) + pow2(-30)), bf), F(1.0));
         assert_eq!(cast_const(I(-65519), h), F(-65504.0));
         assert_eq!(cast_const(I(65520), h), F(f64::INFINITY));
         assert_eq!(
@@ -491,6 +522,24 @@ mod tests {
         assert_eq!(cast_const(B(true), DType::FLOAT32), F(1.0));
         assert_eq!(cast_const(I(3), DType::BOOL), B(true));
         assert_eq!(cast_const(I(7), DType::INDEX), I(7));
+    }
+
+    #[test]
+    fn float_to_int_casts_are_rusts_as() {
+        let edges = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, -0.9, -1.5, 300.7, 2147483648.0, 1e20, -1e20];
+        for x in edges {
+            for (from, y) in [(DType::FLOAT64, x), (DType::FLOAT32, x as f32 as f64)] {
+                let to = |d: DType| cast_value(F(y), from, d);
+                assert_eq!(to(DType::INT8), I(y as i8 as i64), "{y}");
+                assert_eq!(to(DType::UINT8), I(y as u8 as i64), "{y}");
+                assert_eq!(to(DType::INT16), I(y as i16 as i64), "{y}");
+                assert_eq!(to(DType::UINT16), I(y as u16 as i64), "{y}");
+                assert_eq!(to(DType::INT32), I(y as i32 as i64), "{y}");
+                assert_eq!(to(DType::UINT32), I(y as u32 as i64), "{y}");
+                assert_eq!(to(DType::INT64), I(y as i64), "{y}");
+                assert_eq!(to(DType::UINT64), I(y as u64 as i64), "{y}");
+            }
+        }
     }
 
     #[test]
