@@ -10,6 +10,8 @@
 //! Some programs end in a float op (`sqrt`, `exp`, `sin`, a division): their host value is
 //! float64, compared within a tolerance. A failing program shrinks (proptest shrinks its choice
 //! list) and is printed as that list: add it to `REGRESSIONS`, which run first.
+//!
+//! `FUZZ_PROGRAMS=n` and `FUZZ_SEED=s` (a byte) run other or more programs than CI's 2,000 of seed 20.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -37,6 +39,8 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// Programs per `cargo test` run.
 const PROGRAMS: usize = 2000;
+/// The seed of CI's programs.
+const SEED: u8 = 20;
 /// Programs whose kernels are compiled together (one compiler run per batch and core).
 const BATCH: usize = 100;
 /// Choice lists of programs that once failed, replayed before the random ones.
@@ -363,9 +367,13 @@ fn random_programs_agree_with_interp_and_the_host() {
         check(list).unwrap_or_else(|e| panic!("regression {list:?}:\n{e}"));
     }
     let config = Config { failure_persistence: None, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[20; 32]));
+    let setting = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let seed = [setting("FUZZ_SEED", SEED as usize) as u8; 32];
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
     let strategy = prop::collection::vec(any::<u16>(), 16..160);
-    let mut trees = (0..PROGRAMS).map(|_| strategy.new_tree(&mut runner).expect("a program")).collect::<Vec<_>>();
+    let mut trees = (0..setting("FUZZ_PROGRAMS", PROGRAMS))
+        .map(|_| strategy.new_tree(&mut runner).expect("a program"))
+        .collect::<Vec<_>>();
     let (mut programs, mut kernels) = (0, 0);
     for batch in trees.chunks_mut(BATCH) {
         let lists: Vec<Vec<u16>> = batch.iter().map(|t| t.current()).collect();
