@@ -432,3 +432,21 @@ fn a_lane_invariant_gated_load_is_no_vector_load() {
         assert_eq!(got, want, "{device}");
     }
 }
+
+/// gcc merged the negation of a fused multiply-add, even across a loop, into one `fnmsub`: the
+/// negated dot product `-(1 * -1 + -1 * 1)`... of a sum that is +0 came out +0 on the CPU; IEEE
+/// negation (and INTERP) give -0 (found by the fuzzer).
+#[test]
+fn negating_a_dot_product_that_sums_to_zero_gives_negative_zero() {
+    let a: Vec<f32> = [-1.0, 1.0].repeat(11);
+    let b = [-1.0f32, 1.0, -1.0, 1.0, 1.0, 0.0, -1.0, -1.0, -1.0, 1.0];
+    for device in ["CPU", "INTERP"] {
+        for noopt in [0, 1] {
+            let _device = DefaultDevice::scoped(device);
+            let _opts = Context::new(&[("NOOPT", noopt)]);
+            let out = Tensor::from_slice(&a, &[11, 2]).matmul(&Tensor::from_slice(&b, &[2, 5])).neg().to_vec::<f32>();
+            // column 2: (-1)(-1) + (1)(-1) = +0, negated
+            assert!(out[2] == 0.0 && out[2].is_sign_negative(), "{device} NOOPT={noopt}: {}", out[2]);
+        }
+    }
+}
