@@ -25,6 +25,14 @@ fn conv_params(a: usize, b: usize, kernel: usize, out_channels: usize, bias: boo
     (weight, bias.then(|| uniform_bound(&[out_channels], fan_in)))
 }
 
+/// Panics (naming `layer`) unless `groups` splits both channel counts.
+fn check_groups(layer: &str, in_channels: usize, out_channels: usize, groups: usize) {
+    assert!(
+        groups > 0 && in_channels.is_multiple_of(groups) && out_channels.is_multiple_of(groups),
+        "{layer}: {in_channels} input and {out_channels} output channels do not split into {groups} groups"
+    );
+}
+
 /// Shape `[1, -1, 1, ...]` of a per-channel vector broadcast against a rank-`ndim` input.
 fn channel_view(t: &Tensor, ndim: usize) -> Tensor {
     let mut shape = vec![1isize, -1];
@@ -45,6 +53,12 @@ impl Linear {
         Linear { weight, bias: bias.then(|| uniform_bound(&[out_features], in_features)) }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        let (xs, features) = (x.shape(), self.weight.shape()[1]);
+        assert!(
+            xs.last() == Some(&features),
+            "Linear: input {xs:?} must end in {features} features (weight {:?})",
+            self.weight.shape()
+        );
         x.linear(&self.weight.T(), self.bias.as_ref())
     }
 }
@@ -59,6 +73,7 @@ module!(Conv2d { weight, bias });
 
 impl Conv2d {
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> Conv2d {
+        check_groups("Conv2d", in_channels, out_channels, opts.groups);
         let (weight, bias) = conv_params(out_channels, in_channels / opts.groups, kernel, out_channels, bias);
         Conv2d { weight, bias, opts }
     }
@@ -77,6 +92,7 @@ module!(ConvTranspose2d { weight, bias });
 
 impl ConvTranspose2d {
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> ConvTranspose2d {
+        check_groups("ConvTranspose2d", in_channels, out_channels, opts.groups);
         let (weight, bias) = conv_params(in_channels, out_channels / opts.groups, kernel, out_channels, bias);
         ConvTranspose2d { weight, bias, opts }
     }
@@ -119,6 +135,13 @@ impl BatchNorm {
         BatchNorm::new(size, 1e-5, true, true, 0.1)
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        let size = self.weight.as_ref().or(self.running_mean.as_ref()).map(Tensor::numel);
+        let xs = x.shape();
+        assert!(
+            xs.len() >= 2 && size.is_none_or(|n| xs[1] == n),
+            "BatchNorm: input {xs:?} must be [N, {}, ...]",
+            size.map_or("C".into(), |n| n.to_string())
+        );
         let training = getenv("TRAINING", 0) != 0;
         let axes: Vec<isize> = (0..x.ndim() as isize).filter(|&a| a != 1).collect();
         let (mean, var) = match (&self.running_mean, &self.running_var, training) {
@@ -160,6 +183,13 @@ impl LayerNorm {
         }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        let xs = x.shape();
+        let normalized = self.weight.as_ref().map(Tensor::shape);
+        assert!(
+            xs.len() >= self.axes && normalized.as_ref().is_none_or(|n| xs[xs.len() - self.axes..] == n[..]),
+            "LayerNorm: input {xs:?} must end in the normalized shape {}",
+            normalized.map_or(format!("({} axes)", self.axes), |n| format!("{n:?}"))
+        );
         let axes: Vec<isize> = (0..self.axes as isize).map(|i| -1 - i).collect();
         let y = x.layernorm(axes.as_slice(), self.eps);
         match (&self.weight, &self.bias) {
@@ -181,6 +211,11 @@ impl RMSNorm {
         RMSNorm { weight: affine.then(|| filled(&[dim], 1.0)), eps }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        let xs = x.shape();
+        assert!(!xs.is_empty(), "RMSNorm: input must have a feature axis, got shape {xs:?}");
+        if let Some(d) = self.weight.as_ref().map(Tensor::numel) {
+            assert!(xs.last() == Some(&d), "RMSNorm: input {xs:?} must end in {d} features");
+        }
         let y = x * &(x * x).mean(-1isize, true).add(self.eps).rsqrt();
         match &self.weight {
             Some(w) => &y * w,
@@ -203,6 +238,10 @@ pub type InstanceNorm = GroupNorm;
 
 impl GroupNorm {
     pub fn new(groups: usize, channels: usize, eps: f64, affine: bool) -> GroupNorm {
+        assert!(
+            groups > 0 && channels.is_multiple_of(groups),
+            "GroupNorm: {channels} channels do not split into {groups} groups"
+        );
         GroupNorm {
             weight: affine.then(|| filled(&[channels], 1.0)),
             bias: affine.then(|| filled(&[channels], 0.0)),
@@ -216,6 +255,13 @@ impl GroupNorm {
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let shape = x.shape();
+        let channels = self.weight.as_ref().map(Tensor::numel);
+        assert!(
+            shape.len() >= 2 && shape[1].is_multiple_of(self.groups) && channels.is_none_or(|c| shape[1] == c),
+            "GroupNorm: input {shape:?} must be [N, C, ...] with C {} in {} groups",
+            channels.map_or("channels".into(), |c| c.to_string()),
+            self.groups
+        );
         let y = x.reshape(&[shape[0] as isize, self.groups as isize, -1]).layernorm(-1isize, self.eps).reshape(&shape);
         match (&self.weight, &self.bias) {
             (Some(w), Some(b)) => &y * &channel_view(w, shape.len()) + &channel_view(b, shape.len()),
@@ -237,7 +283,8 @@ impl Embedding {
     /// Rows of the table for integer indices of any shape (output shape: `[..., embed_size]`).
     pub fn forward(&self, idx: &Tensor) -> Tensor {
         let vocab = self.weight.shape()[0];
-        idx.one_hot(vocab).cast(self.weight.dtype()).matmul(&self.weight)
+        let one_hot = idx.try_one_hot(vocab).unwrap_or_else(|e| panic!("Embedding of {vocab} rows: {e}"));
+        one_hot.cast(self.weight.dtype()).matmul(&self.weight)
     }
 }
 
@@ -262,9 +309,18 @@ impl LSTMCell {
     }
     /// The new `(h, c)` from input `x` `[batch, input]` and the previous state (zeros if none).
     pub fn forward(&self, x: &Tensor, hc: Option<(&Tensor, &Tensor)>) -> (Tensor, Tensor) {
-        let hidden = self.weight_hh.shape()[1];
-        let zeros = Tensor::zeros(&[x.shape()[0], hidden]);
+        let (hidden, input) = (self.weight_hh.shape()[1], self.weight_ih.shape()[1]);
+        let xs = x.shape();
+        assert!(xs.len() == 2 && xs[1] == input, "LSTMCell: input {xs:?} must be [batch, {input}]");
+        let zeros = Tensor::zeros(&[xs[0], hidden]);
         let (h, c) = hc.unwrap_or((&zeros, &zeros));
+        let state = [xs[0], hidden];
+        assert!(
+            h.shape() == state && c.shape() == state,
+            "LSTMCell: state h {:?} and c {:?} must be {state:?} for input {xs:?}",
+            h.shape(),
+            c.shape()
+        );
         let gates =
             x.linear(&self.weight_ih.T(), self.bias_ih.as_ref()) + h.linear(&self.weight_hh.T(), self.bias_hh.as_ref());
         let batch = gates.shape()[0];

@@ -172,6 +172,33 @@ impl ConvParams {
     }
 }
 
+/// Panics (naming `op`) unless kernel, stride and dilation are positive and each dilated kernel
+/// fits the padded input (its last `kernel.len()` axes).
+fn check_windows(
+    op: &str,
+    input: &[usize],
+    kernel: &[usize],
+    stride: &[usize],
+    dilation: &[usize],
+    pads: &[(isize, isize)],
+) {
+    assert!(
+        kernel.iter().chain(stride).chain(dilation).all(|&v| v > 0),
+        "{op}: kernel {kernel:?}, stride {stride:?} and dilation {dilation:?} must be positive"
+    );
+    let spatial = &input[input.len() - kernel.len()..];
+    let fits = (0..kernel.len())
+        .all(|j| spatial[j] as isize + pads[j].0 + pads[j].1 > (dilation[j] * (kernel[j] - 1)) as isize);
+    assert!(fits, "{op}: kernel {kernel:?} (dilation {dilation:?}) is larger than input {input:?} padded by {pads:?}");
+}
+
+/// Panics (naming `op`) unless `bias` is one value per output channel.
+fn check_bias(op: &str, bias: Option<&Tensor>, channels: usize) {
+    if let Some(b) = bias {
+        assert!(b.numel() == channels, "{op}: bias of shape {:?} for {channels} output channels", b.shape());
+    }
+}
+
 /// `(before, after)` pads on the spatial axes after `lead` untouched ones.
 fn lead_pads(lead: usize, pads: &[(isize, isize)]) -> Vec<(isize, isize)> {
     let mut all = vec![(0, 0); lead];
@@ -231,14 +258,16 @@ impl Tensor {
             "conv2d: input {xs:?} and weight {ws:?} need the same rank (at least 3)"
         );
         let nd = ws.len() - 2;
-        self.conv_pads(
-            weight,
-            bias,
-            opts.groups,
-            &opts.stride.get("conv2d", "stride", nd),
-            &opts.dilation.get("conv2d", "dilation", nd),
-            &opts.padding.pads("conv2d", nd),
-        )
+        let (stride, dilation) = (opts.stride.get("conv2d", "stride", nd), opts.dilation.get("conv2d", "dilation", nd));
+        let pads = opts.padding.pads("conv2d", nd);
+        let g = opts.groups;
+        assert!(
+            g > 0 && g * ws[1] == xs[1] && ws[0].is_multiple_of(g),
+            "conv2d: input {xs:?} does not match weight {ws:?} with groups={g}"
+        );
+        check_windows("conv2d", &xs, &ws[2..], &stride, &dilation, &pads);
+        check_bias("conv2d", bias, ws[0]);
+        self.conv_pads(weight, bias, g, &stride, &dilation, &pads)
     }
     /// `conv2d` with explicit `(before, after)` pads, negative ones cropping. The result is a
     /// `conv` CALL: its backward is two more convs (`conv_backward`), not the gather-shaped
@@ -340,13 +369,32 @@ impl Tensor {
         );
         let (g, nd) = (opts.groups, ws.len() - 2);
         assert!(g > 0 && ws[0] % g == 0, "conv_transpose2d: weight {ws:?} does not split into {g} groups");
+        assert!(xs[1] == ws[0], "conv_transpose2d: input {xs:?} has {} channels, weight {ws:?} takes {}", xs[1], ws[0]);
         let hw = &ws[2..];
         let name = "conv_transpose2d";
         let (stride, dilation) = (opts.stride.get(name, "stride", nd), opts.dilation.get(name, "dilation", nd));
         let out_pad = opts.output_padding.get(name, "output_padding", nd);
-        let pads: Vec<(isize, isize)> = opts
-            .padding
-            .pads(name, nd)
+        let padding = opts.padding.pads(name, nd);
+        assert!(
+            hw.iter().chain(&stride).chain(&dilation).all(|&v| v > 0),
+            "conv_transpose2d: kernel {hw:?}, stride {stride:?} and dilation {dilation:?} must be positive"
+        );
+        assert!(
+            (0..nd).all(|j| out_pad[j] < stride[j].max(dilation[j])),
+            "conv_transpose2d: output_padding {out_pad:?} must be smaller than stride {stride:?} or dilation {dilation:?}"
+        );
+        let out: Vec<isize> = (0..nd)
+            .map(|j| {
+                let span = (dilation[j] * (hw[j] - 1) + 1 + out_pad[j]) as isize;
+                (xs[2 + j] as isize - 1) * stride[j] as isize + span - padding[j].0 - padding[j].1
+            })
+            .collect();
+        assert!(
+            out.iter().all(|&o| o > 0),
+            "conv_transpose2d: input {xs:?} with weight {ws:?} and padding {padding:?} gives output size {out:?}"
+        );
+        check_bias(name, bias, ws[1] * g);
+        let pads: Vec<(isize, isize)> = padding
             .iter()
             .enumerate()
             .map(|(j, &(b, a))| {
@@ -399,6 +447,7 @@ impl Tensor {
         let mut pads = opts.padding.pads(op, nd);
         let shape = self.shape();
         assert!(shape.len() >= nd, "{op}: input {shape:?} has fewer than {nd} dimensions");
+        check_windows(op, &shape, &k, &s, &d, &pads);
         if ceil {
             let i_ = &shape[shape.len() - nd..];
             for j in 0..nd {

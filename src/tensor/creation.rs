@@ -27,12 +27,7 @@ impl<T: Element> TensorData for T {
 impl<A: TensorData, const N: usize> TensorData for [A; N] {
     type Elem = A::Elem;
     fn flatten_into(&self, out: &mut Vec<A::Elem>) -> Vec<usize> {
-        let mut inner = vec![];
-        for (i, a) in self.iter().enumerate() {
-            let s = a.flatten_into(out);
-            assert!(i == 0 || s == inner, "Tensor::new: ragged nested array");
-            inner = s;
-        }
+        let inner = flatten_rows(self.iter(), out);
         let mut shape = vec![N];
         shape.extend(inner);
         shape
@@ -49,16 +44,22 @@ impl<A: TensorData> TensorData for Vec<A> {
 impl<A: TensorData> TensorData for &[A] {
     type Elem = A::Elem;
     fn flatten_into(&self, out: &mut Vec<A::Elem>) -> Vec<usize> {
-        let mut inner = vec![];
-        for (i, a) in self.iter().enumerate() {
-            let s = a.flatten_into(out);
-            assert!(i == 0 || s == inner, "Tensor::new: ragged nested data");
-            inner = s;
-        }
+        let inner = flatten_rows(self.iter(), out);
         let mut shape = vec![self.len()];
         shape.extend(inner);
         shape
     }
+}
+
+/// Append each row's elements and return the rows' common shape (panics on ragged rows).
+fn flatten_rows<'a, A: TensorData + 'a>(rows: impl Iterator<Item = &'a A>, out: &mut Vec<A::Elem>) -> Vec<usize> {
+    let mut inner = vec![];
+    for (i, a) in rows.enumerate() {
+        let s = a.flatten_into(out);
+        assert!(i == 0 || s == inner, "Tensor::new: ragged nested data: row {i} has shape {s:?}, row 0 {inner:?}");
+        inner = s;
+    }
+    inner
 }
 
 impl Tensor {
@@ -70,27 +71,37 @@ impl Tensor {
     }
     /// A tensor of `shape` from row-major `data`.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
-        Tensor::from_slice(&data, shape)
+        Tensor::from_elements("Tensor::from_vec", &data, shape)
     }
     /// A tensor of `shape` from row-major `data` (copied to the device now).
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
-        let n: usize = shape.iter().product();
-        assert_eq!(n, data.len(), "Tensor::from_slice: {} elements do not fill shape {shape:?}", data.len());
+        Tensor::from_elements("Tensor::from_slice", data, shape)
+    }
+    fn from_elements<T: Element>(op: &str, data: &[T], shape: &[usize]) -> Tensor {
+        let n = super::checked_numel(op, shape, T::DTYPE);
+        assert!(n == data.len(), "{op}: {} elements do not fill shape {shape:?} ({n} elements)", data.len());
         let mut bytes = Vec::with_capacity(n * T::DTYPE.itemsize());
         data.iter().for_each(|v| v.write_le(&mut bytes));
         Tensor::from_bytes(&bytes, shape, T::DTYPE, &default_device())
     }
     /// A tensor of `shape` and `dtype` on `device` from little-endian bytes.
     pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &str) -> Tensor {
-        let n: usize = shape.iter().product();
+        super::check_dtype("Tensor::from_bytes", dtype);
+        let n = super::checked_numel("Tensor::from_bytes", shape, dtype);
+        assert!(
+            n * dtype.itemsize() == bytes.len(),
+            "Tensor::from_bytes: {} bytes do not hold a {dtype:?} tensor of shape {shape:?}",
+            bytes.len()
+        );
         let buf = Arc::new(Buffer::new(device, n, dtype));
         buf.copyin(bytes).unwrap_or_else(|e| panic!("Tensor::from_bytes: {e}"));
         Tensor::from_uop(buffer_view(&buf, shape), device)
     }
     /// An uninitialized (zero-filled on allocation) tensor.
     pub fn empty(shape: &[usize], dtype: DType) -> Tensor {
+        super::check_dtype("Tensor::empty", dtype);
         let device = default_device();
-        let buf = Arc::new(Buffer::new(&device, shape.iter().product(), dtype));
+        let buf = Arc::new(Buffer::new(&device, super::checked_numel("Tensor::empty", shape, dtype), dtype));
         Tensor::from_uop(buffer_view(&buf, shape), &device)
     }
     /// `value` broadcast to `shape`; its dtype is the scalar's (f32/f64/int/bool).
@@ -100,6 +111,8 @@ impl Tensor {
     }
     /// `value` broadcast to `shape` as `dtype`.
     pub fn full_dtype(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        super::check_dtype("Tensor::full", dtype);
+        super::checked_numel("Tensor::full", shape, dtype);
         let c = UOp::constant(dtype, value.into().value());
         let ones = vec![1; shape.len()];
         let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(ones));
@@ -134,8 +147,15 @@ impl Tensor {
     /// windows of a padded vector), which the reduce-folding pass turns back into the loop index,
     /// so a kernel using it computes `i` instead of loading or summing anything.
     pub fn arange_step(start: f64, stop: f64, step: f64, dtype: DType) -> Tensor {
-        assert!(step != 0.0, "arange: step must be non-zero");
-        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        assert!(
+            start.is_finite() && stop.is_finite() && step.is_finite() && step != 0.0,
+            "arange: start {start}, stop {stop} and step {step} must be finite, the step non-zero"
+        );
+        super::check_dtype("arange", dtype);
+        let count = ((stop - start) / step).ceil().max(0.0);
+        // the running index below counts in int32
+        assert!(count <= i32::MAX as f64, "arange: {count} elements from {start} to {stop} by {step} exceed int32");
+        let n = count as usize;
         if n == 0 {
             return Tensor::empty(&[0], dtype);
         }

@@ -180,7 +180,14 @@ impl Tensor {
     }
     /// `self` and `rhs` cast to `dtype` and broadcast to their common shape (`op` names panics).
     fn broadcast_pair(&self, op: &str, rhs: &Tensor, dtype: DType) -> (Tensor, Tensor) {
-        assert_eq!(self.device(), rhs.device(), "{op}: operands on different devices");
+        assert!(
+            self.device() == rhs.device(),
+            "{op}: operands of shapes {:?} and {:?} are on different devices, {} and {}",
+            self.shape(),
+            rhs.shape(),
+            self.device(),
+            rhs.device()
+        );
         let shape = broadcast_shape(&self.shape(), &rhs.shape())
             .unwrap_or_else(|| panic!("{op}: shapes {:?} and {:?} do not broadcast", self.shape(), rhs.shape()));
         (self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape))
@@ -190,14 +197,14 @@ impl Tensor {
         let (r, dtype) = rhs.with(self);
         self.broadcast_pair(op, &r, dtype)
     }
-    /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op`.
-    fn binary(&self, op: Ops, rhs: &Tensor, dtype: DType) -> Tensor {
-        let (a, b) = self.broadcast_pair(&op.name().to_lowercase(), rhs, dtype);
+    /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op` (`name` names panics).
+    fn binary(&self, op: Ops, name: &str, rhs: &Tensor, dtype: DType) -> Tensor {
+        let (a, b) = self.broadcast_pair(name, rhs, dtype);
         self.lift(a.uop().alu(op, &[&b.uop()]))
     }
-    fn binop(&self, op: Ops, rhs: impl Operand) -> Tensor {
+    fn binop(&self, op: Ops, name: &str, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
-        self.binary(op, &r, dtype)
+        self.binary(op, name, &r, dtype)
     }
     /// A binary op defined on integers (and bools, if `bools`) only.
     fn int_binop(&self, op: Ops, name: &str, rhs: impl Operand, bools: bool) -> Tensor {
@@ -211,7 +218,7 @@ impl Tensor {
             r.dtype(),
             r.shape()
         );
-        self.binary(op, &r, dtype)
+        self.binary(op, name, &r, dtype)
     }
 
     // ***** casts *****
@@ -221,14 +228,15 @@ impl Tensor {
         if self.dtype() == dtype {
             return self.clone();
         }
+        super::check_dtype("cast", dtype);
         self.lift(self.uop().cast(dtype))
     }
     /// The same bits read as `dtype`, which must have the same itemsize.
     pub fn bitcast(&self, dtype: DType) -> Tensor {
         let (from, shape) = (self.dtype(), self.shape());
-        assert_eq!(
-            from.itemsize(),
-            dtype.itemsize(),
+        super::check_dtype("bitcast", dtype);
+        assert!(
+            from.itemsize() == dtype.itemsize(),
             "bitcast: {from:?} and {dtype:?} differ in size (shape {shape:?})"
         );
         if from == dtype {
@@ -270,25 +278,25 @@ impl Tensor {
 
     /// `self + rhs` with broadcasting and promotion.
     pub fn add(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::Add, rhs)
+        self.binop(Ops::Add, "add", rhs)
     }
     /// `self - rhs`.
     pub fn sub(&self, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
-        self.binary(Ops::Add, &r.cast(dtype).neg(), dtype)
+        self.binary(Ops::Add, "sub", &r.cast(dtype).neg(), dtype)
     }
     /// `self * rhs`.
     pub fn mul(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::Mul, rhs)
+        self.binop(Ops::Mul, "mul", rhs)
     }
     /// True division: integer operands are divided as floats.
     pub fn div(&self, rhs: impl Operand) -> Tensor {
         let (r, dtype) = rhs.with(self);
-        self.binary(Ops::FDiv, &r, dtype.to_float())
+        self.binary(Ops::FDiv, "div", &r, dtype.to_float())
     }
     /// Integer division truncating toward zero (C semantics).
     pub fn idiv(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::IDiv, rhs)
+        self.binop(Ops::IDiv, "idiv", rhs)
     }
     /// Division with an optional rounding mode (`None`: true division), as torch's `div`.
     /// Integers stay integers when rounded; float floor division follows Python exactly.
@@ -302,11 +310,11 @@ impl Tensor {
             Some(RoundingMode::Trunc) => a.div(&b).trunc(),
             Some(RoundingMode::Floor) if int => {
                 let q = a.idiv(&b);
-                floor_fix(&a.binop(Ops::Mod, &b), &b).where_(q.sub(1), &q)
+                floor_fix(&a.binop(Ops::Mod, "div", &b), &b).where_(q.sub(1), &q)
             }
             Some(RoundingMode::Floor) => {
                 // Python's float `//`: the quotient of the exact remainder, corrected to the floor.
-                let r = a.binop(Ops::Mod, &b);
+                let r = a.binop(Ops::Mod, "div", &b);
                 let q = a.sub(&r).div(&b);
                 let q = floor_fix(&r, &b).where_(q.sub(1.0), &q);
                 let f = q.floor();
@@ -321,7 +329,7 @@ impl Tensor {
     pub fn mod_(&self, rhs: impl Operand) -> Tensor {
         let (a, b) = self.pair("mod", rhs);
         let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
-        let r = a.binop(Ops::Mod, &b);
+        let r = a.binop(Ops::Mod, "mod", &b);
         let r = floor_fix(&r, &b).where_(r.add(&b), &r);
         if a.dtype().is_int() {
             return r;
@@ -332,7 +340,7 @@ impl Tensor {
     pub fn fmod(&self, rhs: impl Operand) -> Tensor {
         let (a, b) = self.pair("fmod", rhs);
         let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
-        let r = a.binop(Ops::Mod, &b);
+        let r = a.binop(Ops::Mod, "fmod", &b);
         if a.dtype().is_int() {
             return r;
         }
@@ -378,7 +386,7 @@ impl Tensor {
     }
     /// The larger of `self` and `rhs` (NaN if either is NaN).
     pub fn maximum(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::Max, rhs)
+        self.binop(Ops::Max, "maximum", rhs)
     }
     /// The smaller of `self` and `rhs`.
     pub fn minimum(&self, rhs: impl Operand) -> Tensor {
@@ -424,7 +432,11 @@ impl Tensor {
     /// Bitwise NOT of integers (`!x`), logical NOT of bools.
     pub fn bitwise_not(&self) -> Tensor {
         let dt = self.dtype();
-        assert!(dt.is_int() || dt.is_bool(), "bitwise_not: needs an integer or bool tensor, got {dt:?}");
+        assert!(
+            dt.is_int() || dt.is_bool(),
+            "bitwise_not: needs an integer or bool tensor, got {dt:?} of shape {:?}",
+            self.shape()
+        );
         if dt.is_bool() {
             return self.logical_not();
         }
@@ -443,7 +455,7 @@ impl Tensor {
 
     /// `self < rhs` as bool.
     pub fn cmplt(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::CmpLt, rhs)
+        self.binop(Ops::CmpLt, "lt", rhs)
     }
     /// `self < rhs` as bool.
     pub fn lt(&self, rhs: impl Operand) -> Tensor {
@@ -451,24 +463,29 @@ impl Tensor {
     }
     /// `self > rhs` as bool.
     pub fn gt(&self, rhs: impl Operand) -> Tensor {
+        self.greater(rhs, "gt")
+    }
+    /// `rhs < self`, with `name` in panics.
+    fn greater(&self, rhs: impl Operand, name: &str) -> Tensor {
         let (r, dtype) = rhs.with(self);
-        r.binary(Ops::CmpLt, self, dtype)
+        let (a, b) = self.broadcast_pair(name, &r, dtype);
+        b.binary(Ops::CmpLt, name, &a, dtype)
     }
     /// `self >= rhs` as bool (true for NaN, as tinygrad: `!(self < rhs)`).
     pub fn ge(&self, rhs: impl Operand) -> Tensor {
-        self.lt(rhs).logical_not()
+        self.binop(Ops::CmpLt, "ge", rhs).logical_not()
     }
     /// `self <= rhs` as bool (true for NaN, as tinygrad: `!(self > rhs)`).
     pub fn le(&self, rhs: impl Operand) -> Tensor {
-        self.gt(rhs).logical_not()
+        self.greater(rhs, "le").logical_not()
     }
     /// `self != rhs` as bool.
     pub fn ne(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::CmpNe, rhs)
+        self.binop(Ops::CmpNe, "ne", rhs)
     }
     /// `self == rhs` as bool.
     pub fn eq(&self, rhs: impl Operand) -> Tensor {
-        self.ne(rhs).logical_not()
+        self.binop(Ops::CmpNe, "eq", rhs).logical_not()
     }
     /// Elementwise `cond ? a : b` with broadcasting; `self` is the condition. A scalar branch takes
     /// the other branch's dtype when it fits (weak, like a Python scalar).

@@ -3,7 +3,7 @@
 
 use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
 
-use super::elementwise::Scalar;
+use super::elementwise::{broadcast_shape, Scalar};
 use super::reduce::Axes;
 use super::Tensor;
 use crate::dtype::DType;
@@ -29,8 +29,7 @@ fn reduce_loss(loss: &Tensor, reduction: Reduction) -> Tensor {
     }
 }
 
-/// `y == class` for every class along a new axis `dim` of size `n` (tinygrad's `_one_hot_along_dim`):
-/// `y` must have size 1 at `dim` already.
+/// `y == class` for every class along a new axis `dim` of size `n` (tinygrad's `_one_hot_along_dim`).
 fn class_mask(op: &str, y: &Tensor, n: usize, dim: usize, ignore: Option<i64>) -> Tensor {
     assert!(
         y.dtype().is_int(),
@@ -39,9 +38,18 @@ fn class_mask(op: &str, y: &Tensor, n: usize, dim: usize, ignore: Option<i64>) -
         y.shape()
     );
     super::indexing::check_indices(op, y, 0..n as i64, ignore).unwrap_or_else(|e| panic!("{e}"));
+    let y = y.unsqueeze(dim as isize);
     let mut shape = vec![1usize; y.ndim() - dim];
     shape[0] = n;
     y.eq(Tensor::arange(n).to(y.device()).reshape(&shape))
+}
+
+impl Tensor {
+    /// Panics (naming `op`) unless the targets `y` broadcast with these predictions.
+    fn check_targets(&self, op: &str, y: &Tensor) {
+        let (p, t) = (self.shape(), y.shape());
+        assert!(broadcast_shape(&p, &t).is_some(), "{op}: predictions {p:?} and targets {t:?} do not broadcast");
+    }
 }
 
 /// All-true bool tensor shaped like `t`.
@@ -194,6 +202,12 @@ impl Tensor {
     ) -> Tensor {
         let (sh, ax) = (self.shape(), axes.resolve("batchnorm", &self.shape()));
         let shape: Vec<usize> = sh.iter().enumerate().map(|(i, &d)| if ax.contains(&i) { d } else { 1 }).collect();
+        let n: usize = shape.iter().product();
+        for (what, t) in [("mean", Some(mean)), ("weight", weight), ("bias", bias)] {
+            if let Some(t) = t.filter(|t| t.numel() != n) {
+                panic!("batchnorm: {what} of shape {:?} for input {sh:?} (statistics over axes {ax:?})", t.shape());
+            }
+        }
         let x = self.sub(mean.reshape(&shape));
         let x = weight.map_or(x.clone(), |w| x.mul(w.reshape(&shape)));
         let x = x.mul(&if invstd.ndim() == ax.len() { invstd.reshape(&shape) } else { invstd.clone() });
@@ -210,7 +224,17 @@ impl Tensor {
         is_causal: bool,
     ) -> Tensor {
         let acc = DType::least_upper(DType::least_upper(self.dtype(), key.dtype()), DType::FLOAT32);
-        let d = *self.shape().last().expect("scaled_dot_product_attention: query must have a feature axis");
+        let (qs, ks, vs) = (self.shape(), key.shape(), value.shape());
+        assert!(
+            qs.len() >= 2
+                && ks.len() >= 2
+                && vs.len() >= 2
+                && qs.last() == ks.last()
+                && ks[ks.len() - 2] == vs[vs.len() - 2],
+            "scaled_dot_product_attention: query {qs:?}, key {ks:?} and value {vs:?} do not fit \
+             ([..., L, E], [..., S, E], [..., S, Ev])"
+        );
+        let d = qs[qs.len() - 1];
         let qk = self.cast(acc).matmul(&key.cast(acc).transpose(-2, -1)).div((d as f64).sqrt());
         let mask = if is_causal {
             assert!(attn_mask.is_none(), "scaled_dot_product_attention: attn_mask and is_causal are exclusive");
@@ -220,6 +244,14 @@ impl Tensor {
         } else {
             attn_mask.cloned()
         };
+        if let Some(m) = &mask {
+            assert!(
+                broadcast_shape(&qk.shape(), &m.shape()).is_some(),
+                "scaled_dot_product_attention: attn_mask of shape {:?} does not broadcast with the scores {:?}",
+                m.shape(),
+                qk.shape()
+            );
+        }
         let qk = match mask {
             Some(m) if m.dtype().is_bool() => qk.add(m.where_(0.0, f64::NEG_INFINITY)),
             Some(m) => qk.add(&m),
@@ -232,12 +264,14 @@ impl Tensor {
 
     /// Binary cross-entropy of probabilities `self` against targets `y` (logs clamped at -100, as torch).
     pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Tensor {
+        self.check_targets("binary_crossentropy", y);
         let (lp, lq) = (self.log().maximum(-100.0), self.neg().add(1.0).log().maximum(-100.0));
         let loss = y.mul(&lp).add(y.neg().add(1.0).mul(&lq)).neg();
         reduce_loss(&loss, reduction)
     }
     /// Binary cross-entropy of logits `self` against targets `y`, optionally weighting positives.
     pub fn binary_crossentropy_logits(&self, y: &Tensor, reduction: Reduction, pos_weight: Option<&Tensor>) -> Tensor {
+        self.check_targets("binary_crossentropy_logits", y);
         let pos = y.mul(self.logsigmoid());
         let pos = pos_weight.map_or(pos.clone(), |w| pos.mul(w));
         let loss = pos.add(y.neg().add(1.0).mul(self.neg().logsigmoid())).neg();
@@ -257,9 +291,15 @@ impl Tensor {
             "sparse_categorical_crossentropy: label_smoothing must be in [0, 1]"
         );
         let n = *self.shape().last().expect("sparse_categorical_crossentropy: logits need a class axis");
+        let sh = self.shape();
+        assert!(
+            y.shape() == sh[..sh.len() - 1],
+            "sparse_categorical_crossentropy: logits {sh:?} and labels {:?} do not match",
+            y.shape()
+        );
         let log_probs = self.log_softmax(-1);
         let keep = if ignore_index != -1 { y.ne(ignore_index) } else { all_true(y) };
-        let hit = class_mask("sparse_categorical_crossentropy", &y.unsqueeze(-1), n, y.ndim(), Some(ignore_index))
+        let hit = class_mask("sparse_categorical_crossentropy", y, n, y.ndim(), Some(ignore_index))
             .bitwise_and(keep.unsqueeze(-1));
         let picked = hit.where_(&log_probs, 0.0).sum(-1, false);
         let smooth = log_probs.mean(-1, false).mul(&keep).mul(label_smoothing);
@@ -280,14 +320,13 @@ impl Tensor {
         } else {
             let mut expect = self.shape();
             expect.remove(cd);
-            assert_eq!(
-                expect,
-                y.shape(),
+            assert!(
+                expect == y.shape(),
                 "cross_entropy: logits {:?} and targets {:?} do not match",
                 self.shape(),
                 y.shape()
             );
-            class_mask("cross_entropy", &y.unsqueeze(cd as isize), n, cd, None)
+            class_mask("cross_entropy", y, n, cd, None)
         };
         let y = y.mul(1.0 - label_smoothing).add(label_smoothing / n as f64);
         let loss = self.log_softmax(cd as isize).mul(&y).sum(cd as isize, false).neg();
@@ -305,17 +344,17 @@ impl Tensor {
         let cd = if self.ndim() == 1 { 0 } else { 1 };
         let mut expect = self.shape();
         let n = expect.remove(cd);
-        assert_eq!(
-            expect,
-            y.shape(),
+        assert!(
+            expect == y.shape(),
             "nll_loss: log-probabilities {:?} and targets {:?} do not match",
             self.shape(),
             y.shape()
         );
-        let hit = class_mask("nll_loss", &y.unsqueeze(cd as isize), n, cd, ignore_index);
+        let hit = class_mask("nll_loss", y, n, cd, ignore_index);
         let w = match weight {
             None => y.const_tensor(Scalar::Int(1), DType::INT32).expand(&y.shape()),
             Some(w) => {
+                assert!(w.numel() == n, "nll_loss: weight of shape {:?} for {n} classes", w.shape());
                 let ws: Vec<usize> = [vec![n], vec![1; self.ndim() - cd - 1]].concat();
                 hit.where_(w.reshape(&ws), 0.0).sum(cd as isize, false)
             }

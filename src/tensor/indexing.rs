@@ -7,7 +7,7 @@ use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToIncl
 pub use super::movement::{PadMode, SplitSizes};
 
 use super::elementwise::{broadcast_shape, Operand, Scalar};
-use super::movement::resolve_axis;
+use super::movement::{resolve_axis, try_resolve_axis};
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -353,19 +353,29 @@ impl Tensor {
 
     /// `out[i][j] = self[index[i][j]][j]` for `dim = 0` (and so on): values picked along `dim` by `index`.
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
+        self.try_gather(dim, index).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `gather`, reporting a bad axis, an index of the wrong shape or dtype, or index values out
+    /// of range (read from the index's data) as an error.
+    pub fn try_gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let (shape, is) = (self.shape(), index.shape());
-        let d = resolve_axis("gather", dim, shape.len(), &shape);
-        assert!(
-            is.len() == shape.len() && is.iter().zip(&shape).enumerate().all(|(i, (a, b))| i == d || a <= b),
-            "gather: index shape {is:?} does not fit self shape {shape:?} outside axis {d}"
-        );
-        assert!(index.dtype().is_int(), "gather: index must be an integer tensor, got {:?}", index.dtype());
-        check_indices("gather", index, 0..shape[d] as i64, None).unwrap_or_else(|e| panic!("{e}"));
+        let d = try_resolve_axis("gather", dim, shape.len(), &shape)?;
+        let err = |m: String| Err(Error::Invalid(format!("gather: {m}")));
+        if shape.is_empty() {
+            return err("needs a tensor of at least 1 dimension, got shape []".into());
+        }
+        if is.len() != shape.len() || is.iter().zip(&shape).enumerate().any(|(i, (a, b))| i != d && a > b) {
+            return err(format!("index shape {is:?} does not fit self shape {shape:?} outside axis {d}"));
+        }
+        if !index.dtype().is_int() {
+            return err(format!("index must be an integer tensor, got {:?}", index.dtype()));
+        }
+        check_indices("gather", index, 0..shape[d] as i64, None)?;
         let bounds: Vec<(usize, usize)> =
             shape.iter().zip(&is).enumerate().map(|(i, (&s, &n))| (0, if i == d { s } else { n })).collect();
         let x = self.shrink(&bounds).unsqueeze(-1).transpose(-1, d as isize);
         let mask = index.unsqueeze(-1).eq(self.arange_here(shape[d]));
-        mask.where_(&x, x.zero()).sum(-1isize, false).cast(self.dtype())
+        Ok(mask.where_(&x, x.zero()).sum(-1isize, false).cast(self.dtype()))
     }
 
     /// A copy with `src` values written along `dim` at `index` (`self[index[i][j]][j] = src[i][j]` for dim 0).
@@ -380,6 +390,7 @@ impl Tensor {
     fn scatter_impl(&self, dim: isize, index: &Tensor, src: &Tensor, scalar: Option<Tensor>) -> Tensor {
         let (shape, is, ss) = (self.shape(), index.shape(), src.shape());
         let d = resolve_axis("scatter", dim, shape.len(), &shape);
+        assert!(!shape.is_empty(), "scatter: needs a tensor of at least 1 dimension, got shape []");
         assert!(
             is.len() == shape.len()
                 && ss.len() == shape.len()
@@ -399,18 +410,29 @@ impl Tensor {
 
     /// `value` where `mask` is true, else `self` (broadcasting).
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
+        let (shape, ms) = (self.shape(), mask.shape());
+        assert!(
+            broadcast_shape(&shape, &ms).is_some(),
+            "masked_fill: mask of shape {ms:?} does not broadcast with shape {shape:?}"
+        );
         mask.cast(DType::BOOL).where_(self.const_tensor(value.into(), self.dtype()), self)
     }
     /// One-hot encode integer classes: a new last axis of `num_classes` 0/1 values (int32).
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
-        assert!(
-            self.dtype().is_int(),
-            "one_hot: expected an integer tensor, got {:?} of shape {:?}",
-            self.dtype(),
-            self.shape()
-        );
-        check_indices("one_hot", self, 0..num_classes as i64, None).unwrap_or_else(|e| panic!("{e}"));
-        self.unsqueeze(-1).eq(self.arange_here(num_classes)).where_(1, 0)
+        self.try_one_hot(num_classes).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `one_hot`, reporting a non-integer tensor or class values out of range (read from its
+    /// data) as an error.
+    pub fn try_one_hot(&self, num_classes: usize) -> Result<Tensor> {
+        if !self.dtype().is_int() {
+            return Err(Error::Invalid(format!(
+                "one_hot: expected an integer tensor, got {:?} of shape {:?}",
+                self.dtype(),
+                self.shape()
+            )));
+        }
+        check_indices("one_hot", self, 0..num_classes as i64, None)?;
+        Ok(self.unsqueeze(-1).eq(self.arange_here(num_classes)).where_(1, 0))
     }
     /// `arange(r)[:, None] + diagonal <= arange(c)`: true on and above the `diagonal`-th diagonal.
     fn tri_mask(&self, op: &str, diagonal: isize) -> Tensor {

@@ -58,6 +58,22 @@ impl TensorInner {
 #[derive(Clone)]
 pub struct Tensor(Arc<TensorInner>);
 
+/// Panics (naming `op`) unless a tensor can hold `dtype`: one of `DType::ALL`, not VOID, INDEX,
+/// a vector or a pointer type (those exist inside kernels only).
+pub(crate) fn check_dtype(op: &str, dtype: DType) {
+    assert!(DType::ALL.contains(&dtype), "{op}: {dtype:?} is not a tensor dtype (bool, an int or a float)");
+}
+
+/// The element count of `shape`, panicking (naming `op`) if its `dtype` bytes overflow `usize`:
+/// no buffer could hold them, and a wrapped size would be a buffer too small for its kernels.
+pub(crate) fn checked_numel(op: &str, shape: &[usize], dtype: DType) -> usize {
+    let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    match n.filter(|n| n.checked_mul(dtype.itemsize()).is_some()) {
+        Some(n) => n,
+        None => panic!("{op}: shape {shape:?} of {dtype:?} has more bytes than usize holds"),
+    }
+}
+
 fn live_tensors() -> &'static Mutex<Vec<Weak<TensorInner>>> {
     static LIVE: OnceLock<Mutex<Vec<Weak<TensorInner>>>> = OnceLock::new();
     LIVE.get_or_init(Default::default)
@@ -302,8 +318,14 @@ impl Tensor {
     /// view (reshape, transpose or slice) writes into the storage it views, as in PyTorch; an
     /// expanded view of storage cannot be written (its elements share memory locations).
     pub fn assign(&self, value: &Tensor) -> Tensor {
-        assert_eq!(self.shape(), value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
-        assert_eq!(self.device(), value.device(), "assign: devices differ");
+        assert!(self.shape() == value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
+        assert!(
+            self.device() == value.device(),
+            "assign: target of shape {:?} is on {}, the value on {}",
+            self.shape(),
+            self.device(),
+            value.device()
+        );
         let target = self.assign_target();
         let value = value.cast(self.dtype()).uop();
         let assign = UOp::new(Ops::Assign, target.dtype(), vec![target, value], crate::uop::Arg::None);
@@ -341,7 +363,10 @@ impl Tensor {
 
     /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
-        self.try_to_vec().unwrap_or_else(|e| panic!("to_vec: {e}"))
+        self.try_to_vec().unwrap_or_else(|e| match e {
+            Error::Invalid(m) => panic!("{m}"),
+            e => panic!("to_vec: {e}"),
+        })
     }
     /// `to_vec`, reporting a dtype mismatch or a failed realize as an error.
     pub fn try_to_vec<T: Element>(&self) -> Result<Vec<T>> {
@@ -385,7 +410,7 @@ impl Tensor {
     }
     /// The single element of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {
-        assert_eq!(self.numel(), 1, "item: tensor of shape {:?} has {} elements", self.shape(), self.numel());
+        assert!(self.numel() == 1, "item: tensor of shape {:?} has {} elements", self.shape(), self.numel());
         self.to_vec::<T>()[0]
     }
 }

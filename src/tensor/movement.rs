@@ -12,10 +12,11 @@ pub fn resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usiz
     try_resolve_axis(op, axis, ndim, shape).unwrap_or_else(|e| panic!("{e}"))
 }
 /// `resolve_axis`, reporting an out-of-range axis as an error.
+/// A 0-d tensor has one axis to name, `0` or `-1`, as in PyTorch.
 pub fn try_resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> Result<usize> {
-    let n = ndim as isize;
+    let n = (ndim as isize).max(1);
     let a = if axis < 0 { axis + n } else { axis };
-    match (0..n.max(1)).contains(&a) {
+    match (0..n).contains(&a) {
         true => Ok(a as usize),
         false => Err(Error::Invalid(format!("{op}: axis {axis} out of range for shape {shape:?}"))),
     }
@@ -56,6 +57,11 @@ impl<const N: usize> SplitSizes for [usize; N] {
     }
 }
 
+/// Panics (naming `op`) for a 0-d tensor, which has no axis to cut or join along.
+fn at_least_1d(op: &str, shape: &[usize]) {
+    assert!(!shape.is_empty(), "{op}: needs a tensor of at least 1 dimension, got shape []");
+}
+
 /// `shape` with `dim` replaced by `size`.
 fn with_dim(shape: &[usize], dim: usize, size: usize) -> Vec<usize> {
     let mut s = shape.to_vec();
@@ -74,7 +80,14 @@ macro_rules! dim {
         }
     })*};
 }
-dim!(i32, i64, isize, usize, u32);
+dim!(i32, i64, isize, u32);
+/// A size past `isize::MAX` (an underflowed `n - 1`) stays an invalid size instead of wrapping
+/// to `-1`, which `reshape` would infer.
+impl Dim for usize {
+    fn dim(self) -> isize {
+        isize::try_from(self).unwrap_or(isize::MIN)
+    }
+}
 
 impl Tensor {
     fn movement(&self, op: Ops, arg: Arg) -> Tensor {
@@ -101,7 +114,9 @@ impl Tensor {
         if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
             return err(format!("bad shape {shape:?} for {old:?} (only one -1 allowed)"));
         }
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let Some(known) = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |n, &d| n.checked_mul(d as usize)) else {
+            return err(format!("shape {shape:?} has more elements than usize holds"));
+        };
         if shape.contains(&-1) && (known == 0 || !numel.is_multiple_of(known)) {
             return err(format!("cannot infer -1 in {shape:?} from {old:?}"));
         }
@@ -124,6 +139,7 @@ impl Tensor {
         if old == shape {
             return self.clone();
         }
+        super::checked_numel("expand", shape, self.dtype());
         self.movement(Ops::Expand, Arg::Shape(shape.to_vec()))
     }
     /// Reorder the axes: output axis `i` is input axis `order[i]`.
@@ -144,10 +160,14 @@ impl Tensor {
     /// Pad each axis with `(before, after)` zeros.
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
         let shape = self.shape();
-        assert_eq!(pads.len(), shape.len(), "pad: {} pairs for shape {shape:?}", pads.len());
+        assert!(pads.len() == shape.len(), "pad: {} pairs for shape {shape:?}", pads.len());
         if pads.iter().all(|&p| p == (0, 0)) {
             return self.clone();
         }
+        let padded: Option<Vec<usize>> =
+            shape.iter().zip(pads).map(|(&s, &(b, a))| s.checked_add(b)?.checked_add(a)).collect();
+        let padded = padded.unwrap_or_else(|| panic!("pad: pads {pads:?} overflow shape {shape:?}"));
+        super::checked_numel("pad", &padded, self.dtype());
         self.movement(Ops::Pad, Arg::Pairs(pads.to_vec()))
     }
     /// Keep `[start, end)` of each axis.
@@ -168,7 +188,7 @@ impl Tensor {
         let mut axes: Vec<usize> = axes.iter().map(|&a| resolve_axis("flip", a, shape.len(), &shape)).collect();
         axes.sort();
         axes.dedup();
-        axes.retain(|&a| shape[a] > 1); // flipping a size-0 or size-1 axis changes nothing
+        axes.retain(|&a| shape.get(a).is_some_and(|&n| n > 1)); // flipping 0 or 1 elements changes nothing
         if axes.is_empty() {
             return self.clone();
         }
@@ -179,6 +199,9 @@ impl Tensor {
         let shape = self.shape();
         let (a, b) =
             (resolve_axis("transpose", a, shape.len(), &shape), resolve_axis("transpose", b, shape.len(), &shape));
+        if shape.is_empty() {
+            return self.clone();
+        }
         let mut order: Vec<isize> = (0..shape.len() as isize).collect();
         order.swap(a, b);
         self.permute(&order)
@@ -196,6 +219,7 @@ impl Tensor {
         }
         let (s, e) =
             (resolve_axis("flatten", start, shape.len(), &shape), resolve_axis("flatten", end, shape.len(), &shape));
+        assert!(s <= e, "flatten: start axis {start} comes after end axis {end} of shape {shape:?}");
         let mut new: Vec<isize> = shape[..s].iter().map(|&d| d as isize).collect();
         new.push(shape[s..=e].iter().product::<usize>() as isize);
         new.extend(shape[e + 1..].iter().map(|&d| d as isize));
@@ -249,15 +273,12 @@ impl Tensor {
     /// Pad each axis by `(before, after)` (negative values crop) with `mode`; `value` is used by `Constant`.
     pub fn pad_with(&self, pads: &[(isize, isize)], mode: PadMode, value: impl Into<Scalar>) -> Tensor {
         let shape = self.shape();
-        assert_eq!(pads.len(), shape.len(), "pad_with: {} pairs for shape {shape:?}", pads.len());
+        assert!(pads.len() == shape.len(), "pad_with: {} pairs for shape {shape:?}", pads.len());
         let crop = |x: &Tensor| {
-            let bounds: Vec<(usize, usize)> = pads
-                .iter()
-                .zip(x.shape())
-                .map(|(&(b, a), s)| ((-b).max(0) as usize, (s as isize + a.min(0)) as usize))
-                .collect();
+            let bounds: Vec<(isize, isize)> =
+                pads.iter().zip(x.shape()).map(|(&(b, a), s)| ((-b).max(0), s as isize + a.min(0))).collect();
             assert!(bounds.iter().all(|&(s, e)| s <= e), "pad_with: pads {pads:?} crop more than shape {shape:?}");
-            x.shrink(&bounds)
+            x.shrink(&bounds.iter().map(|&(s, e)| (s as usize, e as usize)).collect::<Vec<_>>())
         };
         let pos: Vec<(usize, usize)> = pads.iter().map(|&(b, a)| (b.max(0) as usize, a.max(0) as usize)).collect();
         match mode {
@@ -318,6 +339,7 @@ impl Tensor {
     pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Tensor {
         let shape = self.shape();
         let d = resolve_axis("unflatten", dim, shape.len(), &shape);
+        at_least_1d("unflatten", &shape);
         let mut new: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
         new.splice(d..=d, sizes.iter().copied());
         self.try_reshape(&new).unwrap_or_else(|e| panic!("unflatten: axis {d} of {shape:?} into {sizes:?}: {e}"))
@@ -337,8 +359,11 @@ impl Tensor {
     /// Repeat each element `repeats` times along `dim` (`None`: of the flattened tensor).
     pub fn repeat_interleave(&self, repeats: usize, dim: Option<isize>) -> Tensor {
         let (x, d) = match dim {
+            Some(d) if self.ndim() > 0 => {
+                (self.clone(), resolve_axis("repeat_interleave", d, self.ndim(), &self.shape()))
+            }
+            Some(d) => (self.reshape(&[1]), resolve_axis("repeat_interleave", d, 0, &[])),
             None => (self.flatten(0, -1), 0),
-            Some(d) => (self.clone(), resolve_axis("repeat_interleave", d, self.ndim(), &self.shape())),
         };
         let shape = x.shape();
         let mut unsq = shape.clone();
@@ -351,8 +376,9 @@ impl Tensor {
     pub fn split(&self, sizes: impl SplitSizes, dim: isize) -> Vec<Tensor> {
         let shape = self.shape();
         let d = resolve_axis("split", dim, shape.len(), &shape);
+        at_least_1d("split", &shape);
         let sizes = sizes.sizes(shape[d]);
-        assert_eq!(sizes.iter().sum::<usize>(), shape[d], "split: sizes {sizes:?} do not sum to axis {d} of {shape:?}");
+        assert!(sizes.iter().sum::<usize>() == shape[d], "split: sizes {sizes:?} do not sum to axis {d} of {shape:?}");
         sizes
             .iter()
             .scan(0, |start, &n| {
@@ -365,6 +391,7 @@ impl Tensor {
     pub fn chunk(&self, chunks: usize, dim: isize) -> Vec<Tensor> {
         assert!(chunks > 0, "chunk: chunks must be positive, got 0 for shape {:?}", self.shape());
         let d = resolve_axis("chunk", dim, self.ndim(), &self.shape());
+        at_least_1d("chunk", &self.shape());
         match self.shape()[d] {
             0 => self.split(vec![0; chunks], dim),
             n => self.split(n.div_ceil(chunks), dim),
@@ -379,6 +406,9 @@ impl Tensor {
         let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
         let Some(first) = shapes.first() else { return Err(Error::Invalid("cat: no tensors".into())) };
         let d = try_resolve_axis("cat", dim, first.len(), first)?;
+        if first.is_empty() {
+            return Err(Error::Invalid("cat: 0-d tensors have no axis to join along (stack them)".into()));
+        }
         let same = |s: &Vec<usize>| {
             s.len() == first.len() && s.iter().zip(first).enumerate().all(|(i, (a, b))| i == d || a == b)
         };
@@ -408,7 +438,8 @@ impl Tensor {
     /// Join same-shaped tensors along a new axis `dim`.
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Tensor {
         let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
-        assert!(!shapes.is_empty() && shapes.iter().all(|s| *s == shapes[0]), "stack: shapes {shapes:?} differ");
+        assert!(!shapes.is_empty(), "stack: no tensors");
+        assert!(shapes.iter().all(|s| *s == shapes[0]), "stack: shapes {shapes:?} differ");
         let d = resolve_axis("stack", dim, shapes[0].len() + 1, &shapes[0]) as isize;
         let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
         Tensor::cat(&parts.iter().collect::<Vec<_>>(), d)
@@ -436,17 +467,17 @@ impl Tensor {
     pub fn roll(&self, shifts: &[isize], dims: &[isize]) -> Tensor {
         let shape = self.shape();
         if dims.is_empty() {
-            assert_eq!(shifts.len(), 1, "roll: without dims give exactly one shift, got {shifts:?}");
+            assert!(shifts.len() == 1, "roll: without dims give exactly one shift, got {shifts:?}");
             return self.flatten(0, -1).roll(shifts, &[0]).reshape(&shape);
         }
-        assert_eq!(shifts.len(), dims.len(), "roll: {shifts:?} and dims {dims:?} differ in length");
-        if shape.contains(&0) {
+        assert!(shifts.len() == dims.len(), "roll: {shifts:?} and dims {dims:?} differ in length");
+        let dims: Vec<usize> = dims.iter().map(|&d| resolve_axis("roll", d, shape.len(), &shape)).collect();
+        if shape.is_empty() || shape.contains(&0) {
             return self.clone();
         }
         let mut reps = vec![1; shape.len()];
         let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
-        for (&s, &d) in shifts.iter().zip(dims) {
-            let d = resolve_axis("roll", d, shape.len(), &shape);
+        for (&s, &d) in shifts.iter().zip(&dims) {
             let delta = shape[d] - s.rem_euclid(shape[d] as isize) as usize;
             (reps[d], bounds[d]) = (2, (delta, delta + shape[d]));
         }
@@ -456,6 +487,7 @@ impl Tensor {
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Tensor {
         let shape = self.shape();
         let d = resolve_axis("unfold", dim, shape.len(), &shape);
+        at_least_1d("unfold", &shape);
         assert!(step > 0 && size <= shape[d], "unfold: size {size} step {step} do not fit axis {d} of {shape:?}");
         let mut perm: Vec<isize> = (0..shape.len() as isize).filter(|&i| i != d as isize).collect();
         perm.push(d as isize);
@@ -482,7 +514,7 @@ impl Tensor {
     /// A square matrix with this 1-D tensor on its diagonal.
     pub fn diag(&self) -> Tensor {
         let shape = self.shape();
-        assert_eq!(shape.len(), 1, "diag: expected a 1-D tensor, got shape {shape:?}");
+        assert!(shape.len() == 1, "diag: expected a 1-D tensor, got shape {shape:?}");
         let n = shape[0];
         self.unsqueeze(-1).pad(&[(0, 0), (0, n)]).flatten(0, -1).shrink(&[(0, n * n)]).reshape(&[n, n])
     }

@@ -1,6 +1,7 @@
 //! Matrix products, einsum, interpolation, sorting and selection, all composed from tensor ops
 //! (broadcast multiply + reduce, movement, `where`): no handwritten kernels.
 
+use super::elementwise::broadcast_shape;
 use super::movement::resolve_axis;
 use super::reduce::{dtype_max, dtype_min};
 use super::{Scalar, Tensor};
@@ -13,7 +14,12 @@ impl Tensor {
         let (dx, dw) = (xs.len(), ws.len());
         assert!(dx > 0 && dw > 0, "matmul: both operands need at least 1 dimension, got {xs:?} and {ws:?}");
         let k_axis = dw - dw.min(2);
-        assert_eq!(xs[dx - 1], ws[k_axis], "matmul: {xs:?} @ {ws:?}: inner dimensions differ");
+        assert!(xs[dx - 1] == ws[k_axis], "matmul: {xs:?} @ {ws:?}: inner dimensions differ");
+        let (bx, bw) = (&xs[..dx.saturating_sub(2)], &ws[..dw.saturating_sub(2)]);
+        assert!(
+            broadcast_shape(bx, bw).is_some(),
+            "matmul: {xs:?} @ {ws:?}: batch dimensions {bx:?} and {bw:?} do not broadcast"
+        );
         if dw == 2 && packs_in_panels(ws[0], ws[1]) {
             return self.matmul_panels(w);
         }
@@ -74,9 +80,8 @@ impl Tensor {
             None => (f.clone(), None),
         };
         let mut inputs: Vec<String> = lhs.split(',').map(str::to_string).collect();
-        assert_eq!(
-            inputs.len(),
-            operands.len(),
+        assert!(
+            inputs.len() == operands.len(),
             "einsum: {formula:?} names {} operands, got {}",
             inputs.len(),
             operands.len()
@@ -113,7 +118,7 @@ impl Tensor {
         let mut sizes: std::collections::BTreeMap<char, usize> = Default::default();
         for (inp, x) in inputs.iter().zip(operands) {
             let letters: Vec<char> = inp.chars().collect();
-            assert_eq!(letters.len(), x.ndim(), "einsum: {inp:?} does not match operand of shape {:?}", x.shape());
+            assert!(letters.len() == x.ndim(), "einsum: {inp:?} does not match operand of shape {:?}", x.shape());
             let (x, letters) = x.einsum_diagonals(letters);
             for (c, &n) in letters.iter().zip(&x.shape()) {
                 let e = sizes.entry(*c).or_insert(n);
@@ -156,7 +161,7 @@ impl Tensor {
         {
             let shape = x.shape();
             let n = shape[p];
-            assert_eq!(n, shape[q], "einsum: repeated letter {:?} on axes of sizes {n} and {}", letters[p], shape[q]);
+            assert!(n == shape[q], "einsum: repeated letter {:?} on axes of sizes {n} and {}", letters[p], shape[q]);
             let mut order: Vec<isize> =
                 (0..shape.len() as isize).filter(|&i| i != p as isize && i != q as isize).collect();
             order.extend([p as isize, q as isize]);
@@ -181,6 +186,11 @@ impl Tensor {
         assert!(!size.is_empty() && size.len() <= shape.len(), "interpolate: size {size:?} for shape {shape:?}");
         assert!(["linear", "nearest", "nearest-exact"].contains(&mode), "interpolate: unknown mode {mode:?}");
         assert!(!align_corners || mode == "linear", "interpolate: align_corners needs mode \"linear\"");
+        let resized = &shape[shape.len() - size.len()..];
+        assert!(
+            resized.iter().zip(size).all(|(&n_in, &n_out)| n_in > 0 || n_out == 0),
+            "interpolate: cannot resize empty axes of shape {shape:?} to size {size:?}"
+        );
         let nd = shape.len();
         let linear = mode == "linear";
         let mut x = if linear { self.cast(self.dtype().to_float()) } else { self.clone() };
@@ -220,10 +230,10 @@ impl Tensor {
     /// sorts above every number, as in PyTorch: last ascending, first descending.
     pub fn sort(&self, dim: isize, descending: bool) -> (Tensor, Tensor) {
         let shape = self.shape();
+        let d = resolve_axis("sort", dim, shape.len(), &shape);
         if shape.is_empty() {
             return (self.clone(), self.full_like(0).cast(DType::INT32));
         }
-        let d = resolve_axis("sort", dim, shape.len(), &shape);
         let n = shape[d];
         if n <= 1 {
             return (self.clone(), self.full_like(0).cast(DType::INT32));
@@ -291,10 +301,7 @@ impl Tensor {
     pub fn topk(&self, k: usize, dim: isize, largest: bool) -> (Tensor, Tensor) {
         let shape = self.shape();
         let d = resolve_axis("topk", dim, shape.len(), &shape);
-        assert!(
-            shape.is_empty() && k <= 1 || k <= shape[d],
-            "topk: k={k} is out of range for shape {shape:?} dim {dim}"
-        );
+        assert!(k <= shape.get(d).copied().unwrap_or(1), "topk: k={k} is out of range for shape {shape:?} dim {dim}");
         let (v, i) = self.sort(dim, largest);
         let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
         if !shape.is_empty() {

@@ -124,6 +124,7 @@ impl Tensor {
         assert!(replacement || num_samples == 1, "multinomial: without replacement only num_samples=1 is supported");
         let w = if shape.len() == 1 { self.unsqueeze(0) } else { self.clone() };
         let (rows, k) = (w.shape()[0], w.shape()[1]);
+        assert!(k > 0, "multinomial: weights {shape:?} have no categories to draw from");
         let cw = w.cumsum(1).cast(DType::FLOAT32);
         let cdf = cw.div(cw.shrink(&[(0, rows), (k - 1, k)]));
         let u = Tensor::rand(&[num_samples, rows, 1]).to(self.device());

@@ -6,14 +6,20 @@ use super::{PadMode, Tensor};
 use crate::dtype::DType;
 use crate::uop::{Arg, Ops, UOp};
 
-/// Which axes a reduction runs over: one axis, several, or `None` for all of them.
+/// Which axes a reduction runs over: one axis, several, or `None` for all of them. A 0-d
+/// tensor's one axis (`0` or `-1`, as in PyTorch) resolves to none: there is nothing to reduce.
 pub trait Axes {
     fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize>;
 }
 
 impl Axes for isize {
     fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
-        vec![resolve_axis(op, *self, shape.len(), shape)]
+        let axis = resolve_axis(op, *self, shape.len(), shape);
+        if shape.is_empty() {
+            vec![]
+        } else {
+            vec![axis]
+        }
     }
 }
 impl Axes for i32 {
@@ -23,7 +29,7 @@ impl Axes for i32 {
 }
 impl Axes for &[isize] {
     fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
-        let mut v: Vec<usize> = self.iter().map(|a| a.resolve(op, shape)[0]).collect();
+        let mut v: Vec<usize> = self.iter().flat_map(|a| a.resolve(op, shape)).collect();
         v.sort();
         v.dedup();
         v
@@ -136,7 +142,8 @@ impl Tensor {
     }
     /// Standard deviation over `axes` (the square root of `var`).
     pub fn std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
-        self.var(axes, keepdim, correction).sqrt()
+        let ax = isize_axes(&axes.resolve("std", &self.shape()));
+        self.var(ax.as_slice(), keepdim, correction).sqrt()
     }
     /// `(var, mean)` over `axes`.
     pub fn var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
@@ -145,7 +152,8 @@ impl Tensor {
     }
     /// `(std, mean)` over `axes`.
     pub fn std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
-        let (v, m) = self.var_mean(axes, keepdim, correction);
+        let ax = isize_axes(&axes.resolve("std_mean", &self.shape()));
+        let (v, m) = self.var_mean(ax.as_slice(), keepdim, correction);
         (v.sqrt(), m)
     }
     /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
@@ -185,6 +193,9 @@ impl Tensor {
             return if keepdim { out.reshape(&vec![1; shape.len()]) } else { out };
         };
         let a = resolve_axis("argmax", axis, shape.len(), &shape);
+        if shape.is_empty() {
+            return self.full_like(0).cast(DType::INT32);
+        }
         self.nonempty("argmax", vec![a]);
         let n = shape[a];
         // a NaN is the largest value, as in PyTorch and numpy (the max is NaN then, equal to nothing)
@@ -203,7 +214,7 @@ impl Tensor {
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
         let shape = self.shape();
         if let Some(axis) = axis {
-            self.nonempty("argmin", vec![resolve_axis("argmin", axis, shape.len(), &shape)]);
+            self.nonempty("argmin", axis.resolve("argmin", &shape));
         }
         self.inverse().argmax(axis, keepdim)
     }
@@ -305,10 +316,10 @@ impl Tensor {
     /// A scan that splits long axes into blocks of 256: scan the blocks, then add their prefixes.
     fn split_cumalu(&self, axis: isize, op: Ops, name: &str) -> Tensor {
         let shape = self.shape();
+        let a = resolve_axis(name, axis, shape.len(), &shape);
         if shape.is_empty() || shape.contains(&0) {
             return self.clone();
         }
-        let a = resolve_axis(name, axis, shape.len(), &shape);
         const SPLIT: usize = 256;
         let s = shape[a];
         if s <= 2 * SPLIT {
@@ -347,10 +358,10 @@ impl Tensor {
     /// Running maximum along `axis` and, as torch, the (last) index where it was attained (int32).
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
         let shape = self.shape();
+        let a = resolve_axis("cummax", axis, shape.len(), &shape);
         if shape.is_empty() {
             return (self.clone(), self.full_like(0).cast(DType::INT32));
         }
-        let a = resolve_axis("cummax", axis, shape.len(), &shape);
         let values = self.split_cumalu(axis, Ops::Max, "cummax");
         let n = shape[a];
         let (x, v) = (self.transpose(a as isize, -1), values.transpose(a as isize, -1));
@@ -362,10 +373,10 @@ impl Tensor {
     /// `log(cumsum(exp(x)))` along `axis`, computed stably.
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
         let shape = self.shape();
+        let a = resolve_axis("logcumsumexp", axis, shape.len(), &shape) as isize;
         if shape.is_empty() {
             return self.clone();
         }
-        let a = resolve_axis("logcumsumexp", axis, shape.len(), &shape) as isize;
         let x = self.cast(self.dtype().to_float()).transpose(a, -1);
         let n = shape[a as usize];
         let mut square = x.shape();
