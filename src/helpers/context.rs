@@ -1,26 +1,51 @@
 //! Settings read from the environment, overridable in a scope with `Context`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{LazyLock, Mutex};
 
 thread_local! {
     static OVERRIDES: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
 }
 
-/// The integer-valued environment variables, read once (as tinygrad's cached `getenv`): a small
-/// eager op asks for a dozen settings, and each `std::env::var` locks and copies the environment.
-static INTEGER_ENV: LazyLock<HashMap<String, i64>> = LazyLock::new(|| {
-    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_str()?.trim().parse().ok()?))).collect()
+/// The environment variables, read once (as tinygrad's cached `getenv`): a small eager op asks
+/// for a dozen settings, and each `std::env::var` locks and copies the environment. Integer values
+/// parsed; the others kept as text, to warn when a setting asked for as an integer is not one.
+struct Environment {
+    integers: HashMap<String, i64>,
+    others: HashMap<String, String>,
+    /// The settings warned about.
+    warned: Mutex<HashSet<String>>,
+}
+
+static ENVIRONMENT: LazyLock<Environment> = LazyLock::new(|| {
+    let (mut integers, mut others) = (HashMap::new(), HashMap::new());
+    for (k, v) in std::env::vars_os() {
+        let (Ok(k), Some(v)) = (k.into_string(), v.to_str()) else { continue };
+        match v.trim().parse() {
+            Ok(i) => integers.insert(k, i),
+            Err(_) => others.insert(k, v.to_string()).map(|_| 0),
+        };
+    }
+    Environment { integers, others, warned: Mutex::default() }
 });
 
 /// An integer setting: a scoped `Context` override if one is active, else the env var (as the
-/// process started with it), else `default`. Unparsable env values count as the default.
+/// process started with it), else `default`. An env value that is not an integer counts as the
+/// default, with a warning the first time it is asked for.
 pub fn getenv(key: &str, default: i64) -> i64 {
     if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
         return v;
     }
-    INTEGER_ENV.get(key).copied().unwrap_or(default)
+    if let Some(v) = ENVIRONMENT.integers.get(key) {
+        return *v;
+    }
+    if let Some(text) = ENVIRONMENT.others.get(key).filter(|t| !t.trim().is_empty()) {
+        if ENVIRONMENT.warned.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string()) {
+            eprintln!("lazygrad: {key}={text:?} is not an integer; using {default}");
+        }
+    }
+    default
 }
 
 /// A string setting from the environment.

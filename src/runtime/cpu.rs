@@ -142,7 +142,10 @@ impl CCompiler {
     /// so that the others are still cached and the error shows the kernel that broke it.
     fn compile_batch(&self, srcs: &[&str]) -> Result<()> {
         let dir = cache_dir().join("cpu");
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            let what = format!("kernel cache folder {} (LAZYGRAD_CACHE): {e}", dir.display());
+            std::io::Error::new(e.kind(), what)
+        })?;
         let paths: Vec<PathBuf> = srcs.iter().map(|s| self.cache_path(s)).collect();
         // unique temporaries, then atomic renames: concurrent compiles of one kernel are safe
         let stem = paths[0].file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());

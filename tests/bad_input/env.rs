@@ -64,6 +64,10 @@ fn scenario() {
             assert_eq!(vector_bytes(), native_vector_bytes());
             assert_eq!(small_op(), [2.0, 4.0]);
         }
+        "many_threads" => {
+            // documented: at most 256 threads (the pool spawns a worker for each)
+            assert_eq!(cpu_threads(), 256);
+        }
         "unknown_device" => {
             assert_eq!(default_device(), "NOPE");
             panics_with(&["Tensor::from_bytes", "unknown device \"NOPE\"", "known: CPU, INTERP"], small_op);
@@ -100,6 +104,7 @@ fn scenario() {
             let x = Tensor::new([1.0f32, 2.0, 3.0]).realize();
             let e = (&x + 1.0).try_realize().unwrap_err();
             assert!(matches!(e, Error::Io(_)), "{e:?}");
+            assert!(e.to_string().contains("kernel cache folder") && e.to_string().contains("LAZYGRAD_CACHE"), "{e}");
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -108,13 +113,18 @@ fn scenario() {
 #[test]
 fn integer_settings_that_do_not_parse_count_as_the_default() {
     let env = [("DEV", "INTERP"), ("DEBUG", "lots"), ("BEAM", "wide"), ("NOOPT", "yes")];
-    child("unparsable", &[&env[..], &[("NUM_CPU_THREADS", "many"), ("VECTOR_BYTES", "1.5")]].concat());
+    let stderr = child("unparsable", &[&env[..], &[("NUM_CPU_THREADS", "many"), ("VECTOR_BYTES", "1.5")]].concat());
+    for (key, value, default) in [("DEBUG", "lots", "0"), ("NUM_CPU_THREADS", "many", "")] {
+        let warning = format!("lazygrad: {key}=\"{value}\" is not an integer; using {default}");
+        assert_eq!(stderr.matches(&warning).count(), 1, "warned once about {key}:\n{stderr}");
+    }
 }
 
 #[test]
 fn integer_settings_out_of_range_are_clamped() {
     let env = [("DEV", "INTERP"), ("BEAM", "-3"), ("NUM_CPU_THREADS", "0"), ("VECTOR_BYTES", "7"), ("DEBUG", "-1")];
     child("out_of_range", &env);
+    child("many_threads", &[("DEV", "INTERP"), ("NUM_CPU_THREADS", "100000")]);
 }
 
 #[test]
