@@ -118,8 +118,20 @@ pub enum View {
     Reshape(Vec<usize>),
 }
 
-pub const DTYPES: [DType; 6] =
-    [DType::FLOAT32, DType::FLOAT16, DType::BFLOAT16, DType::INT32, DType::INT8, DType::UINT8];
+pub const DTYPES: [DType; 12] = [
+    DType::FLOAT32,
+    DType::FLOAT16,
+    DType::BFLOAT16,
+    DType::INT32,
+    DType::INT8,
+    DType::UINT8,
+    DType::FLOAT64,
+    DType::INT16,
+    DType::INT64,
+    DType::UINT16,
+    DType::UINT32,
+    DType::UINT64,
+];
 pub const DIMS: [usize; 9] = [1, 2, 3, 5, 7, 1, 11, 13, 31];
 
 /// The integers `dtype` holds exactly.
@@ -128,10 +140,12 @@ pub fn exact_range(dtype: DType) -> (i64, i64) {
         DType::FLOAT32 => (-(1 << 24), 1 << 24),
         DType::FLOAT16 => (-2048, 2048),
         DType::BFLOAT16 => (-256, 256),
+        DType::FLOAT64 => (-(1 << 40), 1 << 40),
         DType::BOOL => (0, 1),
+        // 64-bit integers to 2^40: the host computes in float64, and the ranges' products in i64
         d => {
             let (lo, hi) = d.int_range();
-            (lo as i64, hi as i64)
+            (lo.max(-(1 << 40)) as i64, hi.min(1 << 40) as i64)
         }
     }
 }
@@ -172,7 +186,7 @@ impl Builder<'_, '_> {
     fn leaf(&mut self, shape: &[usize], dtype: DType) -> Rc<Node> {
         let (lo, hi) = match dtype {
             DType::BOOL => (0, 1),
-            DType::UINT8 => (0, [1, 3, 9][self.c.pick(3)]),
+            d if d.is_unsigned() => (0, [1, 3, 9][self.c.pick(3)]),
             _ => {
                 let k = [1, 3, 6][self.c.pick(3)];
                 (-k, k)
@@ -230,7 +244,7 @@ impl Builder<'_, '_> {
         let x = self.gen(depth - 1, shape, dtype);
         let (op, lo, hi) = match (dtype, self.c.coin()) {
             (DType::BOOL, _) => (Un::Not, 0, 1),
-            (DType::UINT8, _) => return None,
+            (d, _) if d.is_unsigned() => return None,
             (_, false) => (Un::Neg, -x.hi, -x.lo),
             (_, true) => (Un::Abs, if x.lo >= 0 { x.lo } else { 0.max(x.lo.max(-x.hi)) }, x.hi.max(-x.lo)),
         };
@@ -268,7 +282,12 @@ impl Builder<'_, '_> {
             6 => Bin::Mod,
             _ => Bin::FMod,
         };
-        let products = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
+        let products = [
+            a.lo.saturating_mul(b.lo),
+            a.lo.saturating_mul(b.hi),
+            a.hi.saturating_mul(b.lo),
+            a.hi.saturating_mul(b.hi),
+        ];
         let m = a.lo.abs().max(a.hi.abs());
         let bm = b.lo.abs().max(b.hi.abs());
         let (lo, hi) = match op {
@@ -280,7 +299,7 @@ impl Builder<'_, '_> {
             Bin::IDiv => (-m, m),
             _ => (-(bm - 1).max(0), (bm - 1).max(0)),
         };
-        let unsigned_ok = dtype != DType::UINT8 || lo >= 0;
+        let unsigned_ok = !dtype.is_unsigned() || lo >= 0;
         (fits(dtype, lo, hi) && unsigned_ok).then(|| self.node(Expr::Binary(op, a, b), shape.to_vec(), dtype, lo, hi))
     }
 
@@ -416,8 +435,9 @@ impl Builder<'_, '_> {
         }
         // a sum of int8 and bools is int32, of float16 float16 (accumulated in float32)
         let from = match dtype {
-            DType::INT32 => [DType::INT32, DType::INT8, DType::BOOL][self.c.pick(3)],
-            DType::FLOAT32 | DType::FLOAT16 | DType::BFLOAT16 => dtype,
+            DType::INT32 => [DType::INT32, DType::INT8, DType::BOOL, DType::INT16][self.c.pick(4)],
+            DType::UINT32 => [DType::UINT32, DType::UINT8, DType::UINT16][self.c.pick(3)],
+            DType::FLOAT32 | DType::FLOAT16 | DType::BFLOAT16 | DType::FLOAT64 | DType::INT64 | DType::UINT64 => dtype,
             _ => return None,
         };
         let x = self.gen(depth - 1, &child, from);
@@ -426,7 +446,8 @@ impl Builder<'_, '_> {
     }
 
     fn matmul(&mut self, depth: usize, shape: &[usize], dtype: DType) -> Option<Rc<Node>> {
-        if shape.len() < 2 || !matches!(dtype, DType::FLOAT32 | DType::INT32 | DType::FLOAT16) {
+        let wide = [DType::FLOAT32, DType::INT32, DType::FLOAT16, DType::FLOAT64, DType::INT64];
+        if shape.len() < 2 || !wide.contains(&dtype) {
             return None;
         }
         let (r, m, n) = (shape.len(), shape[shape.len() - 2], shape[shape.len() - 1]);
@@ -439,7 +460,8 @@ impl Builder<'_, '_> {
             }
             let g = self.gen(depth - 1, &g_shape, dtype);
             let p = g.lo.abs().max(g.hi.abs());
-            let (lo, hi) = (-(p * p) * k as i64, p * p * k as i64);
+            let pp = p.saturating_mul(p).saturating_mul(k as i64);
+            let (lo, hi) = (-pp, pp);
             (Expr::Gram(g), lo, hi)
         } else {
             let mut a_shape = shape.to_vec();
@@ -449,8 +471,8 @@ impl Builder<'_, '_> {
             }
             let a = self.gen(depth - 1, &a_shape, dtype);
             let b = self.gen(depth - 1, &[k, n], dtype);
-            let p = a.lo.abs().max(a.hi.abs()) * b.lo.abs().max(b.hi.abs());
-            (Expr::Matmul(a, b), -p * k as i64, p * k as i64)
+            let p = a.lo.abs().max(a.hi.abs()).saturating_mul(b.lo.abs().max(b.hi.abs())).saturating_mul(k as i64);
+            (Expr::Matmul(a, b), -p, p)
         };
         fits(dtype, lo, hi).then(|| self.node(node, shape.to_vec(), dtype, lo, hi))
     }
@@ -476,8 +498,11 @@ pub fn build(list: &[u16]) -> Program {
         shape.pop();
     }
     let assign = rank > 0 && c.pick(4) == 0;
-    let dtype =
-        if assign { DTYPES[c.pick(DTYPES.len())] } else { [DTYPES.as_slice(), &[DType::BOOL]].concat()[c.pick(7)] };
+    let dtype = if assign {
+        DTYPES[c.pick(DTYPES.len())]
+    } else {
+        [DTYPES.as_slice(), &[DType::BOOL]].concat()[c.pick(DTYPES.len() + 1)]
+    };
     let depth = 3 + c.pick(6);
     let mut b = Builder { c: &mut c, inputs: vec![] };
     if !assign {
