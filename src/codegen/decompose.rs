@@ -50,14 +50,18 @@ fn fuse_mulacc() -> crate::uop::pattern::Rule {
     })
 }
 
+/// A scalar integer dtype: what the total-arithmetic rules below rewrite.
+fn scalar_int(d: DType) -> bool {
+    d.is_int() && d.count == 1
+}
+
 /// Integer division and remainder are total in the IR (`uop/exec.rs`, as numpy computes them):
 /// by 0 both are 0, and `MIN / -1` wraps to MIN with remainder 0. Hardware traps there (x86) or
 /// returns what it likes, so a divisor that may be 0 or -1 is replaced by 1 and the quotient
 /// fixed up; divisors known to avoid both (index arithmetic's constants) are left alone.
 #[track_caller]
 fn total_division() -> crate::uop::pattern::Rule {
-    let int = |d: DType| d.is_int() && d.count == 1;
-    rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).dtype(int).named("d"), |m| {
+    rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).dtype(scalar_int).named("d"), |m| {
         let d = &m["d"];
         let (x, y) = (&d.src()[0], &d.src()[1]);
         let (lo, hi) = y.bounds();
@@ -87,8 +91,7 @@ fn total_division() -> crate::uop::pattern::Rule {
 /// replaced by `bits - 1` (which a signed right shift needs) and the result selected.
 #[track_caller]
 fn total_shift() -> crate::uop::pattern::Rule {
-    let int = |d: DType| d.is_int() && d.count == 1;
-    rule(UPat::ops(&[Ops::Shl, Ops::Shr]).dtype(int).named("s"), |m| {
+    rule(UPat::ops(&[Ops::Shl, Ops::Shr]).dtype(scalar_int).named("s"), |m| {
         let s = &m["s"];
         let (x, n) = (&s.src()[0], &s.src()[1]);
         let last = s.dtype().bits() as i64 - 1;
@@ -151,8 +154,7 @@ fn fits(x: &UOp, (lo, end): (f64, f64)) -> bool {
 /// to fit (`fits`) keep the plain cast. Float-to-integer casts are never vectors (`vector_op`).
 #[track_caller]
 fn total_cast() -> crate::uop::pattern::Rule {
-    let int = |d: DType| d.is_int() && d.count == 1;
-    rule(UPat::ops(&[Ops::Cast]).dtype(int).named("c"), |m| {
+    rule(UPat::ops(&[Ops::Cast]).dtype(scalar_int).named("c"), |m| {
         let c = &m["c"];
         let (x, span) = (&c.src()[0], int_span(c.dtype()));
         if !x.dtype().is_float() || fits(x, span) {
