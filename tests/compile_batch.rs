@@ -15,7 +15,7 @@ fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>) {
     let mut items = Tensor::schedule(std::slice::from_ref(t));
     assert_eq!(items.len(), 1, "one kernel");
     match items.remove(0) {
-        ScheduleItem::Kernel { ast, bufs } => (get_program(&ast, Some(&CRenderer)).unwrap(), bufs),
+        ScheduleItem::Kernel { ast, bufs } => (get_program(&ast, &CRenderer).unwrap(), bufs),
         ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
     }
 }
@@ -36,7 +36,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     let graphs = [a.neg(), &a * 3.0, a.sum(None, false), &big * 2.0];
     let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>)> = graphs.iter().map(kernel).collect();
     assert_eq!(kernels[0].0.name.to_string(), kernels[1].0.name.to_string());
-    let vector = format!("vector_size({})", lazygrad::codegen::vectorize::vector_bytes());
+    let vector = format!("vector_size({})", lazygrad::renderer::Renderer::target(&CRenderer).vector_bytes);
     assert!(kernels[3].0.src.contains(&vector) && !kernels[0].0.src.contains("vector_size"));
     let specs: Vec<&ProgramSpec> = kernels.iter().map(|k| &k.0).collect();
     let before = cached_objects(&dir);

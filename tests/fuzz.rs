@@ -20,6 +20,7 @@ use std::sync::Arc;
 use lazygrad::codegen::opt::{apply_opt, kernel_ranges, Opt};
 use lazygrad::codegen::{get_program, get_program_opts, optimizable, ProgramSpec};
 use lazygrad::renderer::c::CRenderer;
+use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::runtime::{get_device, Buffer, DefaultDevice};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{AxisKind, UOp};
@@ -255,8 +256,7 @@ fn prepare(p: &Program, list: &[u16]) -> Result<Prepared, String> {
     let mut kernels = vec![];
     for item in Tensor::schedule(std::slice::from_ref(&result)) {
         let ScheduleItem::Kernel { ast, bufs } = item else { continue };
-        let generate = |opts: Option<&[Opt]>, renderer: Option<&CRenderer>| {
-            let r = renderer.map(|r| r as &dyn lazygrad::renderer::Renderer);
+        let generate = |opts: Option<&[Opt]>, r: &dyn lazygrad::renderer::Renderer| {
             match opts {
                 None => get_program(&ast, r),
                 Some(o) => get_program_opts(&ast, r, o, ""),
@@ -270,7 +270,7 @@ fn prepare(p: &Program, list: &[u16]) -> Result<Prepared, String> {
             ("NOOPT".to_string(), Some(vec![])),
             (format!("opts {random:?}"), Some(random)),
         ] {
-            let (cpu, interp) = (generate(opts.as_deref(), Some(&CRenderer))?, generate(opts.as_deref(), None)?);
+            let (cpu, interp) = (generate(opts.as_deref(), &CRenderer)?, generate(opts.as_deref(), &ListingRenderer)?);
             variants.push((name, cpu, interp));
         }
         kernels.push(KernelCase { ast: ast.clone(), bufs, variants });

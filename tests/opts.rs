@@ -3,6 +3,8 @@
 
 use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
 use lazygrad::codegen::KernelName;
+use lazygrad::renderer::c::CRenderer;
+use lazygrad::renderer::{Renderer, Target};
 use lazygrad::runtime::DefaultDevice;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
@@ -15,6 +17,11 @@ use lazygrad::{Context, Tensor};
 fn serial() -> (std::sync::MutexGuard<'static, ()>, Context) {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     (LOCK.lock().unwrap_or_else(|e| e.into_inner()), Context::new(&[("VECTOR_BYTES", 64)]))
+}
+
+/// The CPU target (as `serial` sets it) with `threads` threads.
+fn cpu(threads: usize) -> Target {
+    Target { threads, ..CRenderer.target() }
 }
 
 fn kernel_asts(t: &Tensor) -> Vec<lazygrad::uop::UOp> {
@@ -34,7 +41,7 @@ fn matmul_is_register_tiled_and_unrolled() {
     let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
     let asts = kernel_asts(&a.matmul(&b));
     assert_eq!(asts.len(), 1);
-    let opts = hand_coded_optimizations(&asts[0], 2);
+    let opts = hand_coded_optimizations(&asts[0], &cpu(2));
     // an 8-row by 2x16-column tile: the columns are contiguous, so 16 of their lanes make one
     // vector; 8 x 2 vectors are 16 accumulator registers
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 16 }), "columns tiled by 16: {opts:?}");
@@ -57,7 +64,7 @@ fn matmul_is_register_tiled_and_unrolled() {
     assert!(opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 4, .. })), "reduce unrolled: {opts:?}");
     assert!(opts.contains(&Opt::Thread(2)), "outer loop threaded: {opts:?}");
     let _noopt = Context::new(&[("NOOPT", 1)]);
-    assert!(hand_coded_optimizations(&asts[0], 2).is_empty());
+    assert!(hand_coded_optimizations(&asts[0], &cpu(2)).is_empty());
 }
 
 /// A named graph builder; it is called once per setting, after the same seed.
@@ -204,7 +211,7 @@ fn narrower_vector_targets_run_bit_identical_on_cpu_and_interp() {
         let _width = Context::new(&[("VECTOR_BYTES", bytes)]);
         let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
         let ast = kernel_asts(&a.matmul(&b)).remove(0);
-        let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+        let spec = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap();
         let lanes = bytes / 4;
         assert!(spec.src.contains(&format!("typedef float float{lanes} __attribute__((vector_size({bytes})))")));
         assert!(!spec.src.contains("vector_size(64)"), "{}", spec.src);
@@ -239,7 +246,7 @@ fn reduces_over_channels_last_data_load_channel_vectors() {
     let _serial = serial();
     let (pooled, want) = pooled_channels_last(4);
     let ast = kernel_asts(&pooled).remove(0);
-    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap();
     // 16 channels per vector load and max; a requested output is stored NCHW, one channel at a time
     assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
     assert!(spec.src.contains("float16 val0; __builtin_memcpy(&val0, &data1["), "{}", spec.src);
@@ -257,7 +264,7 @@ fn per_channel_sums_over_channels_last_data_read_whole_pixels() {
     let nhwc = Tensor::randn(&[b, h, h, c]).realize();
     let sums = nhwc.permute(&[0, 3, 1, 2]).sum([0isize, 2, 3].as_slice(), false);
     let ast = kernel_asts(&sums).remove(0);
-    let opts = hand_coded_optimizations(&ast, 2);
+    let opts = hand_coded_optimizations(&ast, &cpu(2));
     let channels = opts.iter().find_map(|o| match o {
         Opt::Upcast { range, amount: 16 } => Some(*range),
         _ => None,
@@ -285,7 +292,7 @@ fn pooled_intermediates_are_stored_channels_last() {
             ScheduleItem::Copy { .. } => None,
         })
         .unwrap();
-    let spec = lazygrad::codegen::get_program(&pool_kernel, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&pool_kernel, &lazygrad::renderer::c::CRenderer).unwrap();
     assert!(spec.src.contains("lg_max_float16("), "{}", spec.src);
     assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
     assert!(!spec.src.contains("= acc0[15];"), "{}", spec.src);
@@ -300,7 +307,7 @@ fn matmul_computes_in_vector_registers() {
     Tensor::manual_seed(3);
     let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
     let ast = kernel_asts(&a.matmul(&b)).remove(0);
-    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap();
     // 16-float accumulators updated by vector fused multiply-adds, stored whole
     assert!(spec.src.contains("typedef float float16 __attribute__((vector_size(64)))"), "{}", spec.src);
     assert!(spec.src.matches("lg_fma_float16(").count() >= 16 * 4, "{}", spec.src);
@@ -338,7 +345,7 @@ fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let _serial = serial();
     let program = |t: &Tensor| {
         let ast = kernel_asts(t).remove(0);
-        lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap().src
+        lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap().src
     };
     let (a, b) = (Tensor::rand(&[256, 512]).realize(), Tensor::rand(&[256, 512]).realize());
     // relu is a max against zero: one max instruction, not masks and a select
@@ -361,8 +368,8 @@ fn small_elementwise_kernels_and_square_roots_compute_whole_vectors() {
     let (m, v) = (Tensor::randn(&[128, 128]).realize(), Tensor::rand(&[128, 128]).realize());
     let update = &m / (v.sqrt() + 1e-8);
     let ast = kernel_asts(&update).remove(0);
-    assert!(hand_coded_optimizations(&ast, 2).contains(&Opt::Upcast { range: 1, amount: 16 }));
-    let src = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap().src;
+    assert!(hand_coded_optimizations(&ast, &cpu(2)).contains(&Opt::Upcast { range: 1, amount: 16 }));
+    let src = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap().src;
     assert!(src.contains("lg_sqrt_float16(val"), "{src}");
     // IEEE square root, add and divide are correctly rounded: the result is exact in f32
     let (mv, vv, got) = (m.to_vec::<f32>(), v.to_vec::<f32>(), update.to_vec::<f32>());
@@ -404,7 +411,7 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
             _ => None,
         })
         .expect("the ReLU is stored for the convolution to read");
-    let spec = lazygrad::codegen::get_program(&y_kernel, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&y_kernel, &lazygrad::renderer::c::CRenderer).unwrap();
     assert!(spec.src.contains("__builtin_memcpy(&data0["), "{}", spec.src);
     assert!(!spec.src.contains("[15];"), "{}", spec.src);
     let bv = bias.to_vec::<f32>();
@@ -446,7 +453,7 @@ fn channels_last_conv_opts(seed: u64, h: usize, (cin, cout, k): (usize, usize, u
     let z = nhwc.permute(&[0, 3, 1, 2]).conv2d(&w, None, &ConvOpts::default());
     // the one kernel that reduces (the others lay out the weights and the result)
     let ast = kernel_asts(&z).into_iter().find(|a| KernelName::of(a).to_string().starts_with("r_")).expect("a conv");
-    let opts = hand_coded_optimizations(&ast, 2);
+    let opts = hand_coded_optimizations(&ast, &cpu(2));
     let o = h - k + 1;
     let points = [(0, 0, 0, 0), (1, cout - 1, o - 1, o - 1), (0, cout / 2, 1, o - 2), (1, 5, o / 2, 3)];
     assert_nhwc_conv((&nhwc, h, |v, _| v), (&w, cin, cout, k), &z, &points);
@@ -487,7 +494,7 @@ fn reduce_loops_longer_than_a_window_row_unroll_by_a_divisor_up_to_four() {
     let mut by_four = 0;
     for ast in kernel_asts(&g) {
         let ranges = kernel_ranges(&ast);
-        for opt in hand_coded_optimizations(&ast, 2) {
+        for opt in hand_coded_optimizations(&ast, &cpu(2)) {
             if let Opt::Unroll { range, amount } = opt {
                 let size = ranges.iter().find(|r| r.0 == range).expect("an unrolled loop").2;
                 let want = if size <= 5 { size } else { (2..=4).rev().find(|a| size % a == 0).unwrap_or(0) };
@@ -514,7 +521,7 @@ fn a_ten_wide_output_axis_is_upcast_by_five() {
     let _serial = serial();
     // a classifier head: 10 outputs, which neither 4 nor a vector divides
     let (ast, check) = random_matmul(12, (64, 576, 10));
-    let opts = hand_coded_optimizations(&ast, 2);
+    let opts = hand_coded_optimizations(&ast, &cpu(2));
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 5 }), "{opts:?}");
     check();
 }
@@ -530,17 +537,17 @@ fn a_matmul_with_a_transposed_weight_keeps_a_vector_of_partial_sums_per_output()
     let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[n, k]).realize());
     let y = x.matmul(&w.transpose(0, 1));
     let ast = kernel_asts(&y).remove(0);
-    let opts = hand_coded_optimizations(&ast, 2);
-    let vl = lazygrad::codegen::opt::vector_lanes();
+    let opts = hand_coded_optimizations(&ast, &cpu(2));
+    let vl = cpu(2).float_lanes();
     assert!(opts.contains(&Opt::Unroll { range: 2, amount: vl }), "the reduction in vector lanes: {opts:?}");
     for range in [0, 1] {
         assert!(opts.contains(&Opt::Upcast { range, amount: 4 }), "a 4x4 tile of outputs: {opts:?}");
     }
-    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap();
     let accumulators = spec.src.matches(&format!("float{vl} acc")).count();
     assert_eq!(accumulators, 16, "a vector accumulator per output: {}", spec.src);
     // held in registers where one holds them (the vectors are split on a machine without AVX-512)
-    let pinned = if lazygrad::codegen::vectorize::native_vector_bytes() == 64 { 8 } else { 0 };
+    let pinned = if cpu(2).register_bytes == 64 { 8 } else { 0 };
     assert_eq!(spec.src.matches("LG_IN_REGISTER(val").count(), pinned, "4 + 4 loads held in registers: {}", spec.src);
     // each row's 4 accumulators are combined together and stored as one vector of 4 results
     assert_eq!(spec.src.matches("__builtin_memcpy(&data0[").count(), 4, "{}", spec.src);
@@ -549,7 +556,7 @@ fn a_matmul_with_a_transposed_weight_keeps_a_vector_of_partial_sums_per_output()
     // a 1000-long reduction is padded to whole vectors (8 lanes ran at 60%), its last one masked
     let (x, w) = (Tensor::randn(&[8, 1000]).realize(), Tensor::randn(&[4, 1000]).realize());
     let y = x.matmul(&w.transpose(0, 1));
-    let opts = hand_coded_optimizations(&kernel_asts(&y).remove(0), 2);
+    let opts = hand_coded_optimizations(&kernel_asts(&y).remove(0), &cpu(2));
     assert!(opts.contains(&Opt::Padto { range: 2, amount: vl }), "{opts:?}");
     assert!(opts.contains(&Opt::Unroll { range: 2, amount: vl }), "{opts:?}");
     assert_matches_x_wt(&x, &w, &y);
@@ -592,13 +599,13 @@ fn random_matmul(seed: u64, (m, k, n): (usize, usize, usize)) -> (lazygrad::uop:
 fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
     let _serial = serial();
     let (ast, check) = random_matmul(11, (200, 100, 90));
-    let opts = hand_coded_optimizations(&ast, 2);
+    let opts = hand_coded_optimizations(&ast, &cpu(2));
     // 90 columns pad to 96 (tiles of two 16-float vectors, the last one masked); the 3 column
     // tiles run outside the 25 row tiles, padded to 4 for 2 threads
     assert_eq!(opts.first(), Some(&Opt::Padto { range: 1, amount: 32 }), "{opts:?}");
     assert!(opts.contains(&Opt::Upcast { range: 1, amount: 16 }), "{opts:?}");
     assert!(opts.ends_with(&[Opt::Padto { range: 0, amount: 2 }, Opt::Thread(2)]), "{opts:?}");
-    let spec = lazygrad::codegen::get_program(&ast, Some(&lazygrad::renderer::c::CRenderer)).unwrap();
+    let spec = lazygrad::codegen::get_program(&ast, &lazygrad::renderer::c::CRenderer).unwrap();
     assert!(
         spec.src.contains("lg_load_float16(&data2[") && spec.src.contains("lg_store_float16(&data0["),
         "{}",

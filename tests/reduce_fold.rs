@@ -108,7 +108,7 @@ fn run<T: Element>(device: &str, ast: &UOp, n: usize, inputs: &[Data]) -> Vec<T>
 /// How deeply the linearized program's loops nest.
 fn loop_depth(ast: &UOp) -> usize {
     let (mut depth, mut deepest) = (0, 0);
-    for u in &get_program(ast, None).unwrap().uops {
+    for u in &get_program(ast, &lazygrad::renderer::listing::ListingRenderer).unwrap().uops {
         match u.op() {
             Ops::Range => {
                 depth += 1;
@@ -132,7 +132,7 @@ fn reduce_ranges_left(ast: &UOp) -> usize {
 /// No reduce loop is left, and at most `out_dims` loops nest (the output's).
 #[track_caller]
 fn assert_folded(ast: &UOp, out_dims: usize) {
-    let spec = get_program(ast, None).unwrap();
+    let spec = get_program(ast, &lazygrad::renderer::listing::ListingRenderer).unwrap();
     let reduce_ranges = spec.uops.iter().filter(|u| matches!(u.arg(), Arg::Range(_, AxisKind::Reduce))).count();
     assert_eq!(reduce_ranges, 0, "a reduce loop is left:\n{ast:?}");
     assert!(loop_depth(ast) <= out_dims, "nested loops are left:\n{ast:?}");

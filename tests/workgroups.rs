@@ -8,6 +8,8 @@ use std::sync::Arc;
 use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
 use lazygrad::codegen::{get_program_opts, ProgramSpec};
 use lazygrad::renderer::c::CRenderer;
+use lazygrad::renderer::listing::ListingRenderer;
+use lazygrad::renderer::{Renderer, Target};
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{Arg, Ops, UOp};
@@ -24,7 +26,7 @@ fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
 }
 
 fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
-    get_program_opts(ast, None, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
+    get_program_opts(ast, &ListingRenderer, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
 }
 
 /// The kernel's output after running it on INTERP with `opts`.
@@ -129,7 +131,7 @@ fn launch_dims_name_the_grid_and_the_threads() {
             .iter()
             .filter(|u| u.op() == Ops::Special)
             .map(|u| match u.arg() {
-                Arg::Str(s) => format!("{s}:{}", u.src()[0].const_int_value().unwrap()),
+                Arg::Special(s) => format!("{s}:{}", u.src()[0].const_int_value().unwrap()),
                 _ => panic!("a SPECIAL is named"),
             })
             .collect();
@@ -178,10 +180,10 @@ fn targets_without_local_memory_reject_workgroup_opts() {
     let (_, _, c) = matmul(16, 24, 16);
     let (ast, _) = kernel(&c);
     for opt in [Opt::Local { range: 0, amount: 4 }, Opt::Group { range: 2, amount: 4 }, Opt::NoLocals] {
-        let err = get_program_opts(&ast, Some(&CRenderer), &[opt], "").unwrap_err().to_string();
-        assert!(err.contains(&opt.to_string()) && err.contains("the c target"), "{err}");
+        let err = get_program_opts(&ast, &CRenderer, &[opt], "").unwrap_err().to_string();
+        assert!(err.contains(&opt.to_string()) && err.contains("the CPU target"), "{err}");
     }
-    assert!(get_program_opts(&ast, Some(&CRenderer), &[Opt::Thread(2)], "").is_ok());
+    assert!(get_program_opts(&ast, &CRenderer, &[Opt::Thread(2)], "").is_ok());
 }
 
 #[test]
@@ -190,15 +192,17 @@ fn every_beam_action_for_workgroup_targets_computes_the_same_result() {
     let (_, _, c) = matmul(16, 24, 16);
     let (ast, bufs) = kernel(&c);
     let want = run(&ast, &bufs, &[]);
-    let cpu = actions(&ast, 2, false);
+    let cpu_target = Target { threads: 2, ..CRenderer.target() };
+    let gpu_target = Target { threads: 1, ..ListingRenderer.target() };
+    let cpu = actions(&ast, &cpu_target);
     assert!(!cpu.iter().any(Opt::needs_local) && cpu.contains(&Opt::Thread(2)), "{cpu:?}");
-    let gpu = actions(&ast, 2, true);
+    let gpu = actions(&ast, &gpu_target);
     assert!(!gpu.iter().any(|o| matches!(o, Opt::Thread(_))), "{gpu:?}");
     let mut applied = 0;
     for first in gpu.iter().filter(|o| o.needs_local()) {
         let Some(one) = apply_opt(&ast, *first) else { continue };
         // each workgroup opt, then each action that applies after it
-        for second in actions(&one, 2, true) {
+        for second in actions(&one, &gpu_target) {
             if apply_opt(&one, second).is_none() {
                 continue;
             }

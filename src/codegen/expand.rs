@@ -10,12 +10,13 @@ use std::sync::LazyLock;
 
 use super::vectorize;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{graph_rewrite, rule, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule, rule_ctx, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
 
 /// `ast` with every UPCAST and UNROLL loop expanded into lanes: for each STORE, one UPCAST loop
-/// becomes vector lanes where it can (`vectorize.rs`), the others copies of the code.
-pub fn expand(ast: &UOp) -> UOp {
-    let ast = graph_rewrite(ast, pm_unroll(), &mut (), "expand unroll", false);
+/// becomes vector lanes where it can (`vectorize.rs`: vectors of up to `vector_bytes`), the others
+/// copies of the code.
+pub fn expand(ast: &UOp, vector_bytes: usize) -> UOp {
+    let ast = graph_rewrite(ast, pm_unroll(), &mut { vector_bytes }, "expand unroll", false);
     let ast = graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false);
     let stores = ast
         .src()
@@ -27,7 +28,7 @@ pub fn expand(ast: &UOp) -> UOp {
             if st.toposort().iter().any(|u| horizontal(u).is_some()) {
                 return tile_of_accumulators(st, &upcast);
             }
-            let vector = vectorize::vector_axis(st, &upcast);
+            let vector = vectorize::vector_axis(st, &upcast, vector_bytes);
             let copied: Vec<UOp> = upcast.into_iter().filter(|r| Some(r) != vector.as_ref()).collect();
             let copies = lanes(st, &copied);
             copies
@@ -154,7 +155,7 @@ fn lanes(u: &UOp, ranges: &[UOp]) -> Vec<UOp> {
 /// (by halves: 16 lanes take 4 vector ops). Beside UPCAST loops that no load walks, whose copies
 /// then each keep a vector accumulator (a register tile of `x @ w.T`), when no load gathers
 /// along the loop.
-fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<UOp> {
+fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp], vector_bytes: usize) -> Option<UOp> {
     let [u] = unrolled else { return None };
     let src = &red.src()[0];
     let w = u.src()[0].const_int_value()? as usize;
@@ -170,7 +171,7 @@ fn vector_reduce(red: &UOp, op: Ops, unrolled: &[UOp], kept: &[UOp]) -> Option<U
         || (!vectorize::gathers_along(src, u) && !upcast.iter().any(|r| vectorize::loads_along(src, r)));
     if !reducible
         || !tile_of_vectors
-        || !vectorize::fits_vector(red.dtype(), w)
+        || !vectorize::fits_vector(red.dtype(), w, vector_bytes)
         || !vectorize::vector_math(src)
         || !vectorize::loads_along(src, u)
     {
@@ -219,10 +220,11 @@ fn combine_lanes(accs: &[UOp], op: Ops) -> UOp {
     vs.remove(0)
 }
 
-/// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...).
+/// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...). The context is the
+/// target's vector width.
 fn pm_unroll() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("red"), |m| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, vector_bytes: &mut usize| {
             let red = &m["red"];
             let Arg::Reduce(op) = red.arg() else { return None };
             let is_unroll = |r: &&UOp| matches!(r.arg(), Arg::Range(_, AxisKind::Unroll));
@@ -231,7 +233,7 @@ fn pm_unroll() -> &'static PatternMatcher {
                 return None;
             }
             let kept: Vec<UOp> = red.src()[1..].iter().filter(|r| !is_unroll(r)).cloned().collect();
-            if let Some(reduced) = vector_reduce(red, *op, &unrolled, &kept) {
+            if let Some(reduced) = vector_reduce(red, *op, &unrolled, &kept, *vector_bytes) {
                 return Some(reduced);
             }
             let values = lanes(&red.src()[0], &unrolled);

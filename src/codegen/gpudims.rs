@@ -9,7 +9,7 @@
 //! renderer merges them into its three).
 
 use crate::dtype::{AddrSpace, DType};
-use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
 
 /// What the group-reduce rules share: the workgroup's thread dims (outer to inner) and the next
 /// free ids.
@@ -36,13 +36,14 @@ pub fn gpudims(ast: &UOp) -> UOp {
         next_local: 0,
     };
     let grouped = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
-    let dim = |r: &UOp, name: String| UOp::new(Ops::Special, DType::INDEX, vec![r.src()[0].clone()], Arg::Str(name));
+    let dim =
+        |r: &UOp, which: Special| UOp::new(Ops::Special, DType::INDEX, vec![r.src()[0].clone()], Arg::Special(which));
     let mut dims = UOpMap::default();
     for (i, r) in of_kind(&[AxisKind::Loop]).iter().enumerate() {
-        dims.insert(r.clone(), dim(r, format!("gidx{i}")));
+        dims.insert(r.clone(), dim(r, Special::Group(i)));
     }
     for (i, r) in ctx.threads.iter().enumerate() {
-        dims.insert(r.clone(), dim(r, format!("lidx{i}")));
+        dims.insert(r.clone(), dim(r, Special::Local(i)));
     }
     substitute(&grouped, &mut dims, "gpu dims")
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::vectorize::{broadcast, gep, vector_bytes};
+use super::vectorize::{broadcast, gep};
 use crate::dtype::DType;
 use crate::uop::{rule_ctx, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
@@ -26,11 +26,15 @@ pub struct LowerCtx {
     /// than another's (a lane constant simplified a dependence away), its accumulator must still
     /// be reset inside all of them, or the shared loop would have two places to be.
     shared_outer: HashMap<UOp, Ranges>,
+    /// float64 lanes in one of the target's vectors (0: the target has no float64).
+    f64_lanes: usize,
 }
 
 impl LowerCtx {
-    pub fn new(ast: &UOp) -> LowerCtx {
-        let mut ctx = LowerCtx::default();
+    /// The context for lowering `ast` on `target`.
+    pub fn new(ast: &UOp, target: &crate::renderer::Target) -> LowerCtx {
+        let f64_lanes = if target.dtypes.float64 { (target.vector_bytes / 8).max(1) } else { 0 };
+        let mut ctx = LowerCtx { f64_lanes, ..LowerCtx::default() };
         let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
         let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
         loop {
@@ -133,12 +137,12 @@ fn terms(val: &UOp) -> Vec<&UOp> {
 /// values of 0.1 was off by 2.6e-4), while a float64 one is exact to float32 in the end; a long
 /// sum is bound by the latency of its accumulator chain, which the float64 halves of a vector
 /// split in two, so it costs no speed. Dot products (matmul, convolution) keep float32
-/// multiply-adds.
-fn accumulator(op: Ops, red: &UOp) -> (DType, usize) {
+/// multiply-adds, and so does a target without float64 (`f64_lanes` 0).
+fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
     let plain = terms(&red.src()[0]).iter().all(|t| !matches!(t.op(), Ops::Mul | Ops::MulAcc));
     let lanes = red.dtype().count as usize;
-    match op == Ops::Add && red.dtype().base() == DType::FLOAT32 && plain {
-        true => (DType::FLOAT64, lanes.min(vector_bytes() / 8)),
+    match op == Ops::Add && red.dtype().base() == DType::FLOAT32 && plain && f64_lanes > 0 {
+        true => (DType::FLOAT64, lanes.min(f64_lanes)),
         false => (red.dtype().base(), lanes),
     }
 }
@@ -153,7 +157,7 @@ pub fn pm_lower_reduce() -> PatternMatcher {
         let mut outer = ctx.with_shared_outer(red, open);
         outer.retain(|_, r| !red.src()[1..].contains(r));
         let outer: Vec<UOp> = outer.into_values().collect();
-        let (scalar, per_acc) = accumulator(*op, red);
+        let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
         let lanes: Vec<usize> = (0..red.dtype().count as usize).collect();
         let results: Vec<UOp> = lanes
             .chunks(per_acc)

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
-use crate::renderer::Renderer;
+use crate::renderer::{Renderer, Target};
 use crate::runtime::Device;
 use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, Ops, UOp};
@@ -50,21 +50,21 @@ pub fn optimizable(kernel: &UOp) -> UOp {
     graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false)
 }
 
-/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` (None: INTERP), with
+/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` and its target, with
 /// the heuristics' opts. With `PROCESS_REPLAY` set, the rendered source is also captured
 /// (`replay.rs`); failing to write it is the error.
-pub fn get_program(kernel: &UOp, renderer: Option<&dyn Renderer>) -> Result<ProgramSpec> {
+pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
     let ast = optimizable(kernel);
-    let opts = opt::hand_coded_optimizations(&ast, opt::settings().1);
+    let opts = opt::hand_coded_optimizations(&ast, &renderer.target());
     finish(kernel, &ast, &opts, renderer, "")
 }
 
-/// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` compiles
+/// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
 /// its kernels (INTERP keeps the heuristics: there is nothing to time), else `get_program`'s.
 pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
     let width = opt::search::beam_width();
-    if width > 0 && dev.renderer().is_some() {
+    if width > 0 && dev.times_kernels() {
         if let Some(beam) = opt::search::beam_opts(kernel, dev, width)? {
             return get_program_opts(kernel, dev.renderer(), &beam.opts, beam.note());
         }
@@ -74,21 +74,17 @@ pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
 
 /// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of
 /// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
-pub fn get_program_opts(
-    kernel: &UOp,
-    renderer: Option<&dyn Renderer>,
-    opts: &[Opt],
-    note: &str,
-) -> Result<ProgramSpec> {
+pub fn get_program_opts(kernel: &UOp, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
     finish(kernel, &optimizable(kernel), opts, renderer, note)
 }
 
-fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>, note: &str) -> Result<ProgramSpec> {
-    if let (Some(opt), Some(r)) = (opts.iter().find(|o| o.needs_local()), renderer.filter(|r| !r.has_local())) {
-        let lang = r.language();
+fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: &dyn Renderer, note: &str) -> Result<ProgramSpec> {
+    let target = renderer.target();
+    if let Some(opt) = opts.iter().find(|o| o.needs_local() && !target.has_local()) {
         return Err(Error::Invalid(format!(
-            "opt {opt} needs workgroups with local memory, which the {lang} target lacks"
+            "opt {opt} needs workgroups with local memory, which the {} target lacks",
+            target.name
         )));
     }
     let ast = opt::apply_opts(ast, opts);
@@ -96,63 +92,48 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: Option<&dyn Renderer>
         let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
         eprintln!("{line}{note}");
     }
-    let spec = lower(&ast, renderer);
-    if let (Some(r), Some(dir)) = (renderer, replay::capture_dir()) {
-        let (noopt, threads, ..) = opt::settings();
-        let key = replay::capture_key(kernel, (noopt, threads), r.language());
-        replay::capture(&dir, &spec.name.to_string(), key, r.language(), &spec.src)?;
+    let spec = lower(&ast, renderer, &target);
+    if let Some(dir) = replay::capture_dir() {
+        let key = replay::capture_key(kernel, &opt::settings(&target));
+        replay::capture(&dir, &spec.name.to_string(), key, renderer.language(), &spec.src)?;
     }
     Ok(spec)
 }
 
 /// An optimized kernel AST -> program: expand, launch dims for workgroups, lower reduces,
-/// decompose for `renderer`, linearize, render.
-pub(crate) fn lower(ast: &UOp, renderer: Option<&dyn Renderer>) -> ProgramSpec {
+/// decompose for `renderer`, linearize, render, all for `target`.
+pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> ProgramSpec {
     let name = KernelName::of(ast);
     let stream = vectorize::streams_output(ast);
     let workgroups = opt::workgroups(ast);
-    let ast = expand::expand(ast);
+    let ast = expand::expand(ast, target.vector_bytes);
     let ast = match workgroups {
         true => gpudims::gpudims(&ast),
         false => ast,
     };
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
     let ast = match stream {
-        true => graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut (), "stream stores", false),
+        true => {
+            graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut { target.vector_bytes }, "stream stores", false)
+        }
         false => ast,
     };
-    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower::LowerCtx::new(&ast), "lower reduce", false);
-    // the interpreter executes every op, fused multiply-adds included, so that it computes
-    // exactly what the compiled C computes
+    let mut lower_ctx = lower::LowerCtx::new(&ast, target);
+    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower_ctx, "lower reduce", false);
     let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-    let mut sup = match renderer {
-        Some(r) => {
-            decompose::Supported { ops: alu.into_iter().filter(|o| r.supports(*o)).collect(), bf16_math: r.bf16_math() }
-        }
-        None => decompose::Supported { ops: alu.into_iter().collect(), bf16_math: true },
+    let mut sup = decompose::Supported {
+        ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
+        bf16_math: renderer.bf16_math(),
     };
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());
-        eprint!("{}", linear_listing(&uops));
+        eprint!("{}", crate::renderer::listing::listing(&uops));
     }
-    let src = renderer.map_or(String::new(), |r| r.render(&name.to_string(), &uops));
-    crate::viz::record_code(|| match src.is_empty() {
-        true => linear_listing(&uops),
-        false => src.clone(),
-    });
+    let src = renderer.render(&name.to_string(), &uops);
+    crate::viz::record_code(|| src.clone());
     ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
-}
-
-/// A linearized program, one line per UOp: index, op, dtype, arg (DEBUG=6, and VIZ's code pane
-/// for devices without source).
-fn linear_listing(uops: &[UOp]) -> String {
-    let lines = uops
-        .iter()
-        .enumerate()
-        .map(|(i, u)| format!("{i:4} {:<12} {:?} {}\n", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg())));
-    lines.collect()
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.

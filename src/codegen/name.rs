@@ -5,7 +5,6 @@
 
 use std::fmt;
 
-use super::opt::CORE_ID;
 use crate::helpers::color::{colored, stderr_is_terminal, Color};
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
@@ -71,7 +70,7 @@ impl KernelName {
                 let size = u.src().first()?.const_int_value()? as usize;
                 match (u.op(), u.arg()) {
                     (Ops::Range, Arg::Range(id, kind)) => Some(((*kind).into(), *id, size)),
-                    (Ops::Special, Arg::Str(s)) if s == CORE_ID => Some((NameAxis::Thread, 0, size)),
+                    (Ops::Special, Arg::Special(crate::uop::Special::Core)) => Some((NameAxis::Thread, 0, size)),
                     _ => None,
                 }
             })

@@ -23,10 +23,10 @@ pub fn capture_dir() -> Option<PathBuf> {
 
 /// The capture key of a kernel: the same on every run and every revision whose codegen sees the
 /// same AST, settings and renderer (the AST is hashed through its printed form, so the key does not
-/// depend on how `Ops` happens to be numbered). `settings` are NOOPT and the thread count: BEAM's
-/// choices depend on timings, so its code is not something to replay.
-pub fn capture_key(ast: &UOp, settings: (i64, usize), language: &str) -> u64 {
-    stable_hash(&(render_tree(ast), settings, language))
+/// depend on how `Ops` happens to be numbered). `settings` are `opt::settings`' (BEAM's choices
+/// depend on timings, so code BEAM chose is not something to replay).
+pub fn capture_key(ast: &UOp, settings: &(i64, usize, crate::renderer::Target)) -> u64 {
+    stable_hash(&(render_tree(ast), settings))
 }
 
 /// Write one kernel's source into `dir` as `<name>-<key>.<language>`. The file appears whole or not

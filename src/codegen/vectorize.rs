@@ -11,35 +11,7 @@ use std::sync::LazyLock;
 
 use crate::dtype::{DType, Scalar};
 use crate::uop::symbolic::{symbolic, Lin};
-use crate::uop::{graph_rewrite, rule, Arg, Ops, PatternMatcher, UOp, UPat};
-
-/// The widest vector in bytes: one register of the CPU's widest vector unit (64 with AVX-512,
-/// 32 with AVX2, else 16), or `VECTOR_BYTES` (16, 32 or 64) to generate code for another width
-/// (a wider one runs split into the registers this machine has).
-pub fn vector_bytes() -> usize {
-    let native = native_vector_bytes();
-    match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
-        v @ (16 | 32 | 64) => v as usize,
-        _ => native,
-    }
-}
-
-/// The width of this machine's vector registers, whatever `VECTOR_BYTES` asks codegen for.
-pub fn native_vector_bytes() -> usize {
-    static NATIVE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *NATIVE.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return 64;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                return 32;
-            }
-        }
-        16
-    })
-}
+use crate::uop::{graph_rewrite, rule, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
 
 /// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
@@ -80,9 +52,9 @@ pub fn vector_dtype(d: DType) -> bool {
     !d.is_ptr() && (matches!(d.scalar, Scalar::Float32 | Scalar::Float64) || is_vector_int(d.scalar))
 }
 
-/// Whether `w` lanes of `d` make one vector register.
-pub fn fits_vector(d: DType, w: usize) -> bool {
-    vector_dtype(d) && w.is_power_of_two() && w >= 2 && w * d.itemsize() <= vector_bytes()
+/// Whether `w` lanes of `d` make one vector of a target whose vectors are `vector_bytes` wide.
+pub fn fits_vector(d: DType, w: usize, vector_bytes: usize) -> bool {
+    vector_dtype(d) && w.is_power_of_two() && w >= 2 && w * d.itemsize() <= vector_bytes
 }
 
 /// `u` as `w` lanes: itself when it is a vector, else `w` copies of the scalar.
@@ -239,12 +211,12 @@ fn pm_vectorize() -> &'static PatternMatcher {
 /// elements; else one whose lanes
 /// load consecutive elements when all the math has vector forms (the store then goes lane by
 /// lane: a reduce over channels-last data into channels-first outputs).
-pub fn vector_axis(store: &UOp, upcast: &[UOp]) -> Option<UOp> {
+pub fn vector_axis(store: &UOp, upcast: &[UOp], vector_bytes: usize) -> Option<UOp> {
     let index = &store.src()[0];
     let value_dtype = store.src()[1].dtype();
     let fits: Vec<&UOp> = upcast
         .iter()
-        .filter(|r| fits_vector(value_dtype, r.src()[0].const_int_value().unwrap_or(0) as usize))
+        .filter(|r| fits_vector(value_dtype, r.src()[0].const_int_value().unwrap_or(0) as usize, vector_bytes))
         .filter(|r| value_dtype == DType::FLOAT32 || index.src().get(2).is_none_or(|g| !g.toposort().contains(r)))
         .collect();
     if let Some(r) = fits.iter().find(|r| stride_one_along(&index.src()[1], r)) {
@@ -341,28 +313,26 @@ pub fn all_vector(ast: &UOp) -> bool {
 
 /// Whole-register float32 vector stores whose address is a multiple of the register (64-byte aligned, as
 /// buffers are) bypass the caches (`STORE` arg `stream`): an output too large to stay in cache
-/// would otherwise be read into it before each write.
+/// would otherwise be read into it before each write. The context is the target's vector width.
 pub fn pm_stream_stores() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Store]).named("st"), |m| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Store]).named("st"), |m, vector_bytes: &mut usize| {
             let st = &m["st"];
             let (index, value) = (&st.src()[0], &st.src()[1]);
             let lanes = value.dtype().count as i128;
-            let register = DType::FLOAT32.vec((vector_bytes() / 4) as u16);
+            let register = DType::FLOAT32.vec((*vector_bytes / 4) as u16);
             if st.arg() != &Arg::None || value.dtype() != register || index.src().len() != 2 {
                 return None;
             }
             let lin = Lin::of(&index.src()[1]);
             let aligned =
                 lin.k % lanes == 0 && lin.terms.iter().all(|(_, c)| c % lanes == 0) && index.src()[1].vmin() >= 0;
-            aligned.then(|| UOp::new(Ops::Store, st.dtype(), st.src().to_vec(), Arg::Str(STREAM.into())))
+            aligned
+                .then(|| UOp::new(Ops::Store, st.dtype(), st.src().to_vec(), Arg::Store(crate::uop::StoreMode::Stream)))
         })])
     });
     &PM
 }
-
-/// The `STORE` arg of a store that bypasses the caches.
-pub const STREAM: &str = "stream";
 
 /// Elementwise kernels writing at least this much float32 stream their stores
 /// (`pm_stream_stores`, which takes float32 stores only).
@@ -373,7 +343,7 @@ const STREAM_MIN_BYTES: usize = 32 << 20;
 pub fn streams_output(ast: &UOp) -> bool {
     let nodes = ast.toposort();
     let size = |u: &UOp| u.src()[0].const_int_value().unwrap_or(1).max(1) as usize;
-    let core = |u: &UOp| u.op() == Ops::Special && u.arg() == &Arg::Str(crate::codegen::opt::CORE_ID.into());
+    let core = |u: &UOp| u.op() == Ops::Special && u.arg() == &Arg::Special(crate::uop::Special::Core);
     let loops = nodes.iter().filter(|u| u.op() == Ops::Range || core(u));
     let elements: usize = loops.clone().map(size).product();
     let reduce =

@@ -25,7 +25,7 @@ pub struct CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
-type CacheKey = (String, UOp, (i64, usize, usize, usize));
+type CacheKey = (String, UOp, (i64, usize, crate::renderer::Target));
 type Cache = Mutex<HashMap<CacheKey, Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
@@ -50,12 +50,12 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
 }
 
 fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
-    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings());
+    let dev = get_device(device)?;
+    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings(&dev.renderer().target()));
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         phases.reused += 1;
         return Ok(k.clone());
     }
-    let dev = get_device(device)?;
     let spec = codegen(dev.as_ref(), ast, phases)?;
     if debug() >= 4 && !spec.src.is_empty() {
         eprintln!("{}", spec.src);
@@ -162,7 +162,8 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     let mut todo: Vec<(CacheKey, &UOp)> = vec![];
     for item in items {
         if let ScheduleItem::Kernel { ast, bufs } = item {
-            let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings());
+            let target = get_device(bufs[0].device())?.renderer().target();
+            let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings(&target));
             if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
                 && !todo.iter().any(|(k, _)| *k == key)
             {

@@ -2,7 +2,7 @@
 //! taking all buffers as one pointer array so every kernel has the same ABI.
 
 use super::cstyle::{self, Dialect, Param};
-use super::Renderer;
+use super::{Renderer, Target};
 use crate::dtype::{DType, Scalar};
 use crate::uop::{Ops, UOp};
 
@@ -239,6 +239,9 @@ impl Renderer for CRenderer {
     fn language(&self) -> &'static str {
         "c"
     }
+    fn target(&self) -> Target {
+        Target::host_cpu("CPU")
+    }
     fn supports(&self, _op: Ops) -> bool {
         true
     }
@@ -246,6 +249,6 @@ impl Renderer for CRenderer {
         false
     }
     fn render(&self, name: &str, uops: &[UOp]) -> String {
-        cstyle::render(self, name, uops)
+        cstyle::render(self, &self.target(), name, uops)
     }
 }

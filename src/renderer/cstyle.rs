@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+use super::Target;
 use crate::dtype::{DType, Scalar};
 use crate::uop::{Arg, ConstValue, Ops, UOp};
 
@@ -222,16 +223,15 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]
 /// of vector accumulators (`x @ w.T`, each load feeding 4 FMAs). gcc tuned for AMD Zen folds
 /// such a load into every FMA that uses it, as a memory operand: the tile's loads tripled (24
 /// for 16 FMAs) and its speed halved.
-fn reused_vector_operands(uops: &[UOp]) -> HashSet<&UOp> {
+fn reused_vector_operands(uops: &[UOp], register_bytes: usize) -> HashSet<&UOp> {
     let mut uses: HashMap<&UOp, usize> = HashMap::new();
     for u in uops {
         for s in u.src() {
             *uses.entry(s).or_default() += 1;
         }
     }
-    // ungated, and one of this machine's registers wide (a register is what the pin asks for)
-    let register =
-        |u: &UOp| u.dtype().itemsize() * u.dtype().count as usize <= crate::codegen::vectorize::native_vector_bytes();
+    // ungated, and one of the target's registers wide (a register is what the pin asks for)
+    let register = |u: &UOp| u.dtype().itemsize() * u.dtype().count as usize <= register_bytes;
     let vector_load =
         |u: &UOp| u.op() == Ops::Load && u.dtype().count > 1 && u.src()[0].src().len() == 2 && register(u);
     uops.iter()
@@ -241,15 +241,15 @@ fn reused_vector_operands(uops: &[UOp]) -> HashSet<&UOp> {
         .collect()
 }
 
-/// Render the linear program `uops` as kernel `name`.
-pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
+/// Render the linear program `uops` as kernel `name` for `target`.
+pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> String {
     let mut names: HashMap<&UOp, String> = HashMap::new();
     let written: HashSet<&UOp> = uops.iter().filter(|u| u.op() == Ops::Store).map(|u| &u.src()[0].src()[0]).collect();
     let mut params: Vec<Param> = vec![];
     let mut body = String::new();
     let mut depth = 1;
     let mut streamed = false;
-    let pinned = reused_vector_operands(uops);
+    let pinned = reused_vector_operands(uops, target.register_bytes);
     let mut counter: HashMap<&str, usize> = HashMap::new();
     let mut fresh = |prefix: &'static str| {
         let n = counter.entry(prefix).or_insert(0);
@@ -300,7 +300,7 @@ pub fn render(d: &dyn Dialect, name: &str, uops: &[UOp]) -> String {
                 }
                 Some(n)
             }
-            (Ops::Store, Arg::Str(s)) if s == crate::codegen::vectorize::STREAM => {
+            (Ops::Store, Arg::Store(crate::uop::StoreMode::Stream)) => {
                 streamed = true;
                 line(d.stream_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1]));
                 None

@@ -284,8 +284,8 @@ impl Device for CpuDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> Option<&dyn Renderer> {
-        Some(&self.renderer)
+    fn renderer(&self) -> &dyn Renderer {
+        &self.renderer
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();

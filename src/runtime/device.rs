@@ -170,8 +170,12 @@ pub trait Program: Send + Sync {
 pub trait Device: Send + Sync {
     fn name(&self) -> &str;
     fn allocator(&self) -> &dyn Allocator;
-    /// The source renderer (None for devices that run UOps directly).
-    fn renderer(&self) -> Option<&dyn Renderer>;
+    /// The renderer, which also describes the device as codegen sees it (its `Target`).
+    fn renderer(&self) -> &dyn Renderer;
+    /// Whether kernel times are real (BEAM search times candidates only where they are).
+    fn times_kernels(&self) -> bool {
+        true
+    }
     /// Turn a linearized kernel (rendered, for compiled devices) into something runnable.
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>>;
     /// `compile` for many kernels at once (a schedule's new kernels), in `specs` order; a device

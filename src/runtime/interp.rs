@@ -9,6 +9,7 @@ use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Prog
 use crate::codegen::ProgramSpec;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
+use crate::renderer::listing::ListingRenderer;
 use crate::renderer::Renderer;
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
 use crate::uop::{Arg, ConstValue, Ops, UOp};
@@ -37,8 +38,11 @@ impl Device for InterpDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> Option<&dyn Renderer> {
-        None
+    fn renderer(&self) -> &dyn Renderer {
+        &ListingRenderer
+    }
+    fn times_kernels(&self) -> bool {
+        false
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         Ok(Arc::new(InterpProgram::new(&spec.uops)?))
@@ -174,7 +178,7 @@ impl InterpProgram {
         let (mut grid, mut local, mut shared) = (vec![], vec![], vec![]);
         for (i, u) in uops.iter().enumerate() {
             match (u.op(), u.arg()) {
-                (Ops::Special, Arg::Str(name)) if name.starts_with("lidx") => local.push((i, size(u))),
+                (Ops::Special, Arg::Special(crate::uop::Special::Local(_))) => local.push((i, size(u))),
                 (Ops::Special, _) => grid.push((i, size(u))),
                 (Ops::DefineLocal, _) => shared.push((i, size(u) as usize, u.dtype().base())),
                 _ => {}

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use super::Tensor;
 use crate::dtype::DType;
-use crate::uop::{rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UPat};
 
 /// What a gradient rule sees: the node's incoming gradient, and the device to build on.
 struct GradCtx {
@@ -116,11 +116,11 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
         }),
         // a function's own backward rule; its value (src 0) gets no gradient
         grad_rule(Ops::Call, |k, s, g| match k.uop().arg() {
-            Arg::Call(name, params) if name == "conv" => {
+            Arg::Call(Call::Conv, params) => {
                 let (dx, dw) = g.conv_backward(&s[1], &s[2], params);
                 vec![None, Some(dx), Some(dw)]
             }
-            Arg::Call(name, _) => vec![None, Some(g * super::transcendental::derivative(name, &s[1], k))],
+            Arg::Call(f, _) => vec![None, Some(g * super::transcendental::derivative(*f, &s[1], k))],
             arg => panic!("gradient: no backward rule for CALL {arg:?}"),
         }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
@@ -133,11 +133,11 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
 });
 
 impl Tensor {
-    /// This tensor as the value of the function `name` of `inputs`: autograd then takes the
-    /// inputs' gradients from the `CALL` rule for `name` instead of differentiating this graph.
-    pub(super) fn call(&self, name: &str, params: Vec<isize>, inputs: &[&Tensor]) -> Tensor {
+    /// This tensor as the value of the function `f` of `inputs`: autograd then takes the
+    /// inputs' gradients from the `CALL` rule for `f` instead of differentiating this graph.
+    pub(super) fn call(&self, f: Call, params: Vec<isize>, inputs: &[&Tensor]) -> Tensor {
         let src: Vec<UOp> = std::iter::once(self.uop()).chain(inputs.iter().map(|t| t.uop())).collect();
-        self.lift(UOp::new(Ops::Call, self.dtype(), src, Arg::Call(name.into(), params)))
+        self.lift(UOp::new(Ops::Call, self.dtype(), src, Arg::Call(f, params)))
     }
 }
 

@@ -211,8 +211,9 @@ mod tests {
                 _ => None,
             })
             .expect("one kernel draws the numbers");
-        let spec = crate::codegen::get_program(&kernel, Some(&crate::renderer::c::CRenderer)).unwrap();
-        let lanes = crate::codegen::opt::vector_lanes();
+        let renderer = crate::renderer::c::CRenderer;
+        let spec = crate::codegen::get_program(&kernel, &renderer).unwrap();
+        let lanes = crate::renderer::Renderer::target(&renderer).float_lanes();
         // the uint32 rounds on vectors of lanes, and about Threefry's 110 operations per number
         // (unsigned sums are not flattened into linear forms, which repeated their terms)
         assert!(spec.src.contains(&format!("uint{lanes} ")), "{}", spec.src);

@@ -11,6 +11,7 @@ use std::f64::consts::{FRAC_2_SQRT_PI, FRAC_PI_2, LN_2, LOG2_E};
 use super::elementwise::polyn;
 use super::Tensor;
 use crate::dtype::DType;
+use crate::uop::Call;
 
 /// `2/sqrt(pi) * (-1)^n / (n! (2n + 1))`: erf's Taylor series in `x^2` after a factor `x`, highest
 /// power first (nine terms reach float64's precision below 0.5).
@@ -56,10 +57,10 @@ const ATAN_FIT: [f64; 9] = [
 
 impl Tensor {
     /// `f` of this tensor in its float dtype (computed in at least float32), as the function
-    /// `name`, whose derivative autograd takes from `derivative`.
-    fn transcendental(&self, name: &str, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    /// `call`, whose derivative autograd takes from `derivative`.
+    fn transcendental(&self, call: Call, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
         let x = self.promote_float();
-        x.in_f32(f).call(name, vec![], &[&x])
+        x.in_f32(f).call(call, vec![], &[&x])
     }
     /// `f(|x|)` with the sign of `x`, for an odd `f`.
     fn odd_part(&self, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
@@ -71,7 +72,7 @@ impl Tensor {
     /// the product's error, exact as a fused multiply-add (`fuse_mulacc` makes `x*c - y` one),
     /// and the constant's. `2^y` alone is 50 ulps off near 88. One `exp2`, as fast as that form.
     pub fn exp(&self) -> Tensor {
-        self.transcendental("exp", |x| {
+        self.transcendental(Call::Exp, |x| {
             let (hi, lo, low, high) = match x.dtype() == DType::FLOAT64 {
                 true => (LOG2_E, 2.035_527_374_093_103_3e-17, -746.0, 710.0),
                 false => (1.442_695_021_629_333_5, 1.925_962_991_126_617_5e-8, -104.0, 89.0),
@@ -86,7 +87,7 @@ impl Tensor {
     /// `e^self - 1`, accurate near 0: Kahan's `(u - 1) x / ln u` for `u = e^x` rounded (the
     /// rounding cancels), `u - 1` away from 0.
     pub fn expm1(&self) -> Tensor {
-        self.transcendental("expm1", |x| {
+        self.transcendental(Call::Expm1, |x| {
             let u = x.exp();
             let near_zero = u.eq(1.0).where_(x, u.sub(1.0).mul(x).div(u.log()));
             x.abs().lt(0.5).where_(&near_zero, u.sub(1.0))
@@ -94,7 +95,7 @@ impl Tensor {
     }
     /// `ln(1 + self)`, accurate near 0: `ln(u) x / (u - 1)` for `u = 1 + x` rounded.
     pub fn log1p(&self) -> Tensor {
-        self.transcendental("log1p", |x| {
+        self.transcendental(Call::Log1p, |x| {
             let u = x.add(1.0);
             let near_zero = u.eq(1.0).where_(x, u.log().mul(x).div(u.sub(1.0)));
             x.abs().lt(0.5).where_(&near_zero, u.log())
@@ -104,7 +105,7 @@ impl Tensor {
     /// where cos is near 0 (`sin(pi/2 - x)` is not: `pi/2 - x` is rounded). Beyond `1e38`, where
     /// `2x` overflows, `1 - 2 sin^2(x/2)`.
     pub fn cos(&self) -> Tensor {
-        self.transcendental("cos", |x| {
+        self.transcendental(Call::Cos, |x| {
             let s = x.sin();
             let ratio = x.eq(0.0).where_(1.0, x.mul(2.0).sin().div(s.mul(2.0)));
             let h = x.mul(0.5).sin();
@@ -113,19 +114,19 @@ impl Tensor {
     }
     /// Tangent, `sin / cos`.
     pub fn tan(&self) -> Tensor {
-        self.transcendental("tan", |x| x.sin().div(x.cos()))
+        self.transcendental(Call::Tan, |x| x.sin().div(x.cos()))
     }
     /// Arcsine, as `atan(x / sqrt(1 - x^2))` (exact at 0 and at ±1).
     pub fn asin(&self) -> Tensor {
-        self.transcendental("asin", |x| x.div(x.neg().add(1.0).mul(x.add(1.0)).sqrt()).atan())
+        self.transcendental(Call::Asin, |x| x.div(x.neg().add(1.0).mul(x.add(1.0)).sqrt()).atan())
     }
     /// Arccosine, as `2 atan(sqrt((1 - x) / (1 + x)))`: no cancellation near 1, unlike `pi/2 - asin`.
     pub fn acos(&self) -> Tensor {
-        self.transcendental("acos", |x| x.neg().add(1.0).div(x.add(1.0)).sqrt().atan().mul(2.0))
+        self.transcendental(Call::Acos, |x| x.neg().add(1.0).div(x.add(1.0)).sqrt().atan().mul(2.0))
     }
     /// Arctangent by Abramowitz-Stegun 4.4.49 on `[0, 1]` and `pi/2 - atan(1/x)` above.
     pub fn atan(&self) -> Tensor {
-        self.transcendental("atan", |x| {
+        self.transcendental(Call::Atan, |x| {
             x.odd_part(|y| {
                 let big = y.gt(1.0);
                 let u = big.where_(y.reciprocal(), y);
@@ -137,7 +138,7 @@ impl Tensor {
     /// Hyperbolic sine: `(e + e / (e + 1)) / 2` with `e = expm1(|x|)`, and from 20 on (where
     /// `e^-x` no longer counts) `(e^(x/2) / 2) e^(x/2)`, which reaches the largest floats.
     pub fn sinh(&self) -> Tensor {
-        self.transcendental("sinh", |x| {
+        self.transcendental(Call::Sinh, |x| {
             x.odd_part(|y| {
                 let e = y.expm1();
                 let h = y.mul(0.5).exp();
@@ -147,7 +148,7 @@ impl Tensor {
     }
     /// Hyperbolic cosine: `(u + 1/u) / 2` with `u = e^|x|`, and from 20 on `(e^(x/2) / 2) e^(x/2)`.
     pub fn cosh(&self) -> Tensor {
-        self.transcendental("cosh", |x| {
+        self.transcendental(Call::Cosh, |x| {
             let y = x.abs();
             let u = y.exp();
             let h = y.mul(0.5).exp();
@@ -157,7 +158,7 @@ impl Tensor {
     /// Hyperbolic tangent, `-e / (2 + e)` with `e = expm1(-2|x|)`, sign restored: exact near 0,
     /// where `2 sigmoid(2x) - 1` cancels.
     pub fn tanh(&self) -> Tensor {
-        self.transcendental("tanh", |x| {
+        self.transcendental(Call::Tanh, |x| {
             x.odd_part(|y| {
                 let e = y.mul(-2.0).expm1();
                 e.neg().div(e.add(2.0))
@@ -167,7 +168,7 @@ impl Tensor {
     /// Inverse hyperbolic sine: `log1p(y + y^2 / (1 + sqrt(1 + y^2)))` for `y = |x|`, and
     /// `ln(2y)` from 4096 on (where `y^2` would overflow first), sign restored.
     pub fn asinh(&self) -> Tensor {
-        self.transcendental("asinh", |x| {
+        self.transcendental(Call::Asinh, |x| {
             x.odd_part(|y| {
                 let y2 = y.square();
                 let small = y.add(y2.div(y2.add(1.0).sqrt().add(1.0))).log1p();
@@ -178,7 +179,7 @@ impl Tensor {
     /// Inverse hyperbolic cosine: `log1p((x - 1) + sqrt(x - 1) sqrt(x + 1))` (NaN below 1), and
     /// `ln(2x)` from 4096 on.
     pub fn acosh(&self) -> Tensor {
-        self.transcendental("acosh", |x| {
+        self.transcendental(Call::Acosh, |x| {
             let d = x.sub(1.0);
             let small = d.add(d.sqrt().mul(x.add(1.0).sqrt())).log1p();
             x.gt(4096.0).where_(x.log().add(LN_2), &small)
@@ -186,11 +187,11 @@ impl Tensor {
     }
     /// Inverse hyperbolic tangent, `log1p(2y / (1 - y)) / 2` for `y = |x|`, sign restored.
     pub fn atanh(&self) -> Tensor {
-        self.transcendental("atanh", |x| x.odd_part(|y| y.mul(2.0).div(y.neg().add(1.0)).log1p().mul(0.5)))
+        self.transcendental(Call::Atanh, |x| x.odd_part(|y| y.mul(2.0).div(y.neg().add(1.0)).log1p().mul(0.5)))
     }
     /// The error function: its Taylor series below 0.5, `1 - erfc(|x|)` above, sign restored.
     pub fn erf(&self) -> Tensor {
-        self.transcendental("erf", |x| {
+        self.transcendental(Call::Erf, |x| {
             x.odd_part(|y| {
                 let series = y.mul(polyn(&y.square(), &ERF_TAYLOR));
                 y.lt(0.5).where_(&series, erfc_of_nonnegative(y).neg().add(1.0))
@@ -199,7 +200,7 @@ impl Tensor {
     }
     /// The complementary error function `1 - erf(x)`, accurate where it is small (large `x`).
     pub fn erfc(&self) -> Tensor {
-        self.transcendental("erfc", |x| {
+        self.transcendental(Call::Erfc, |x| {
             let tail = erfc_of_nonnegative(&x.abs());
             x.lt(0.0).where_(tail.neg().add(2.0), &tail)
         })
@@ -218,26 +219,26 @@ fn erfc_of_nonnegative(z: &Tensor) -> Tensor {
     t.mul(zh.square().neg().exp()).mul(tail.exp())
 }
 
-/// The derivative of the transcendental function `name` at `x`, where its value is `y`.
-pub(super) fn derivative(name: &str, x: &Tensor, y: &Tensor) -> Tensor {
+/// The derivative of the transcendental function `call` at `x`, where its value is `y`.
+pub(super) fn derivative(call: Call, x: &Tensor, y: &Tensor) -> Tensor {
     let one_minus_square = || x.neg().add(1.0).mul(x.add(1.0));
-    match name {
-        "exp" => y.clone(),
-        "expm1" => y.add(1.0),
-        "log1p" => x.add(1.0).reciprocal(),
-        "cos" => x.sin().neg(),
-        "tan" => y.square().add(1.0),
-        "asin" => one_minus_square().rsqrt(),
-        "acos" => one_minus_square().rsqrt().neg(),
-        "atan" => x.square().add(1.0).reciprocal(),
-        "sinh" => x.cosh(),
-        "cosh" => x.sinh(),
-        "tanh" => y.square().neg().add(1.0),
-        "asinh" => x.square().add(1.0).rsqrt(),
-        "acosh" => x.sub(1.0).mul(x.add(1.0)).rsqrt(),
-        "atanh" => one_minus_square().reciprocal(),
-        "erf" => x.square().neg().exp().mul(FRAC_2_SQRT_PI),
-        "erfc" => x.square().neg().exp().mul(-FRAC_2_SQRT_PI),
-        other => panic!("gradient: no derivative for CALL {other:?}"),
+    match call {
+        Call::Exp => y.clone(),
+        Call::Expm1 => y.add(1.0),
+        Call::Log1p => x.add(1.0).reciprocal(),
+        Call::Cos => x.sin().neg(),
+        Call::Tan => y.square().add(1.0),
+        Call::Asin => one_minus_square().rsqrt(),
+        Call::Acos => one_minus_square().rsqrt().neg(),
+        Call::Atan => x.square().add(1.0).reciprocal(),
+        Call::Sinh => x.cosh(),
+        Call::Cosh => x.sinh(),
+        Call::Tanh => y.square().neg().add(1.0),
+        Call::Asinh => x.square().add(1.0).rsqrt(),
+        Call::Acosh => x.sub(1.0).mul(x.add(1.0)).rsqrt(),
+        Call::Atanh => one_minus_square().reciprocal(),
+        Call::Erf => x.square().neg().exp().mul(FRAC_2_SQRT_PI),
+        Call::Erfc => x.square().neg().exp().mul(-FRAC_2_SQRT_PI),
+        Call::Conv => panic!("gradient: a convolution's CALL has its own rule"),
     }
 }

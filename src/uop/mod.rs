@@ -15,4 +15,4 @@ pub mod valid;
 pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};
 pub use rewrite::{graph_rewrite, substitute, substitute_outside};
-pub use uop::{Arg, AxisKind, BufferRef, ConstValue, FastHasher, UOp, UOpMap, WeakUOp};
+pub use uop::{Arg, AxisKind, BufferRef, Call, ConstValue, FastHasher, Special, StoreMode, UOp, UOpMap, WeakUOp};

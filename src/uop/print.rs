@@ -18,7 +18,9 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::Range(id, kind) => format!("({id}, {kind:?})"),
         Arg::Buffer(b) => format!("{b:?}"),
         Arg::Str(s) => s.clone(),
-        Arg::Call(name, params) => format!("{name}{params:?}"),
+        Arg::Special(s) => s.to_string(),
+        Arg::Store(mode) => format!("{mode:?}"),
+        Arg::Call(call, params) => format!("{call:?}{params:?}"),
         Arg::NoLocals => "NOLOCALS".into(),
     }
 }

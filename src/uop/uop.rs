@@ -90,6 +90,59 @@ pub enum AxisKind {
     GroupReduce,
 }
 
+/// What a SPECIAL index is: one of the launch's indices, or a stand-in for a bounded expression.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub enum Special {
+    /// The CPU thread's core id (the THREAD opt).
+    Core,
+    /// Workgroup index in launch dim `n` (0 is the fastest-varying, x).
+    Group(usize),
+    /// Thread index inside the workgroup in launch dim `n`.
+    Local(usize),
+    /// A stand-in the valid simplifier puts in place of its `n`-th bounded expression.
+    StandIn(usize),
+}
+
+impl fmt::Display for Special {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Special::Core => write!(f, "core_id"),
+            Special::Group(n) => write!(f, "gidx{n}"),
+            Special::Local(n) => write!(f, "lidx{n}"),
+            Special::StandIn(n) => write!(f, "valid{n}"),
+        }
+    }
+}
+
+/// How a STORE writes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum StoreMode {
+    /// Around the caches (non-temporal): the output is too large to stay in them.
+    Stream,
+}
+
+/// A named tensor function whose gradient autograd takes from its own rule (CALL).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Call {
+    Conv,
+    Exp,
+    Expm1,
+    Log1p,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Erf,
+    Erfc,
+}
+
 /// The non-graph payload of a UOp.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum Arg {
@@ -111,10 +164,14 @@ pub enum Arg {
     Range(usize, AxisKind),
     /// BUFFER: the device buffer the node stands for.
     Buffer(BufferRef),
-    /// COPY destination device, SINK kernel name.
+    /// COPY destination device.
     Str(String),
-    /// CALL: the function's name and its integer parameters (a conv's groups, strides, pads).
-    Call(String, Vec<isize>),
+    /// SPECIAL: which index.
+    Special(Special),
+    /// STORE: how it writes (a plain store has `None`).
+    Store(StoreMode),
+    /// CALL: the function and its integer parameters (a conv's groups, strides, pads).
+    Call(Call, Vec<isize>),
     /// SINK of a kernel launched without local dims (the NOLOCALS opt): no LOCAL or GROUP may
     /// follow, and each workgroup is one thread.
     NoLocals,

@@ -84,7 +84,7 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
         let (x, lo, hi) = bounds[n].clone();
         let d = x.dtype();
         let size = UOp::const_int(d, (hi - lo + 1) as i64);
-        let s = UOp::new(Ops::Special, d, vec![size], Arg::Str(format!("valid{n}")));
+        let s = UOp::new(Ops::Special, d, vec![size], Arg::Special(super::Special::StandIn(n)));
         let mut stand_in = (Lin::of(&x), s.alu(Ops::Add, &[&UOp::const_int(d, lo as i64)]));
         let mut replace = |u: &UOp| {
             let exact = super::substitute(

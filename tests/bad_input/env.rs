@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::Command;
 
 use lazygrad::codegen::opt::search::beam_width;
-use lazygrad::codegen::vectorize::{native_vector_bytes, vector_bytes};
 use lazygrad::helpers::debug;
 use lazygrad::nn::state::tensor_from_bytes;
+use lazygrad::renderer::{c::CRenderer, Renderer};
 use lazygrad::runtime::pool::cpu_threads;
 use lazygrad::runtime::{default_device, get_device, DefaultDevice};
 use lazygrad::uop::{Arg, Ops, UOp};
@@ -53,7 +53,7 @@ fn scenario() {
         "unparsable" => {
             // documented: a value that is not an integer counts as the default
             assert_eq!((debug(), beam_width(), cpu_threads()), (0, 0, cores));
-            assert_eq!(vector_bytes(), native_vector_bytes());
+            assert_eq!(CRenderer.target().vector_bytes, CRenderer.target().register_bytes);
             assert_eq!(default_device(), "INTERP");
             assert_eq!(small_op(), [2.0, 4.0]);
         }
@@ -61,7 +61,7 @@ fn scenario() {
             // documented: thread counts below 1 count as 1, vector widths other than 16, 32, 64
             // as the machine's own; a negative BEAM width is no search
             assert_eq!((beam_width(), cpu_threads()), (0, 1));
-            assert_eq!(vector_bytes(), native_vector_bytes());
+            assert_eq!(CRenderer.target().vector_bytes, CRenderer.target().register_bytes);
             assert_eq!(small_op(), [2.0, 4.0]);
         }
         "many_threads" => {

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::{apply_opt, apply_opts, kernel_ranges, Opt};
 use crate::dtype::DType;
 use crate::helpers::getenv;
+use crate::renderer::Target;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// Kernels smaller than this many loop iterations stay on one thread.
@@ -23,19 +24,16 @@ const MAX_UPCAST_AXES: usize = 2;
 /// An output axis this short that 4 does not divide (a 3 or 5 wide convolution window) is upcast
 /// whole; a longer one by its largest divisor up to this.
 const SMALL_AXIS_MAX: usize = 7;
-/// Lanes of one float32 vector register.
-pub fn vector_lanes() -> usize {
-    crate::codegen::vectorize::vector_bytes() / 4
-}
-/// Output columns one matmul tile computes (two vectors); `Tensor::matmul` lays large right
-/// operands out in panels of this many columns.
-pub fn matmul_panel() -> usize {
-    2 * vector_lanes()
+/// Output columns one matmul tile computes on a CPU `target` (two vectors); `Tensor::matmul`
+/// lays large right operands out in panels of this many columns. None on GPU-like targets and
+/// targets without vectors, whose tiles are not rows of vector registers.
+pub fn matmul_panel(target: &Target) -> Option<usize> {
+    (target.float_lanes() > 1 && !target.gpu).then(|| 2 * target.float_lanes())
 }
 /// Vector accumulators a register tile may hold: half the vector registers (32 with AVX-512,
 /// 16 with AVX2 and SSE), the rest holding the loaded operands.
-fn max_accumulators() -> usize {
-    match crate::codegen::vectorize::vector_bytes() {
+fn max_accumulators(target: &Target) -> usize {
+    match target.vector_bytes {
         64 => 16,
         _ => 8,
     }
@@ -83,12 +81,12 @@ fn load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
     })
 }
 
-/// The optimizations hand-picked for `ast` on a machine with `threads` cores (none with NOOPT).
-pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
+/// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
+pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
     }
-    let vl = vector_lanes();
+    let (vl, threads, max_accumulators) = (target.float_lanes(), target.threads, max_accumulators(target));
     let unpadded = kernel_ranges(ast);
     let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
     let reduce_vector = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
@@ -148,8 +146,8 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                         |a: &usize| *a <= SMALL_AXIS_MAX && (*a == r.2 || !a.is_multiple_of(UPCAST_AMOUNT));
                     let cap = |a: &usize| match () {
                         // each lane is a whole vector accumulator
-                        _ if reduce_lanes.is_some() => lanes * a <= max_accumulators(),
-                        _ if small_or_odd(a) => lanes * a <= vl * max_accumulators() / 2,
+                        _ if reduce_lanes.is_some() => lanes * a <= max_accumulators,
+                        _ if small_or_odd(a) => lanes * a <= vl * max_accumulators / 2,
                         _ => lanes * a <= MAX_UPCAST,
                     };
                     let amount = amount(r.0, r.2).filter(cap)?;
@@ -188,7 +186,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         let vector_tile = innermost.is_some_and(|id| upcast.get(&id).is_some_and(|a| *a >= vl));
         if vector_tile && upcast.len() == 2 {
             for &(id, _, size) in &ranges {
-                if 2 * upcast.values().product::<usize>() / vl > max_accumulators() {
+                if 2 * upcast.values().product::<usize>() / vl > max_accumulators {
                     break;
                 }
                 if let Some(lanes) = upcast.get_mut(&id).filter(|a| (size / **a).is_multiple_of(2)) {
@@ -203,8 +201,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
                 .filter(|r| r.1 == AxisKind::Loop && !upcast.contains_key(&r.0) && r.2.is_multiple_of(2) && r.2 > 2)
                 .filter(|r| loads.iter().any(|l| !l.contains(&r.0)))
                 .max_by_key(|r| r.0);
-            if let Some(&(id, _, _)) =
-                third.filter(|_| 2 * upcast.values().product::<usize>() / vl <= max_accumulators())
+            if let Some(&(id, _, _)) = third.filter(|_| 2 * upcast.values().product::<usize>() / vl <= max_accumulators)
             {
                 opts.push(Opt::Upcast { range: id, amount: 2 });
                 upcast.insert(id, 2);
@@ -297,7 +294,7 @@ fn pad_innermost(ast: &UOp, ranges: &[(usize, AxisKind, usize)], vl: usize) -> O
     if size <= vl || size.is_multiple_of(vl) || !crate::codegen::vectorize::vector_math(ast) {
         return None;
     }
-    [matmul_panel(), vl]
+    [2 * vl, vl]
         .into_iter()
         .filter(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
         .map(|amount| Opt::Padto { range: id, amount })

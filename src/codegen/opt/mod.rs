@@ -12,13 +12,14 @@
 pub mod heuristic;
 pub mod search;
 
-pub use heuristic::{hand_coded_optimizations, matmul_panel, vector_lanes};
+pub use heuristic::{hand_coded_optimizations, matmul_panel};
 
 use std::fmt;
 
 use super::name::KernelName;
 use crate::dtype::DType;
-use crate::uop::{Arg, AxisKind, Ops, UOp, UOpMap};
+use crate::renderer::Target;
+use crate::uop::{Arg, AxisKind, Ops, Special, UOp, UOpMap};
 
 /// One optimization action on the range with id `range`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -199,7 +200,8 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
                 return None;
             }
             let r = find_range(ast, id)?;
-            let core = UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Str(CORE_ID.into()));
+            let core =
+                UOp::new(Ops::Special, DType::INDEX, vec![UOp::index_const(n as i64)], Arg::Special(Special::Core));
             Some(split(ast, &r, core, size / n, new_range(size / n, id, AxisKind::Loop)))
         }
         Opt::Local { range, amount } | Opt::Group { range, amount } | Opt::GroupTop { range, amount } => {
@@ -261,7 +263,7 @@ pub const MAX_WORKGROUP: usize = 1024;
 
 /// Whether THREAD split the kernel over CPU cores.
 fn threaded(ast: &UOp) -> bool {
-    ast.toposort().iter().any(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID))
+    ast.toposort().iter().any(|u| u.op() == Ops::Special && u.arg() == &Arg::Special(Special::Core))
 }
 
 /// Whether the kernel is launched as GPU workgroups: it has LOCAL or GROUP parts, or NOLOCALS.
@@ -277,20 +279,15 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
     })
 }
 
-/// Name of the SPECIAL that THREAD splits a loop by.
-pub(crate) const CORE_ID: &str = "core_id";
-
 /// How many threads the program runs on (the size of its `core_id` SPECIAL, else 1).
 pub fn thread_count(uops: &[UOp]) -> usize {
     uops.iter()
-        .find(|u| u.op() == Ops::Special && matches!(u.arg(), Arg::Str(s) if s == CORE_ID))
+        .find(|u| u.op() == Ops::Special && u.arg() == &Arg::Special(Special::Core))
         .and_then(|u| u.src()[0].const_int_value())
         .map_or(1, |n| n as usize)
 }
 
-/// The settings the opts read (NOOPT, CPU threads, BEAM width, vector bytes): with the AST, they
-/// decide the program.
-pub fn settings() -> (i64, usize, usize, usize) {
-    let vector_bytes = crate::codegen::vectorize::vector_bytes();
-    (crate::helpers::getenv("NOOPT", 0), crate::runtime::pool::cpu_threads(), search::beam_width(), vector_bytes)
+/// What decides a kernel's program besides its AST: NOOPT, the BEAM width, and the target.
+pub fn settings(target: &Target) -> (i64, usize, Target) {
+    (crate::helpers::getenv("NOOPT", 0), search::beam_width(), target.clone())
 }

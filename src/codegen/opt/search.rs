@@ -16,7 +16,7 @@ use crate::codegen::{lower, optimizable, KernelName, ProgramSpec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{cache::cache_dir, debug, getenv, Context};
-use crate::runtime::pool::cpu_threads;
+use crate::renderer::Target;
 use crate::runtime::{Buffer, Device, Program};
 use crate::uop::print::render_tree;
 use crate::uop::uop::stable_hash;
@@ -100,19 +100,18 @@ fn memory() -> &'static Mutex<HashMap<u64, Vec<Opt>>> {
     MEMORY.get_or_init(Default::default)
 }
 
-fn cache_key(kernel: &UOp, device: &str, width: usize) -> u64 {
-    let vector_bytes = crate::codegen::vectorize::vector_bytes();
-    stable_hash(&("beam", render_tree(kernel), device, width, cpu_threads(), vector_bytes))
+fn cache_key(kernel: &UOp, target: &Target, width: usize) -> u64 {
+    stable_hash(&("beam", render_tree(kernel), target, width))
 }
 
-/// The disk cache file of `kernel`'s BEAM opts on `device` at `width`.
-pub fn cache_path(kernel: &UOp, device: &str, width: usize) -> PathBuf {
-    cache_dir().join("beam").join(format!("{:016x}", cache_key(kernel, device, width)))
+/// The disk cache file of `kernel`'s BEAM opts on `target` at `width`.
+pub fn cache_path(kernel: &UOp, target: &Target, width: usize) -> PathBuf {
+    cache_dir().join("beam").join(format!("{:016x}", cache_key(kernel, target, width)))
 }
 
-/// `beam_search`, once per process for each kernel, device and width.
+/// `beam_search`, once per process for each kernel, target and width.
 pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
-    let key = cache_key(kernel, dev.name(), width);
+    let key = cache_key(kernel, &dev.renderer().target(), width);
     if let Some(opts) = memory().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Some(Beam { opts: opts.clone(), found: Found::Memory }));
     }
@@ -128,7 +127,7 @@ pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<
 /// indices are unbounded, or its buffers too large).
 pub fn beam_search(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
     let ast = optimizable(kernel);
-    let path = cache_path(kernel, dev.name(), width);
+    let path = cache_path(kernel, &dev.renderer().target(), width);
     if let Some(opts) = read_cache(&path, &ast) {
         return Ok(Some(Beam { opts, found: Found::Disk }));
     }
@@ -156,12 +155,11 @@ struct Member {
 /// The beam search proper, on `ast` (already `optimizable`), timing on `bufs`.
 fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name: &KernelName) -> Result<Vec<Opt>> {
     let start = Instant::now();
-    let threads = cpu_threads();
-    let has_local = dev.renderer().is_some_and(|r| r.has_local());
+    let target = dev.renderer().target();
     let mut beam = vec![Member { opts: vec![], ast: ast.clone(), time: f64::INFINITY }];
     let (mut seen_asts, mut seen_srcs) = (HashSet::from([ast.clone()]), HashSet::new());
     let (mut round, mut least_ops) = (0, lower_quietly(ast, dev).ops);
-    let heuristic_opts = super::hand_coded_optimizations(ast, threads);
+    let heuristic_opts = super::hand_coded_optimizations(ast, &target);
     loop {
         round += 1;
         // the heuristics' choice competes in the first round, so the search ends no worse
@@ -173,7 +171,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
         let candidates: Vec<Member> = beam
             .iter()
             .flat_map(|m| {
-                actions(&m.ast, threads, has_local).into_iter().filter_map(|opt| {
+                actions(&m.ast, &target).into_iter().filter_map(|opt| {
                     let ast = apply_opt(&m.ast, opt).filter(|a| lanes(a) <= MAX_LANES)?;
                     Some(Member { opts: [m.opts.as_slice(), &[opt]].concat(), ast, time: f64::INFINITY })
                 })
@@ -260,9 +258,10 @@ fn confirm(
 
 /// Every single opt tried on `ast`: UPCAST of each output loop, UNROLL of each reduce loop and
 /// PADTO of each loop by each amount, SWAP of each pair of output loops; on a target with
-/// workgroups (`has_local`) LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by
-/// each thread count (`apply_opt` rejects those that do not fit).
-pub fn actions(ast: &UOp, threads: usize, has_local: bool) -> Vec<Opt> {
+/// workgroups LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by each thread
+/// count up to the target's (`apply_opt` rejects those that do not fit).
+pub fn actions(ast: &UOp, target: &Target) -> Vec<Opt> {
+    let (threads, has_local) = (target.threads, target.has_local());
     let mut out = vec![];
     let ranges = kernel_ranges(ast);
     let loops: Vec<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).collect();
@@ -293,7 +292,10 @@ pub fn actions(ast: &UOp, threads: usize, has_local: bool) -> Vec<Opt> {
     }
     match has_local {
         true => out.push(Opt::NoLocals),
-        false => out.extend(THREADS.into_iter().filter(|n| *n < threads).chain([threads]).map(Opt::Thread)),
+        false if threads > 1 => {
+            out.extend(THREADS.into_iter().filter(|n| *n < threads).chain([threads]).map(Opt::Thread))
+        }
+        false => {}
     }
     out
 }
@@ -307,9 +309,10 @@ fn lanes(ast: &UOp) -> usize {
 /// the search's).
 fn lower_quietly(ast: &UOp, dev: &dyn Device) -> ProgramSpec {
     let _quiet = Context::new(&[("DEBUG", 0)]);
+    let target = dev.renderer().target();
     match crate::viz::recording() {
-        true => crate::viz::capture(|| lower(ast, dev.renderer())).0,
-        false => lower(ast, dev.renderer()),
+        true => crate::viz::capture(|| lower(ast, dev.renderer(), &target)).0,
+        false => lower(ast, dev.renderer(), &target),
     }
 }
 
@@ -327,7 +330,8 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Compiled>>>> = Mutex::new((0..candidates.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
-        for _ in 0..cpu_threads().min(candidates.len()) {
+        // compiles in parallel on the host's cores, whatever the target
+        for _ in 0..crate::runtime::pool::cpu_threads().min(candidates.len()) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = candidates.get(i) else { break };

@@ -1,0 +1,45 @@
+//! The "renderer" of the INTERP device, which runs linearized UOps as they are: its source is the
+//! program's listing, one UOp per line (also DEBUG=6's format and VIZ's code pane).
+
+use super::{Renderer, Target, Workgroups};
+use crate::uop::{Ops, UOp};
+
+/// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
+/// (so that the same opts apply on CPU and INTERP, LOCAL and GROUP too).
+pub struct ListingRenderer;
+
+impl Renderer for ListingRenderer {
+    fn language(&self) -> &'static str {
+        "uops"
+    }
+    fn target(&self) -> Target {
+        let unbounded = usize::MAX;
+        Target {
+            workgroups: Some(Workgroups {
+                max_threads: 1024,
+                max_local: [unbounded; 3],
+                max_groups: [unbounded; 3],
+                local_bytes: unbounded,
+            }),
+            ..Target::host_cpu("INTERP")
+        }
+    }
+    fn supports(&self, _op: Ops) -> bool {
+        true
+    }
+    fn bf16_math(&self) -> bool {
+        true
+    }
+    fn render(&self, _name: &str, uops: &[UOp]) -> String {
+        listing(uops)
+    }
+}
+
+/// A linearized program, one line per UOp: index, op, dtype, arg.
+pub fn listing(uops: &[UOp]) -> String {
+    let lines = uops
+        .iter()
+        .enumerate()
+        .map(|(i, u)| format!("{i:4} {:<12} {:?} {}\n", u.op().name(), u.dtype(), crate::uop::print::arg_str(u.arg())));
+    lines.collect()
+}

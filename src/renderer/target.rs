@@ -1,0 +1,119 @@
+//! What codegen may assume about a device, as data: one codegen serves every device by reading
+//! its target, never the machine it runs on. A target is part of every program and BEAM cache
+//! key, so two devices (or two settings of one) never share a compiled kernel by accident.
+
+use std::fmt;
+
+/// A device's workgroups: threads that share local memory and meet at barriers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Workgroups {
+    /// The most threads in one workgroup.
+    pub max_threads: usize,
+    /// The most threads along each of the (at most 3) local launch dims.
+    pub max_local: [usize; 3],
+    /// The most workgroups along each of the (at most 3) global launch dims.
+    pub max_groups: [usize; 3],
+    /// Bytes of local (shared) memory one workgroup may use.
+    pub local_bytes: usize,
+}
+
+/// The element types a device computes in natively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DTypeSupport {
+    pub half: bool,
+    pub bfloat16: bool,
+    pub float64: bool,
+    pub int64: bool,
+}
+
+/// A tensor-core instruction: an `m x n x k` matrix multiply-accumulate of `input` elements into
+/// `accumulate` ones (none yet: kept so that targets state they have none).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorCore {
+    pub dims: [usize; 3],
+    pub input: crate::dtype::DType,
+    pub accumulate: crate::dtype::DType,
+}
+
+/// A device as codegen, the opts, the heuristics and BEAM see it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The device family (`CPU`, `CL`, `INTERP`).
+    pub name: String,
+    /// The widest vector codegen builds, in bytes (values of at most this many bytes are one
+    /// vector; 0: scalar code only).
+    pub vector_bytes: usize,
+    /// The width of one of the device's vector registers in bytes (a wider vector runs split
+    /// into several).
+    pub register_bytes: usize,
+    /// How many CPU threads the THREAD opt may split a kernel over (1: none).
+    pub threads: usize,
+    /// Workgroups and local memory (the LOCAL, GROUP, GROUPTOP and NOLOCALS opts), if any.
+    pub workgroups: Option<Workgroups>,
+    /// Whether the device is GPU-like, parallel through workgroups rather than CPU threads: the
+    /// heuristics and the layout choices (matmul panels, channels-last convolutions) follow it.
+    /// INTERP has workgroups but is not GPU-like: it makes the CPU's choices, to be its oracle.
+    pub gpu: bool,
+    pub dtypes: DTypeSupport,
+    pub tensor_cores: Vec<TensorCore>,
+}
+
+impl Target {
+    /// Whether the target launches workgroups of threads sharing local memory.
+    pub fn has_local(&self) -> bool {
+        self.workgroups.is_some()
+    }
+
+    /// Lanes of one float32 vector (1 when the target builds no vectors).
+    pub fn float_lanes(&self) -> usize {
+        (self.vector_bytes / 4).max(1)
+    }
+
+    /// This machine's CPU: its widest vector registers (or `VECTOR_BYTES`, 16, 32 or 64, to
+    /// generate code for another width) and `NUM_CPU_THREADS` threads (else every core).
+    pub fn host_cpu(name: &str) -> Target {
+        let native = host_vector_bytes();
+        let vector_bytes = match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
+            v @ (16 | 32 | 64) => v as usize,
+            _ => native,
+        };
+        Target {
+            name: name.to_string(),
+            vector_bytes,
+            register_bytes: native,
+            threads: crate::runtime::pool::cpu_threads(),
+            workgroups: None,
+            gpu: false,
+            dtypes: DTypeSupport { half: true, bfloat16: false, float64: true, int64: true },
+            tensor_cores: vec![],
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}-byte vectors, {} threads", self.name, self.vector_bytes, self.threads)?;
+        if let Some(w) = &self.workgroups {
+            write!(f, ", workgroups of up to {} threads", w.max_threads)?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// The width of this machine's vector registers in bytes: 64 with AVX-512, 32 with AVX2 and
+/// FMA, else 16.
+fn host_vector_bytes() -> usize {
+    static NATIVE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *NATIVE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return 64;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                return 32;
+            }
+        }
+        16
+    })
+}
