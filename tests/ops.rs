@@ -17,8 +17,6 @@ use lazygrad::runtime::DefaultDevice;
 use lazygrad::tensor::Scalar;
 use lazygrad::{DType, Tensor};
 
-const DEVICES: [&str; 2] = ["CPU", "INTERP"];
-
 /// Fixture cases that expose known bugs in src/. The group tests skip them; each bug gets its own
 /// `#[ignore]`d test (`cargo test --test ops -- --ignored`) that runs its cases, so a fix shows up
 /// by name and its entry can then be deleted.
@@ -294,9 +292,9 @@ fn check_case(case: &Case) -> Result<(), String> {
     if std::env::var_os("OPS_TRACE").is_some() {
         eprintln!("case {}", case.name);
     }
-    let results: Vec<Result<Array, String>> = DEVICES.iter().map(|d| run_on(case, d)).collect();
+    let results: Vec<Result<Array, String>> = common::devices().iter().map(|d| run_on(case, d)).collect();
     let mut errors = vec![];
-    for (device, result) in DEVICES.iter().zip(&results) {
+    for (device, result) in common::devices().iter().zip(&results) {
         if let Err(e) = result.clone().and_then(|got| compare(&got, &case.expected, case.tol)) {
             errors.push(format!("{device}: {e}"));
         }
@@ -394,7 +392,7 @@ fn creation() {
 /// Run `f` once per device with that device as the default.
 fn on_each_device(f: impl Fn(&str)) {
     let _serial = serial();
-    for d in DEVICES {
+    for d in common::devices() {
         let _default = DefaultDevice::scoped(d);
         f(d);
     }

@@ -36,8 +36,6 @@ use lazygrad::Tensor;
 use params::{Json, Params};
 use table::OpFn;
 
-const DEVICES: [&str; 2] = ["CPU", "INTERP"];
-
 /// Op keys of the fixture that may still lack a mapping in `table.rs`, each with the reason.
 /// Any other unmapped key fails the test. The goal is an empty list.
 const ALLOWED_MISSING: &[(&str, &str)] = &[];
@@ -130,7 +128,7 @@ fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
 
 /// Run one case on every device: `Pass`, or `Fail` naming the device and the mismatch.
 fn check(case: &Case, op: &OpFn, trace: bool) -> Outcome {
-    for device in DEVICES {
+    for device in common::devices() {
         if trace {
             println!("running {} on {device}", case.name);
         }
@@ -236,7 +234,7 @@ fn report(cases: &[Case], outcomes: &[Outcome]) {
         "{:<12} {:>6} {:>7} {:>7} {:>7} {:>6} {:>8}",
         "total", t.cases, t.with_grad, t.passed, t.failed, t.known, t.missing
     );
-    println!("(each case runs on {}; w/grad: cases that also check input gradients)", DEVICES.join(" and "));
+    println!("(each case runs on {}; w/grad: cases that also check input gradients)", common::devices().join(" and "));
     for (c, o) in cases.iter().zip(outcomes) {
         if let Outcome::Fail(e) = o {
             println!("FAIL {} [{}] {}: {e}", c.name, c.op, c.params);

@@ -120,6 +120,27 @@ fn grouped_reduces_combine_partials_through_local_memory() {
 }
 
 #[test]
+fn more_than_three_loops_share_the_last_launch_dim() {
+    Tensor::manual_seed(27);
+    let a = Tensor::rand(&[2, 3, 4, 5]).realize();
+    let b = a.permute(&[3, 1, 2, 0]).add(1.0);
+    let (ast, bufs) = kernel(&b);
+    let spec = program(&ast, &[Opt::NoLocals]);
+    let mut dims: Vec<(String, i64)> = spec
+        .uops
+        .iter()
+        .filter(|u| u.op() == Ops::Special)
+        .map(|u| (u.arg().clone(), u.src()[0].const_int_value().unwrap()))
+        .map(|(arg, n)| (lazygrad::uop::print::arg_str(&arg), n))
+        .collect();
+    dims.sort();
+    // loops (5, 3, 4, 2), inner first: 2 and 4 own a dim, 3 and 5 share the third
+    assert_eq!(dims, [("gidx0".to_string(), 2), ("gidx1".to_string(), 4), ("gidx2".to_string(), 15)]);
+    let want: Vec<f32> = b.to_vec();
+    assert_eq!(run(&ast, &bufs, &[Opt::NoLocals]), want);
+}
+
+#[test]
 fn launch_dims_name_the_grid_and_the_threads() {
     Tensor::manual_seed(23);
     let (_, _, c) = matmul(16, 24, 16);
@@ -138,7 +159,8 @@ fn launch_dims_name_the_grid_and_the_threads() {
         names.sort();
         names
     };
-    assert_eq!(specials(&[Opt::Local { range: 1, amount: 4 }]), ["gidx0:16", "gidx1:4", "lidx0:4"]);
+    // the innermost loop is dim 0 (x)
+    assert_eq!(specials(&[Opt::Local { range: 1, amount: 4 }]), ["gidx0:4", "gidx1:16", "lidx0:4"]);
     assert_eq!(specials(&[Opt::Group { range: 2, amount: 8 }]), ["gidx0:16", "gidx1:16", "lidx0:8"]);
     assert_eq!(specials(&[Opt::NoLocals]), ["gidx0:16", "gidx1:16"]);
     // a CPU kernel keeps its loops and splits the outer one over cores

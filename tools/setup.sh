@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lazygrad needs on a fresh Debian machine, idempotently: a C compiler for the CPU
 # device (gcc, with its sanitizer runtimes; clang is used instead when present), curl for
-# downloads (tests/datasets.rs fetches from a loopback HTTP server) and, with `--demo`, the
+# downloads (tests/datasets.rs fetches from a loopback HTTP server), PoCL (OpenCL on the CPU, for
+# the CL device's suites; lazygrad loads libOpenCL at run time) and, with `--demo`, the
 # Fashion-MNIST data set (Debian's dataset-fashion-mnist, so the demo trains offline and
 # `cargo test --test datasets -- --ignored` checks the real files); with `--bench`, clang-14 for
 # tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
@@ -18,6 +19,8 @@ elif [ ! -f "$(gcc -print-file-name=libasan.so)" ] || [ ! -f "$(gcc -print-file-
   need+=("libgcc-$(gcc -dumpversion | cut -d. -f1)-dev")
 fi
 command -v curl >/dev/null 2>&1 || command -v wget >/dev/null 2>&1 || need+=(curl)
+[ -f /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd)
+ls /usr/lib/*/libOpenCL.so.1 >/dev/null 2>&1 || need+=(ocl-icd-libopencl1)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
 fi

@@ -7,10 +7,11 @@ use crate::dtype::{DType, Scalar};
 use crate::uop::exec::cast_value;
 use crate::uop::{rule, rule_ctx, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
-/// What the target renders: its ops, and whether it has bfloat16 arithmetic.
+/// What the target renders: its ops, and the 16-bit float dtypes it only stores (bfloat16, or
+/// float16 on a device without half arithmetic), computing them in float32.
 pub struct Supported {
     pub ops: HashSet<Ops>,
-    pub bf16_math: bool,
+    pub storage_only: Vec<DType>,
 }
 
 #[track_caller]
@@ -21,10 +22,10 @@ fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern:
     })
 }
 
-/// bfloat16 without bfloat16 arithmetic: compute in float32 and round back, so the result is the
-/// same as on a target that has it. Loads, stores and selects move the raw 16 bits.
-fn emulate_bf16(x: &UOp) -> Option<UOp> {
-    let bf16 = DType::BFLOAT16;
+/// A 16-bit float `bf16` (bfloat16 or float16) the target has no arithmetic for: computed in
+/// float32 and rounded back, so the result is the same as on a target that has it. Loads, stores
+/// and selects move the raw 16 bits.
+fn emulate_16bit(x: &UOp, bf16: DType) -> Option<UOp> {
     let f32 = |u: &UOp| u.cast(DType::FLOAT32);
     match x.op() {
         Ops::Cast if x.dtype() == bf16 && x.src()[0].dtype() != DType::FLOAT32 => Some(f32(&x.src()[0]).cast(bf16)),
@@ -185,8 +186,10 @@ pub fn pm_decompose() -> PatternMatcher {
         total_division(),
         total_shift(),
         fuse_mulacc(),
-        rule_ctx(UPat::var("x"), |m, sup: &mut Supported| if sup.bf16_math { None } else { emulate_bf16(&m["x"]) }),
-        // after the bfloat16 emulation, which casts through float32
+        rule_ctx(UPat::var("x"), |m, sup: &mut Supported| {
+            sup.storage_only.iter().find_map(|d| emulate_16bit(&m["x"], *d))
+        }),
+        // after the 16-bit float emulation, which casts through float32
         total_cast(),
         fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
         fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {
@@ -210,7 +213,7 @@ mod tests {
     #[test]
     fn float_to_int_casts_are_guarded_unless_they_fit() {
         let ops = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat().into_iter().collect();
-        let mut sup = Supported { ops, bf16_math: true };
+        let mut sup = Supported { ops, storage_only: vec![] };
         let param = |d: DType| UOp::new(Ops::Param, d, vec![], crate::uop::Arg::Int(0));
         let lower = |e: &UOp, sup: &mut Supported| graph_rewrite(e, &pm_decompose(), sup, "decompose", false);
         // an int16 in float32 fits int32: a plain cast
@@ -233,10 +236,10 @@ mod tests {
         let a = UOp::const_int(DType::INT32, 7);
         let b = UOp::new(Ops::Param, DType::INT32, vec![], crate::uop::Arg::Int(0));
         let e = a.alu(Ops::Sub, &[&b]);
-        let mut all = Supported { ops: [Ops::Add, Ops::Mul].into(), bf16_math: true };
+        let mut all = Supported { ops: [Ops::Add, Ops::Mul].into(), storage_only: vec![] };
         let out = graph_rewrite(&e, &pm_decompose(), &mut all, "decompose", false);
         assert!(out.toposort().iter().all(|u| !u.op().is_alu() || [Ops::Add, Ops::Mul].contains(&u.op())));
-        let mut with_sub = Supported { ops: [Ops::Sub].into(), bf16_math: true };
+        let mut with_sub = Supported { ops: [Ops::Sub].into(), storage_only: vec![] };
         assert_eq!(graph_rewrite(&e, &pm_decompose(), &mut with_sub, "decompose", false), e);
     }
 }

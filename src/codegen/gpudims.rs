@@ -4,9 +4,10 @@
 //! A REDUCE over GROUP parts first reduces each thread's share, stores the partials in shared
 //! memory (`DEFINE_LOCAL`), waits at a `BARRIER`, and combines them in a loop over the group.
 //! Output stores that no group thread changes are made by the group's first thread only. Then
-//! the output loops become `gidx` launch dims and the LOCAL and GROUP parts `lidx` thread dims
-//! (`SPECIAL`s the device launches; there is no limit on their number, as INTERP needs none: a GPU
-//! renderer merges them into its three).
+//! the output loops become the grid's dims (`gidx`) and the LOCAL and GROUP parts a workgroup's
+//! thread dims (`lidx`): `SPECIAL`s the device launches, at most three of each, the innermost
+//! loop in dim 0 (x). Where a kernel has more loops, the outermost share the last dim, each
+//! recovered from it by division and remainder (tinygrad's `gpudims`).
 
 use crate::dtype::{AddrSpace, DType};
 use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
@@ -36,16 +37,37 @@ pub fn gpudims(ast: &UOp) -> UOp {
         next_local: 0,
     };
     let grouped = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
-    let dim =
-        |r: &UOp, which: Special| UOp::new(Ops::Special, DType::INDEX, vec![r.src()[0].clone()], Arg::Special(which));
     let mut dims = UOpMap::default();
-    for (i, r) in of_kind(&[AxisKind::Loop]).iter().enumerate() {
-        dims.insert(r.clone(), dim(r, Special::Group(i)));
-    }
-    for (i, r) in ctx.threads.iter().enumerate() {
-        dims.insert(r.clone(), dim(r, Special::Local(i)));
-    }
+    launch_dims(&of_kind(&[AxisKind::Loop]), Special::Group, &mut dims);
+    launch_dims(&ctx.threads, Special::Local, &mut dims);
     substitute(&grouped, &mut dims, "gpu dims")
+}
+
+/// Map `loops` (outer to inner) to at most three launch dims made by `dim`: the innermost loop
+/// to dim 0, the next to dim 1, the rest to dim 2, each of them a digit of its mixed-radix index.
+fn launch_dims(loops: &[UOp], dim: fn(usize) -> Special, out: &mut UOpMap<UOp>) {
+    let inner_first: Vec<&UOp> = loops.iter().rev().collect();
+    let groups: Vec<&[&UOp]> = match inner_first.len() {
+        0..=3 => inner_first.chunks(1).collect(),
+        _ => vec![&inner_first[..1], &inner_first[1..2], &inner_first[2..]],
+    };
+    for (d, group) in groups.into_iter().enumerate() {
+        let size = match group.iter().map(|r| r.src()[0].const_int_value()).product::<Option<i64>>() {
+            Some(n) => UOp::index_const(n),
+            None => group.iter().map(|r| r.src()[0].clone()).reduce(|a, b| a.alu(Ops::Mul, &[&b])).expect("a loop"),
+        };
+        let special = UOp::new(Ops::Special, DType::INDEX, vec![size], Arg::Special(dim(d)));
+        let mut stride = UOp::index_const(1);
+        for (k, r) in group.iter().enumerate() {
+            let digit = special.alu(Ops::IDiv, &[&stride]);
+            let digit = match k + 1 == group.len() {
+                true => digit,
+                false => digit.alu(Ops::Mod, &[&r.src()[0]]),
+            };
+            stride = stride.alu(Ops::Mul, &[&r.src()[0]]);
+            out.insert((*r).clone(), digit);
+        }
+    }
 }
 
 fn range_id(r: &UOp) -> usize {

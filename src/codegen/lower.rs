@@ -33,7 +33,8 @@ pub struct LowerCtx {
 impl LowerCtx {
     /// The context for lowering `ast` on `target`.
     pub fn new(ast: &UOp, target: &crate::renderer::Target) -> LowerCtx {
-        let f64_lanes = if target.dtypes.float64 { (target.vector_bytes / 8).max(1) } else { 0 };
+        // a GPU's float64 units are few: its sums accumulate in float32, as tinygrad's do
+        let f64_lanes = if target.dtypes.float64 && !target.gpu { (target.vector_bytes / 8).max(1) } else { 0 };
         let mut ctx = LowerCtx { f64_lanes, ..LowerCtx::default() };
         let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
         let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
@@ -137,7 +138,7 @@ fn terms(val: &UOp) -> Vec<&UOp> {
 /// values of 0.1 was off by 2.6e-4), while a float64 one is exact to float32 in the end; a long
 /// sum is bound by the latency of its accumulator chain, which the float64 halves of a vector
 /// split in two, so it costs no speed. Dot products (matmul, convolution) keep float32
-/// multiply-adds, and so does a target without float64 (`f64_lanes` 0).
+/// multiply-adds, and so do GPU-like targets (`f64_lanes` 0).
 fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
     let plain = terms(&red.src()[0]).iter().all(|t| !matches!(t.op(), Ops::Mul | Ops::MulAcc));
     let lanes = red.dtype().count as usize;

@@ -13,13 +13,14 @@ pub mod vectorize;
 
 use std::collections::HashSet;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::{Renderer, Target};
 use crate::runtime::Device;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{graph_rewrite, Ops, UOp};
+use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
 
 pub use name::KernelName;
 use opt::Opt;
@@ -33,8 +34,11 @@ pub struct ProgramSpec {
     pub src: String,
     /// Arithmetic ops one run performs (for DEBUG=2 GFLOP/s).
     pub ops: u64,
-    /// How many threads run it, each with its own `core_id`.
-    pub threads: usize,
+    /// The launch: workgroups along each dim, or for a CPU kernel its threads in dim 0, each
+    /// with its own `core_id`.
+    pub global_size: [usize; 3],
+    /// Threads of one workgroup along each dim; None for a kernel without workgroups (CPU).
+    pub local_size: Option<[usize; 3]>,
 }
 
 /// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
@@ -105,7 +109,9 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: &dyn Renderer, note: 
 pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> ProgramSpec {
     let name = KernelName::of(ast);
     let stream = vectorize::streams_output(ast);
-    let workgroups = opt::workgroups(ast);
+    // a GPU-like target launches every kernel as workgroups, its output loops the grid
+    let workgroups = opt::workgroups(ast) || target.gpu;
+    let stream = stream && !target.gpu;
     let ast = expand::expand(ast, target.vector_bytes);
     let ast = match workgroups {
         true => gpudims::gpudims(&ast),
@@ -123,7 +129,10 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Prog
     let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
     let mut sup = decompose::Supported {
         ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
-        bf16_math: renderer.bf16_math(),
+        storage_only: [(DType::BFLOAT16, target.dtypes.bfloat16), (DType::FLOAT16, target.dtypes.half)]
+            .into_iter()
+            .filter_map(|(d, native)| (!native).then_some(d))
+            .collect(),
     };
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
@@ -133,7 +142,23 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Prog
     }
     let src = renderer.render(&name.to_string(), &uops);
     crate::viz::record_code(|| src.clone());
-    ProgramSpec { ops: count_ops(&uops), threads: opt::thread_count(&uops), name, uops, src }
+    let (global_size, local_size) = launch_size(&uops, workgroups);
+    ProgramSpec { ops: count_ops(&uops), global_size, local_size, name, uops, src }
+}
+
+/// The launch dims of a linear program: the sizes of its SPECIALs (1 where it has none).
+fn launch_size(uops: &[UOp], workgroups: bool) -> ([usize; 3], Option<[usize; 3]>) {
+    let (mut global, mut local) = ([1; 3], [1; 3]);
+    for u in uops.iter().filter(|u| u.op() == Ops::Special) {
+        let size = u.src()[0].const_int_value().unwrap_or(1).max(1) as usize;
+        match u.arg() {
+            Arg::Special(Special::Group(d)) => global[*d] = size,
+            Arg::Special(Special::Local(d)) => local[*d] = size,
+            Arg::Special(Special::Core) => global[0] = size,
+            _ => {}
+        }
+    }
+    (global, workgroups.then_some(local))
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.
@@ -149,7 +174,7 @@ fn count_ops(uops: &[UOp]) -> u64 {
             Ops::End => {
                 trips.pop();
             }
-            op if op.is_alu() && u.dtype().base() != crate::dtype::DType::INDEX => {
+            op if op.is_alu() && u.dtype().base() != DType::INDEX => {
                 // a fused multiply-add is two operations
                 let flops = if op == Ops::MulAcc { 2 } else { 1 };
                 total += trips.last().unwrap() * u.dtype().count as u64 * flops

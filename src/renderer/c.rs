@@ -4,7 +4,7 @@
 use super::cstyle::{self, Dialect, Param};
 use super::{Renderer, Target};
 use crate::dtype::{DType, Scalar};
-use crate::uop::{Ops, UOp};
+use crate::uop::{Ops, Special, UOp};
 
 /// Renders kernels as C for the CPU device.
 pub struct CRenderer;
@@ -219,6 +219,22 @@ impl Dialect for CRenderer {
         let args: Vec<String> = params.iter().map(|p| format!("({}*)bufs[{}]", p.ty, p.slot)).collect();
         format!("void {name}_entry(void** bufs, int core_id) {{ {name}({}, core_id); }}\n", args.join(", "))
     }
+    fn bitcast(&self, from: DType, to: DType, a: &str) -> String {
+        let (from, to) = (self.type_name(from), self.type_name(to));
+        format!("({{ union {{ {from} a; {to} b; }} u_ = {{ .a = {a} }}; u_.b; }})")
+    }
+    fn special(&self, which: Special) -> String {
+        match which {
+            Special::Core => "core_id".into(),
+            other => panic!("C renderer: a CPU kernel has no launch index {other}"),
+        }
+    }
+    fn local_array(&self, _dtype: DType, name: &str, _size: &str) -> String {
+        panic!("C renderer: a CPU kernel has no local memory ({name})")
+    }
+    fn barrier(&self) -> String {
+        panic!("C renderer: a CPU kernel has no workgroups to wait for")
+    }
     fn keep_in_register(&self, value: &str) -> String {
         format!("LG_IN_REGISTER({value});")
     }
@@ -244,9 +260,6 @@ impl Renderer for CRenderer {
     }
     fn supports(&self, _op: Ops) -> bool {
         true
-    }
-    fn bf16_math(&self) -> bool {
-        false
     }
     fn render(&self, name: &str, uops: &[UOp]) -> String {
         cstyle::render(self, &self.target(), name, uops)

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::Target;
 use crate::dtype::{DType, Scalar};
-use crate::uop::{Arg, ConstValue, Ops, UOp};
+use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
 
 /// What one C-family language spells its own way.
 pub trait Dialect {
@@ -55,6 +55,28 @@ pub trait Dialect {
     /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
     /// `dtype`.
     fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
+    /// The bits of `a` (of `from`) read as `to`, of the same size.
+    fn bitcast(&self, from: DType, to: DType, a: &str) -> String;
+    /// The value of a launch index.
+    fn special(&self, which: Special) -> String;
+    /// The declaration of a workgroup's shared array `name` of `size` elements of `dtype`.
+    fn local_array(&self, dtype: DType, name: &str, size: &str) -> String;
+    /// The statement where a workgroup's threads wait for each other, their local memory
+    /// writes visible after it.
+    fn barrier(&self) -> String;
+    /// The element type of a buffer of `dtype` as a kernel parameter.
+    fn buffer_type(&self, dtype: DType) -> String {
+        self.type_name(dtype)
+    }
+    /// The name in `lg_f32_to_<name>` and `lg_<name>_to_f32` of a 16-bit float `dtype` that the
+    /// target stores as its bits and computes in float32 (bfloat16 everywhere).
+    fn storage_only(&self, dtype: DType) -> Option<&'static str> {
+        (dtype == DType::BFLOAT16).then_some("bf16")
+    }
+    /// The suffix of a 64-bit integer literal (`ll` in C; an `u` goes before it when unsigned).
+    fn long_suffix(&self) -> &'static str {
+        "ll"
+    }
 }
 
 /// A buffer a kernel uses: its slot in the launch's buffer list, element type, name, and
@@ -70,8 +92,12 @@ pub struct Param {
 pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
     match (v, dtype.scalar) {
         (ConstValue::Bool(b), _) => (b as u8).to_string(),
-        (ConstValue::Float(f), Scalar::BFloat16) => {
-            format!("((unsigned short){:#06x})", half::bf16::from_f64(f).to_bits())
+        (ConstValue::Float(f), s) if d.storage_only(dtype).is_some() => {
+            let bits = match s {
+                Scalar::BFloat16 => half::bf16::from_f64(f).to_bits(),
+                _ => half::f16::from_f64(f).to_bits(),
+            };
+            format!("(({}){bits:#06x})", d.type_name(dtype))
         }
         (ConstValue::Float(f), s) => {
             let body = if f.is_nan() {
@@ -89,10 +115,12 @@ pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
                 format!("(({}){body})", d.type_name(dtype))
             }
         }
-        (ConstValue::Int(i), Scalar::UInt64) => format!("{}ull", i as u64),
+        (ConstValue::Int(i), Scalar::UInt64) => format!("{}u{}", i as u64, d.long_suffix()),
         (ConstValue::Int(i), Scalar::UInt32) => format!("{}u", i as u32),
-        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) if i == i64::MIN => "(-9223372036854775807ll-1)".into(),
-        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}ll"),
+        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) if i == i64::MIN => {
+            format!("(-9223372036854775807{}-1)", d.long_suffix())
+        }
+        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}{}", d.long_suffix()),
         (ConstValue::Int(i), Scalar::Int32) if i == i32::MIN as i64 => "(-2147483647-1)".into(),
         (ConstValue::Int(i), Scalar::Int32) => i.to_string(),
         (ConstValue::Int(i), _) => format!("(({}){i})", d.type_name(dtype)),
@@ -269,7 +297,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                 let n = format!("data{slot}");
                 params.push(Param {
                     slot: *slot,
-                    ty: d.type_name(u.dtype().base()),
+                    ty: d.buffer_type(u.dtype().base()),
                     name: n.clone(),
                     written: written.contains(u),
                 });
@@ -277,7 +305,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             }
             (Ops::Range, Arg::Range(id, _)) => {
                 let n = format!("ridx{id}");
-                line(format!("for (long long {n} = 0; {n} < {}; {n}++) {{", src[0]));
+                line(format!("for ({} {n} = 0; {n} < {}; {n}++) {{", d.type_name(DType::INDEX), src[0]));
                 depth += 1;
                 Some(n)
             }
@@ -368,14 +396,24 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                 Some(n)
             }
             (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
-            (Ops::Cast, _) if u.dtype() == DType::BFLOAT16 => Some(format!("lg_f32_to_bf16({})", src[0])),
-            (Ops::Cast, _) if u.src()[0].dtype() == DType::BFLOAT16 => Some(format!("lg_bf16_to_f32({})", src[0])),
-            (Ops::Cast, _) => Some(format!("(({ty})({}))", src[0])),
-            (Ops::Bitcast, _) => {
-                let from = d.type_name(u.src()[0].dtype());
-                Some(format!("({{ union {{ {from} a; {ty} b; }} u_ = {{ .a = {} }}; u_.b; }})", src[0]))
+            (Ops::Cast, _) if d.storage_only(u.dtype()).is_some() => {
+                Some(format!("lg_f32_to_{}({})", d.storage_only(u.dtype()).expect("checked"), src[0]))
             }
-            (Ops::Special, _) => Some("core_id".to_string()),
+            (Ops::Cast, _) if d.storage_only(u.src()[0].dtype()).is_some() => {
+                Some(format!("lg_{}_to_f32({})", d.storage_only(u.src()[0].dtype()).expect("checked"), src[0]))
+            }
+            (Ops::Cast, _) => Some(format!("(({ty})({}))", src[0])),
+            (Ops::Bitcast, _) => Some(d.bitcast(u.src()[0].dtype(), u.dtype(), &src[0])),
+            (Ops::Special, Arg::Special(which)) => Some(d.special(*which)),
+            (Ops::DefineLocal, Arg::Int(id)) => {
+                let n = format!("temp{id}");
+                line(d.local_array(u.dtype().base(), &n, &src[0]));
+                Some(n)
+            }
+            (Ops::Barrier, _) => {
+                line(d.barrier());
+                None
+            }
             (Ops::Sink, _) => None,
             (op, _) if op.is_alu() => {
                 let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };

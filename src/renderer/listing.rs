@@ -1,7 +1,7 @@
 //! The "renderer" of the INTERP device, which runs linearized UOps as they are: its source is the
 //! program's listing, one UOp per line (also DEBUG=6's format and VIZ's code pane).
 
-use super::{Renderer, Target, Workgroups};
+use super::{DTypeSupport, Renderer, Target, Workgroups};
 use crate::uop::{Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
@@ -21,13 +21,11 @@ impl Renderer for ListingRenderer {
                 max_groups: [unbounded; 3],
                 local_bytes: unbounded,
             }),
+            dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
             ..Target::host_cpu("INTERP")
         }
     }
     fn supports(&self, _op: Ops) -> bool {
-        true
-    }
-    fn bf16_math(&self) -> bool {
         true
     }
     fn render(&self, _name: &str, uops: &[UOp]) -> String {

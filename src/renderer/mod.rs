@@ -3,6 +3,7 @@
 pub mod c;
 pub mod cstyle;
 pub mod listing;
+pub mod opencl;
 pub mod target;
 
 pub use target::{DTypeSupport, Target, TensorCore, Workgroups};
@@ -18,8 +19,6 @@ pub trait Renderer: Send + Sync {
     fn target(&self) -> Target;
     /// Ops this target renders directly; others are decomposed before rendering.
     fn supports(&self, op: Ops) -> bool;
-    /// Whether the target computes in bfloat16 (else codegen emulates it in float32).
-    fn bf16_math(&self) -> bool;
     /// The source of kernel `name` from its linearized UOps.
     fn render(&self, name: &str, uops: &[UOp]) -> String;
 }

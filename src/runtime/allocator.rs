@@ -1,16 +1,18 @@
-//! Device memory: the `Allocator` trait, host memory, and tinygrad's `LRUAllocator`, which keeps
-//! freed blocks on a per-size free list so that the next allocation of that size reuses one.
+//! Device memory: the `Allocator` trait over opaque device handles, host memory, and tinygrad's
+//! `LRUAllocator`, which keeps freed blocks on a per-size free list so that the next allocation
+//! of that size reuses one.
 
 use std::alloc::{self, Layout};
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
-/// One allocation in a device's memory.
+/// One allocation in a device's memory, or a view of part of one: an opaque handle that only its
+/// device's allocator and programs look into (through `as_any`).
 pub trait RawBuffer: Send + Sync {
-    /// The allocation's address in this process (host-memory devices).
-    fn host_ptr(&self) -> *mut u8;
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// What an allocator has done: blocks taken from the device, blocks reused from its free list,
@@ -27,11 +29,22 @@ pub struct AllocatorStats {
     pub cached_bytes: usize,
 }
 
-/// Hands out device memory.
+/// Hands out device memory and moves bytes between it and the host.
 pub trait Allocator: Send + Sync {
     /// A block of at least `bytes` bytes. Fresh memory is zeroed; a block reused from a free
     /// list holds whatever was written to it last (every kernel and copy writes its whole output).
     fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>>;
+    /// The `bytes` bytes at `offset` in `base` (a block this allocator returned) as a buffer of
+    /// their own; `offset` is a multiple of `view_alignment`. The caller keeps `base` alive.
+    fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>>;
+    /// What view offsets must be a multiple of.
+    fn view_alignment(&self) -> usize {
+        HostMemory::ALIGN
+    }
+    /// Write `src` to the start of `dst`, which holds at least `src.len()` bytes.
+    fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()>;
+    /// Read the first `dst.len()` bytes of `src` into `dst`.
+    fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()>;
     /// Take back a block that `alloc(bytes)` returned. The default releases it.
     fn free(&self, bytes: usize, block: Box<dyn RawBuffer>) {
         let _ = bytes;
@@ -98,11 +111,43 @@ impl Drop for HostMemory {
     }
 }
 
-impl RawBuffer for HostMemory {
-    fn host_ptr(&self) -> *mut u8 {
+impl HostMemory {
+    /// The allocation's address.
+    pub fn ptr(&self) -> *mut u8 {
         match self {
             HostMemory::Heap { ptr, .. } | HostMemory::Map { ptr, .. } => *ptr,
         }
+    }
+}
+
+impl RawBuffer for HostMemory {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Part of a `HostMemory` block, which its owner keeps alive as long as the view.
+pub struct HostView(*mut u8);
+
+// SAFETY: a view is an address inside an allocation that outlives it; sharing the address is as
+// safe as sharing the allocation's own (`HostMemory` above).
+unsafe impl Send for HostView {}
+unsafe impl Sync for HostView {}
+
+impl RawBuffer for HostView {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The address of host memory `raw` (a `HostMemory` block or a view of one), or an error naming
+/// what it is not.
+pub fn host_ptr(raw: &dyn RawBuffer) -> Result<*mut u8> {
+    let any = raw.as_any();
+    match (any.downcast_ref::<HostMemory>(), any.downcast_ref::<HostView>()) {
+        (Some(m), _) => Ok(m.ptr()),
+        (_, Some(v)) => Ok(v.0),
+        _ => Err(Error::Device("a buffer of another device where host memory was expected".into())),
     }
 }
 
@@ -112,6 +157,22 @@ pub struct HostAllocator;
 impl Allocator for HostAllocator {
     fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
         Ok(Box::new(HostMemory::new(bytes)?))
+    }
+    fn view(&self, base: &dyn RawBuffer, offset: usize, _bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        // SAFETY: `Buffer::view` checked that offset + bytes lies inside base's allocation.
+        Ok(Box::new(HostView(unsafe { host_ptr(base)?.add(offset) })))
+    }
+    fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
+        // SAFETY: dst holds at least src.len() writable bytes (the trait's contract), and `src`
+        // is a Rust slice, which cannot overlap device memory we are given to write.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), host_ptr(dst)?, src.len()) };
+        Ok(())
+    }
+    fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: src holds at least dst.len() initialized bytes (zeroed when freshly allocated,
+        // else last written by a kernel, a copy or a previous owner of a reused block).
+        unsafe { std::ptr::copy_nonoverlapping(host_ptr(src)?, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
     }
 }
 
@@ -228,6 +289,18 @@ impl<A: Allocator> Allocator for LruAllocator<A> {
         // released outside the lock: the inner allocator may take its time
         evicted.into_iter().for_each(|(n, b)| self.inner.free(n, b));
     }
+    fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        self.inner.view(base, offset, bytes)
+    }
+    fn view_alignment(&self) -> usize {
+        self.inner.view_alignment()
+    }
+    fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
+        self.inner.copyin(dst, src)
+    }
+    fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
+        self.inner.copyout(src, dst)
+    }
     fn free_cache(&self) {
         let all: Vec<_> = {
             let mut list = self.list();
@@ -265,6 +338,15 @@ mod tests {
             self.live.fetch_add(1, Ordering::SeqCst);
             HostAllocator.alloc(bytes)
         }
+        fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+            HostAllocator.view(base, offset, bytes)
+        }
+        fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
+            HostAllocator.copyin(dst, src)
+        }
+        fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
+            HostAllocator.copyout(src, dst)
+        }
         fn free(&self, _bytes: usize, block: Box<dyn RawBuffer>) {
             self.live.fetch_sub(1, Ordering::SeqCst);
             drop(block);
@@ -276,7 +358,7 @@ mod tests {
         for bytes in [1, 1000, HostMemory::HUGE_MIN, 3 * HostMemory::HUGE_MIN + 12] {
             let block = HostMemory::new(bytes).unwrap();
             assert_eq!(matches!(block, HostMemory::Map { .. }), bytes >= HostMemory::HUGE_MIN);
-            let ptr = block.host_ptr();
+            let ptr = block.ptr();
             assert_eq!(ptr as usize % HostMemory::ALIGN, 0, "{bytes} bytes");
             // SAFETY: `ptr` is the start of a live allocation of `bytes` bytes owned by `block`.
             let mem = unsafe { std::slice::from_raw_parts_mut(ptr, bytes) };
@@ -291,11 +373,11 @@ mod tests {
         let live = Arc::new(AtomicUsize::new(0));
         let lru = LruAllocator::new(Counting { live: live.clone(), limit: 3 }, 300);
         let a = lru.alloc(100).unwrap();
-        let pa = a.host_ptr();
+        let pa = host_ptr(a.as_ref()).unwrap();
         lru.free(100, a);
         assert_eq!(lru.stats().cached_bytes, 100);
         let b = lru.alloc(100).unwrap();
-        assert_eq!(b.host_ptr(), pa, "the same block comes back");
+        assert_eq!(host_ptr(b.as_ref()).unwrap(), pa, "the same block comes back");
         assert_eq!((lru.stats().allocs, lru.stats().reused), (1, 1));
         // another size is a new block
         let c = lru.alloc(200).unwrap();

@@ -224,7 +224,7 @@ impl Program for CpuProgram {
         }
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
-        let ptrs = bufs.iter().map(|b| b.as_mut_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
+        let ptrs = bufs.iter().map(|b| b.host_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
         let entry = self.entry;
         let start = Instant::now();
         super::pool::pool().run(
@@ -306,7 +306,7 @@ impl Device for CpuDevice {
             })
             .max()
             .unwrap_or(0);
-        Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, spec.threads)?))
+        Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, spec.global_size[0])?))
     }
 
     /// The kernels not in the disk cache compiled in batches, one per core for each set of

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;
 use crate::renderer::Renderer;
 
-pub use super::allocator::{Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
+pub use super::allocator::{host_ptr, Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
 
 /// Turns rendered source into a loadable artifact, cached on disk by source.
 pub trait Compiler: Send + Sync {
@@ -40,8 +40,9 @@ impl Drop for Allocation {
 enum Storage {
     /// Its own allocation, taken at first use.
     Own(OnceLock<Allocation>),
-    /// `offset` bytes into another buffer's storage (the memory planner's arenas).
-    View { base: Arc<Buffer>, offset: usize },
+    /// `offset` bytes into another buffer's storage (the memory planner's arenas), with the
+    /// device's handle for that part, made at first use.
+    View { base: Arc<Buffer>, offset: usize, raw: OnceLock<Box<dyn RawBuffer>> },
 }
 
 /// A typed array on a device, allocated on first use (or a view into another buffer's memory).
@@ -67,7 +68,8 @@ impl Buffer {
         }
     }
     /// A buffer of `size` elements of `dtype` stored `offset` bytes into `base`'s memory, on its
-    /// device. It holds `base` (and so its memory) alive.
+    /// device; `offset` is a multiple of the device's `view_alignment`. It holds `base` (and so
+    /// its memory) alive.
     pub fn view(base: &Arc<Buffer>, offset: usize, size: usize, dtype: DType) -> Result<Buffer> {
         let end = offset + size * dtype.itemsize();
         if end > base.nbytes() {
@@ -85,7 +87,7 @@ impl Buffer {
             device: base.device.clone(),
             size,
             dtype,
-            storage: Storage::View { base, offset },
+            storage: Storage::View { base, offset, raw: OnceLock::new() },
         })
     }
     pub fn id(&self) -> u64 {
@@ -108,7 +110,7 @@ impl Buffer {
     pub fn base(&self) -> Option<(&Arc<Buffer>, usize)> {
         match &self.storage {
             Storage::Own(_) => None,
-            Storage::View { base, offset } => Some((base, *offset)),
+            Storage::View { base, offset, .. } => Some((base, *offset)),
         }
     }
     pub fn is_allocated(&self) -> bool {
@@ -117,17 +119,22 @@ impl Buffer {
             Storage::View { base, .. } => base.is_allocated(),
         }
     }
-    /// Base pointer of the (allocated) storage, for launching kernels.
-    pub fn as_mut_ptr(&self) -> Result<*mut u8> {
+    /// The device's handle of the buffer's memory (allocated at first use), for launching
+    /// kernels and copies.
+    pub fn raw(&self) -> Result<&dyn RawBuffer> {
         let memory = match &self.storage {
-            Storage::View { base, offset } => {
-                // SAFETY: `view` checked that offset + nbytes() lies inside base's allocation.
-                return Ok(unsafe { base.as_mut_ptr()?.add(*offset) });
+            Storage::View { base, offset, raw } => {
+                if let Some(r) = raw.get() {
+                    return Ok(r.as_ref());
+                }
+                let view = get_device(&self.device)?.allocator().view(base.raw()?, *offset, self.nbytes())?;
+                // when another thread made the view first, ours is dropped
+                return Ok(raw.get_or_init(|| view).as_ref());
             }
             Storage::Own(m) => m,
         };
         if let Some(m) = memory.get() {
-            return Ok(m.block.as_ref().expect("a live allocation has its block").host_ptr());
+            return Ok(m.block.as_deref().expect("a live allocation has its block"));
         }
         let device = get_device(&self.device)?;
         let block = device.allocator().alloc(self.nbytes())?;
@@ -135,27 +142,27 @@ impl Buffer {
         // when another thread allocated first, ours drops here and goes back to the allocator
         let mut ours = Some(Allocation { block: Some(block), bytes: self.nbytes(), device });
         let m = memory.get_or_init(|| ours.take().expect("initialized once"));
-        Ok(m.block.as_ref().expect("a live allocation has its block").host_ptr())
+        Ok(m.block.as_deref().expect("a live allocation has its block"))
+    }
+    /// The address of the buffer's memory, for devices whose memory is the host's (CPU, INTERP).
+    pub fn host_ptr(&self) -> Result<*mut u8> {
+        host_ptr(self.raw()?)
     }
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {
         if data.len() != self.nbytes() {
             return Err(Error::Invalid(format!("copyin of {} bytes into a {}-byte buffer", data.len(), self.nbytes())));
         }
-        let dst = self.as_mut_ptr()?;
-        // SAFETY: dst points to nbytes() writable bytes owned by this buffer, and `data` has
-        // exactly that length; the regions cannot overlap because `data` is a Rust slice we
-        // don't own mutably.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
-        Ok(())
+        get_device(&self.device)?.allocator().copyin(self.raw()?, data)
     }
     /// The buffer's bytes.
     pub fn copyout(&self) -> Result<Vec<u8>> {
-        let src = self.as_mut_ptr()?;
-        let mut out = vec![0u8; self.nbytes()];
-        // SAFETY: src points to nbytes() initialized bytes (zeroed when freshly allocated, else
-        // last written by a kernel, a copy or a previous owner of a reused block).
-        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+        let raw = self.raw()?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.nbytes())
+            .map_err(|e| Error::Device(format!("cannot allocate {} bytes on the host: {e}", self.nbytes())))?;
+        out.resize(self.nbytes(), 0u8);
+        get_device(&self.device)?.allocator().copyout(raw, &mut out)?;
         Ok(out)
     }
 }
@@ -185,6 +192,24 @@ pub trait Device: Send + Sync {
     }
 }
 
+/// A backend: its name, how to open its device number `n` (an error says why it is unavailable
+/// here), and a quick check of whether its first device is worth defaulting to.
+pub struct Backend {
+    pub name: &'static str,
+    pub open: fn(usize) -> Result<Arc<dyn Device>>,
+    /// Why the backend is not a default candidate here, if it is not (OpenCL without a GPU: on a
+    /// CPU the CPU device runs the same machine faster).
+    pub default_check: fn() -> std::result::Result<(), String>,
+}
+
+/// Every backend, in the order the default device is chosen: OpenCL on a GPU, then the CPU,
+/// then the interpreter (which always opens).
+pub const BACKENDS: &[Backend] = &[
+    Backend { name: "CL", open: super::opencl::open, default_check: super::opencl::has_gpu },
+    Backend { name: "CPU", open: |_| Ok(Arc::new(super::cpu::CpuDevice::open()?)), default_check: || Ok(()) },
+    Backend { name: "INTERP", open: |_| Ok(Arc::new(super::interp::InterpDevice::new())), default_check: || Ok(()) },
+];
+
 fn registry() -> &'static Mutex<HashMap<String, Arc<dyn Device>>> {
     static DEVICES: OnceLock<Mutex<HashMap<String, Arc<dyn Device>>>> = OnceLock::new();
     DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
@@ -196,20 +221,39 @@ pub fn canonical_device(name: &str) -> String {
     up.strip_suffix(":0").unwrap_or(&up).to_string()
 }
 
-/// Open (once) and return the device called `name` (`CPU`, `INTERP`).
+/// A device spec's backend and device number: `CL:1` is OpenCL device 1, `CPU` device 0.
+fn parse_device(name: &str) -> Result<(&'static Backend, usize)> {
+    let (base, ordinal) = match name.split_once(':') {
+        Some((b, n)) => {
+            let n = n.parse().map_err(|_| Error::Device(format!("bad device number in {name:?}")))?;
+            (b, n)
+        }
+        None => (name, 0),
+    };
+    match BACKENDS.iter().find(|b| b.name == base) {
+        Some(b) => Ok((b, ordinal)),
+        None => {
+            let known: Vec<&str> = BACKENDS.iter().map(|b| b.name).collect();
+            Err(Error::Device(format!("unknown device {name:?} (known: {})", known.join(", "))))
+        }
+    }
+}
+
+/// Open (once) and return the device called `name` (`CPU`, `CL`, `CL:1`, `INTERP`); an
+/// unavailable one is an error that says why.
 pub fn get_device(name: &str) -> Result<Arc<dyn Device>> {
     let name = canonical_device(name);
     let mut devices = registry().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(d) = devices.get(&name) {
         return Ok(d.clone());
     }
-    let dev: Arc<dyn Device> = match name.as_str() {
-        "CPU" => Arc::new(super::cpu::CpuDevice::open()?),
-        "INTERP" => Arc::new(super::interp::InterpDevice::new()),
-        other => return Err(Error::Device(format!("unknown device {other:?} (known: CPU, INTERP)"))),
-    };
+    let (backend, ordinal) = parse_device(&name)?;
+    let dev = (backend.open)(ordinal).map_err(|e| match e {
+        Error::Device(why) => Error::Device(format!("{name} unavailable: {why}")),
+        other => Error::Device(format!("{name} unavailable: {other}")),
+    })?;
     if crate::helpers::debug() >= 1 {
-        eprintln!("opened device {name}");
+        eprintln!("opened device {name}: {}", dev.renderer().target());
     }
     devices.insert(name, dev.clone());
     Ok(dev)
@@ -237,7 +281,8 @@ impl Drop for DefaultDevice {
 }
 
 /// The device tensors go to by default: a `DefaultDevice::scoped` override, else `$DEV`, else
-/// CPU when a C compiler exists, else INTERP (with a one-line warning).
+/// the first backend in `BACKENDS` order that opens and is worth defaulting to. `DEBUG=1` says
+/// which were skipped and why; falling back to INTERP warns on one line.
 pub fn default_device() -> String {
     if let Some(d) = SCOPED_DEFAULT.with(|s| s.borrow().last().cloned()) {
         return d;
@@ -248,13 +293,31 @@ pub fn default_device() -> String {
             if let Some(dev) = crate::helpers::getenv_str("DEV") {
                 return canonical_device(&dev);
             }
-            match get_device("CPU") {
-                Ok(_) => "CPU".into(),
-                Err(e) => {
-                    eprintln!("lazygrad: CPU device unavailable ({e}); falling back to INTERP");
-                    "INTERP".into()
+            let mut skipped = vec![];
+            for backend in BACKENDS {
+                let opened =
+                    (backend.default_check)().map_err(|why| format!("{}: {why}", backend.name)).and_then(|()| {
+                        match get_device(backend.name) {
+                            Err(Error::Device(why)) => Err(why),
+                            other => other.map_err(|e| e.to_string()),
+                        }
+                    });
+                match opened {
+                    Ok(_) if backend.name == "INTERP" => {
+                        eprintln!("lazygrad: {}; falling back to INTERP", skipped.join("; "));
+                    }
+                    Ok(_) if crate::helpers::debug() >= 1 && !skipped.is_empty() => {
+                        eprintln!("default device {}: skipped {}", backend.name, skipped.join("; "));
+                    }
+                    Ok(_) => {}
+                    Err(why) => {
+                        skipped.push(why);
+                        continue;
+                    }
                 }
+                return backend.name.into();
             }
+            "INTERP".into()
         })
         .clone()
 }

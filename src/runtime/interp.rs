@@ -191,7 +191,7 @@ impl InterpProgram {
     fn launch(&self, bufs: &[Arc<Buffer>]) -> Result<()> {
         let mut regions: Vec<Region> = bufs
             .iter()
-            .map(|b| Ok(Region { ptr: b.as_mut_ptr()?, len: b.size(), dtype: b.dtype() }))
+            .map(|b| Ok(Region { ptr: b.host_ptr()?, len: b.size(), dtype: b.dtype() }))
             .collect::<Result<_>>()?;
         let groups: i64 = self.grid.iter().map(|d| d.1).product();
         let threads: i64 = self.local.iter().map(|d| d.1).product();

@@ -4,6 +4,7 @@ pub mod allocator;
 pub mod cpu;
 pub mod device;
 pub mod interp;
+pub mod opencl;
 pub mod pool;
 
 pub use device::{

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use super::ScheduleItem;
 use crate::helpers::{debug, getenv};
-use crate::runtime::device::HostMemory;
 use crate::runtime::Buffer;
 use crate::uop::{Arg, Ops, UOp};
 
@@ -128,10 +127,12 @@ pub fn plan_memory(steps: &[Step], keep: &HashSet<u64>, prefix: &str) -> HashMap
         .collect();
     let mut by_device: BTreeMap<&str, Vec<&Life>> = BTreeMap::new();
     planned.iter().for_each(|l| by_device.entry(l.buf.device()).or_default().push(l));
-    let round = |n: usize| n.div_ceil(HostMemory::ALIGN) * HostMemory::ALIGN;
     let mut out = HashMap::new();
     let (mut before, mut after, mut nbufs, mut narenas) = (0, 0, 0, 0);
     for (device, lives) in by_device {
+        // views of an arena start where the device allows them to
+        let Ok(align) = crate::runtime::get_device(device).map(|d| d.allocator().view_alignment()) else { continue };
+        let round = |n: usize| n.div_ceil(align) * align;
         if lives.len() < 2 {
             continue;
         }

@@ -142,16 +142,25 @@ impl Tensor {
     fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>) {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
-        // an output is on its tensor's device; a node inside the graph, where its COPY moves it
-        // or else where its first buffer is
+        // an output is on its tensor's device; a node inside the graph, where the first COPY or
+        // buffer among its sources (depth first, not looking past a COPY) puts it
         let device_of = |u: &UOp| -> String {
             if let Some((_, d)) = devices.iter().find(|(o, _)| o == u) {
                 return d.clone();
             }
-            if let (Ops::Copy, crate::uop::Arg::Str(d)) = (u.op(), u.arg()) {
-                return d.clone();
+            let (mut stack, mut seen) = (vec![u.clone()], std::collections::HashSet::new());
+            while let Some(n) = stack.pop() {
+                if let (Ops::Copy, crate::uop::Arg::Str(d)) = (n.op(), n.arg()) {
+                    return d.clone();
+                }
+                if let Some(b) = n.buffer() {
+                    return b.device().to_string();
+                }
+                if seen.insert(n.clone()) {
+                    stack.extend(n.src().iter().rev().cloned());
+                }
             }
-            u.toposort().iter().find_map(|n| n.buffer().map(|b| b.device().to_string())).unwrap_or_else(default_device)
+            default_device()
         };
         create_schedule(&outputs, &device_of)
     }

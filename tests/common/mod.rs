@@ -11,6 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lazygrad::runtime::default_device;
 use lazygrad::{DType, Tensor};
 
+/// The devices the suites run every case on: the compiled device under test (`DEV`, e.g. `CL`;
+/// CPU when unset) and the INTERP oracle.
+pub fn devices() -> [&'static str; 2] {
+    static UNDER_TEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let dev = UNDER_TEST.get_or_init(|| {
+        std::env::var("DEV").map(|d| lazygrad::runtime::canonical_device(&d)).unwrap_or_else(|_| "CPU".into())
+    });
+    [dev.as_str(), "INTERP"]
+}
+
 /// A host array: dtype, shape and row-major little-endian bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {

@@ -86,6 +86,9 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
     }
+    if target.gpu {
+        return gpu_optimizations(ast, target);
+    }
     let (vl, threads, max_accumulators) = (target.float_lanes(), target.threads, max_accumulators(target));
     let unpadded = kernel_ranges(ast);
     let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
@@ -299,4 +302,65 @@ fn pad_innermost(ast: &UOp, ranges: &[(usize, AxisKind, usize)], vl: usize) -> O
         .filter(|a| (size.next_multiple_of(*a) - size) * 8 <= size)
         .map(|amount| Opt::Padto { range: id, amount })
         .find(|pad| apply_opt(ast, *pad).is_some())
+}
+
+/// A GPU-like target's opts, after tinygrad's for devices with local memory: a short reduce into
+/// few outputs spread over a workgroup's threads (GROUPTOP), the two innermost output loops of a
+/// reduce register-tiled (UPCAST, copies of the code sharing loads), the innermost reduce loop
+/// unrolled, then the output loops spread over workgroups of up to `MAX_LOCAL` threads (LOCAL),
+/// the innermost first.
+fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
+    const MAX_LOCAL: usize = 128;
+    let max_local = target.workgroups.as_ref().map_or(1, |w| w.max_threads).min(MAX_LOCAL);
+    let mut opts = vec![];
+    let mut cur = ast.clone();
+    let push = |opts: &mut Vec<Opt>, cur: &mut UOp, opt: Opt| match apply_opt(cur, opt) {
+        Some(next) => {
+            *cur = next;
+            opts.push(opt);
+            true
+        }
+        None => false,
+    };
+    let ranges = kernel_ranges(ast);
+    let outputs: usize = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.2).product();
+    let reduces: Vec<&(usize, AxisKind, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).collect();
+    if let Some(&&(id, _, size)) = reduces.first() {
+        if outputs <= 2048 && size >= 256 {
+            for amount in [16, 8, 4] {
+                if push(&mut opts, &mut cur, Opt::GroupTop { range: id, amount }) {
+                    break;
+                }
+            }
+        }
+    }
+    let grouped = !opts.is_empty();
+    if !reduces.is_empty() && !grouped {
+        let loops: Vec<(usize, usize)> =
+            ranges.iter().filter(|r| r.1 == AxisKind::Loop && r.2 >= 16).map(|r| (r.0, r.2)).collect();
+        for &(id, _) in loops.iter().rev().take(2) {
+            push(&mut opts, &mut cur, Opt::Upcast { range: id, amount: 4 });
+        }
+        if let Some(&&(id, _, size)) = reduces.last() {
+            if size > 4 {
+                push(&mut opts, &mut cur, Opt::Unroll { range: id, amount: 4 });
+            }
+        }
+    }
+    let mut threads =
+        kernel_ranges(&cur).iter().filter(|r| r.1 == AxisKind::GroupReduce).map(|r| r.2).product::<usize>();
+    let loops: Vec<(usize, usize)> =
+        kernel_ranges(&cur).iter().filter(|r| r.1 == AxisKind::Loop).map(|r| (r.0, r.2)).collect();
+    for &(id, size) in loops.iter().rev() {
+        for amount in [32, 16, 8, 4, 2] {
+            if threads * amount <= max_local
+                && size.is_multiple_of(amount)
+                && push(&mut opts, &mut cur, Opt::Local { range: id, amount })
+            {
+                threads *= amount;
+                break;
+            }
+        }
+    }
+    opts
 }

@@ -279,14 +279,6 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
     })
 }
 
-/// How many threads the program runs on (the size of its `core_id` SPECIAL, else 1).
-pub fn thread_count(uops: &[UOp]) -> usize {
-    uops.iter()
-        .find(|u| u.op() == Ops::Special && u.arg() == &Arg::Special(Special::Core))
-        .and_then(|u| u.src()[0].const_int_value())
-        .map_or(1, |n| n as usize)
-}
-
 /// What decides a kernel's program besides its AST: NOOPT, the BEAM width, and the target.
 pub fn settings(target: &Target) -> (i64, usize, Target) {
     (crate::helpers::getenv("NOOPT", 0), search::beam_width(), target.clone())

@@ -1,0 +1,356 @@
+//! The OpenCL device (`CL`, `CL:1`, ...): OpenCL C from the shared C-family renderer, built by the
+//! driver from source, run as workgroups on one in-order queue with profiling events. libOpenCL
+//! is loaded at run time (`opencl3`'s dynamic loading), so a machine without it gets an error
+//! value when it asks for the device, never a failure to start.
+
+use std::any::Any;
+use std::ptr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
+use opencl3::context::Context;
+use opencl3::device::{Device as ClDeviceInfo, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::memory::{Buffer as ClBuffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::program::Program as ClProgram;
+use opencl3::types::{cl_mem, CL_BLOCKING};
+
+use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use crate::codegen::ProgramSpec;
+use crate::error::{Error, Result};
+use crate::renderer::opencl::OpenClRenderer;
+use crate::renderer::{DTypeSupport, Renderer, Target, Workgroups};
+use crate::uop::{Arg, Ops};
+
+fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> Error + '_ {
+    move |e| Error::Device(format!("OpenCL {what}: {e}"))
+}
+
+/// The OpenCL devices of every platform, in platform order.
+fn all_devices() -> Result<Vec<ClDeviceInfo>> {
+    // one query at a time: PoCL 3.1 found no devices for a thread that asked during another's
+    static QUERY: Mutex<()> = Mutex::new(());
+    let _one = QUERY.lock().unwrap_or_else(|e| e.into_inner());
+    let platforms = opencl3::platform::get_platforms().map_err(cl_err("platforms"))?;
+    let mut devices = vec![];
+    for p in platforms {
+        // a platform without devices of a type reports an error, not an empty list
+        devices.extend(p.get_devices(CL_DEVICE_TYPE_ALL).unwrap_or_default().into_iter().map(ClDeviceInfo::new));
+    }
+    Ok(devices)
+}
+
+/// Whether the first OpenCL device is a GPU (only then is CL worth being the default device).
+pub fn has_gpu() -> std::result::Result<(), String> {
+    let first = all_devices().map_err(|e| e.to_string())?.into_iter().next().ok_or("no OpenCL device")?;
+    match first.dev_type() {
+        Ok(t) if t & CL_DEVICE_TYPE_GPU != 0 => Ok(()),
+        _ => Err(format!("{} is not a GPU", first.name().unwrap_or_default())),
+    }
+}
+
+/// Open OpenCL device number `ordinal` (over all platforms).
+pub fn open(ordinal: usize) -> Result<Arc<dyn Device>> {
+    let devices = all_devices()?;
+    let count = devices.len();
+    let device = devices
+        .into_iter()
+        .nth(ordinal)
+        .ok_or_else(|| Error::Device(format!("OpenCL has {count} devices, no device {ordinal}")))?;
+    Ok(Arc::new(ClDevice::new(device)?))
+}
+
+/// A device's OpenCL objects, shared by its allocator and programs.
+struct Cl {
+    context: Context,
+    queue: CommandQueue,
+    device: ClDeviceInfo,
+}
+
+impl Cl {
+    /// Wait for `event` (returned by an enqueue) and free it.
+    fn wait(&self, event: opencl3::types::cl_event, what: &str) -> Result<Event> {
+        let event = Event::new(event);
+        event.wait().map_err(cl_err(what))?;
+        Ok(event)
+    }
+}
+
+/// An allocation in device memory, or a sub-buffer of one.
+struct ClMemory(ClBuffer<u8>);
+
+impl RawBuffer for ClMemory {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn cl_mem_of(raw: &dyn RawBuffer) -> Result<cl_mem> {
+    match raw.as_any().downcast_ref::<ClMemory>() {
+        Some(m) => Ok(m.0.get()),
+        None => Err(Error::Device("a buffer of another device where OpenCL memory was expected".into())),
+    }
+}
+
+/// Device memory through the context, copies through the queue (blocking).
+struct ClAllocator {
+    cl: Arc<Cl>,
+    align: usize,
+}
+
+impl Allocator for ClAllocator {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        let n = bytes.max(1);
+        // SAFETY: no host pointer is given, so the driver owns the memory it creates.
+        let buf = unsafe { ClBuffer::<u8>::create(&self.cl.context, CL_MEM_READ_WRITE, n, ptr::null_mut()) }
+            .map_err(|e| Error::Device(format!("OpenCL cannot allocate {bytes} bytes: {e}")))?;
+        let zero = 0u8;
+        // SAFETY: the pattern is one byte read during the call, and the range is the buffer's.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_fill_buffer(
+                self.cl.queue.get(),
+                buf.get(),
+                (&zero as *const u8).cast(),
+                1,
+                0,
+                n,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| Error::Device(format!("OpenCL zero fill: {e}")))?;
+        self.cl.wait(event, "zero fill")?;
+        Ok(Box::new(ClMemory(buf)))
+    }
+    fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        let Some(ClMemory(base)) = base.as_any().downcast_ref::<ClMemory>() else {
+            return Err(Error::Device("a view of a buffer of another device".into()));
+        };
+        // SAFETY: `Buffer::view` checked that the range lies inside the base allocation.
+        let sub = unsafe { base.create_sub_buffer(CL_MEM_READ_WRITE, offset, bytes.max(1)) }.map_err(cl_err("view"))?;
+        Ok(Box::new(ClMemory(sub)))
+    }
+    fn view_alignment(&self) -> usize {
+        self.align
+    }
+    fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: a blocking write of `src` (read during the call) into a buffer at least as long.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_write_buffer(
+                self.cl.queue.get(),
+                cl_mem_of(dst)?,
+                CL_BLOCKING,
+                0,
+                src.len(),
+                src.as_ptr().cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| Error::Device(format!("OpenCL copy in: {e}")))?;
+        self.cl.wait(event, "copy in").map(drop)
+    }
+    fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: a blocking read into `dst` (written during the call) from a buffer at least as
+        // long.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_read_buffer(
+                self.cl.queue.get(),
+                cl_mem_of(src)?,
+                CL_BLOCKING,
+                0,
+                dst.len(),
+                dst.as_mut_ptr().cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| Error::Device(format!("OpenCL copy out: {e}")))?;
+        self.cl.wait(event, "copy out").map(drop)
+    }
+}
+
+/// One OpenCL device.
+pub struct ClDevice {
+    cl: Arc<Cl>,
+    renderer: OpenClRenderer,
+    allocator: LruAllocator<ClAllocator>,
+    options: String,
+}
+
+impl ClDevice {
+    fn new(device: ClDeviceInfo) -> Result<ClDevice> {
+        let context = Context::from_device(&device).map_err(cl_err("context"))?;
+        // SAFETY: the device belongs to the context; the queue is in order, with profiling.
+        let queue =
+            unsafe { CommandQueue::create_with_properties(&context, device.id(), CL_QUEUE_PROFILING_ENABLE, 0) }
+                .map_err(cl_err("queue"))?;
+        let extensions = device.extensions().unwrap_or_default();
+        let item_sizes = device.max_work_item_sizes().map_err(cl_err("device info"))?;
+        let max_local = [0, 1, 2].map(|d| item_sizes.get(d).copied().unwrap_or(1));
+        let target = Target {
+            name: "CL".into(),
+            vector_bytes: 0,
+            register_bytes: 0,
+            threads: 1,
+            workgroups: Some(Workgroups {
+                max_threads: device.max_work_group_size().map_err(cl_err("device info"))?,
+                max_local,
+                max_groups: [u32::MAX as usize; 3],
+                local_bytes: device.local_mem_size().map_err(cl_err("device info"))? as usize,
+            }),
+            gpu: true,
+            dtypes: DTypeSupport {
+                half: extensions.contains("cl_khr_fp16"),
+                bfloat16: false,
+                float64: extensions.contains("cl_khr_fp64"),
+                int64: true,
+            },
+            tensor_cores: vec![],
+        };
+        // correctly rounded float32 division and square root where the device offers them
+        let exact = device.single_fp_config().unwrap_or(0) & opencl3::device::CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT != 0;
+        let options = match exact {
+            true => "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt",
+            false => "-cl-std=CL1.2",
+        };
+        let align = (device.mem_base_addr_align().map_err(cl_err("device info"))? as usize / 8).max(1);
+        let cl = Arc::new(Cl { context, queue, device });
+        Ok(ClDevice {
+            renderer: OpenClRenderer { target },
+            allocator: LruAllocator::new(ClAllocator { cl: cl.clone(), align }, 1 << 30),
+            cl,
+            options: options.into(),
+        })
+    }
+
+    /// `srcs` built as one program (one front-end run for the lot), or the build log.
+    fn build(&self, srcs: &[&str]) -> Result<ClProgram> {
+        // one source (the renderer guards what kernels share): several crashed PoCL 3.1
+        let src = srcs.concat();
+        let mut program = ClProgram::create_from_source(&self.cl.context, &src).map_err(cl_err("program"))?;
+        if let Err(e) = program.build(&[self.cl.device.id()], &self.options) {
+            let log = program.get_build_log(self.cl.device.id()).unwrap_or_default();
+            return Err(Error::Compile(format!("OpenCL build failed ({e}):\n{log}\n--- source ---\n{src}")));
+        }
+        Ok(program)
+    }
+
+    fn load(&self, program: &Arc<ClProgram>, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
+        let kernel = Kernel::create(program, &spec.name.to_string()).map_err(cl_err("kernel"))?;
+        let mut slots: Vec<usize> = spec
+            .uops
+            .iter()
+            .filter_map(|u| match (u.op(), u.arg()) {
+                (Ops::Param, Arg::Int(slot)) => Some(*slot as usize),
+                _ => None,
+            })
+            .collect();
+        slots.sort();
+        slots.dedup();
+        let local = spec.local_size.unwrap_or([1; 3]);
+        let global = [0, 1, 2].map(|d| spec.global_size[d] * local[d]);
+        Ok(Arc::new(ClKernel {
+            cl: self.cl.clone(),
+            _program: program.clone(),
+            kernel: Mutex::new(kernel),
+            slots,
+            global,
+            local,
+        }))
+    }
+}
+
+impl Device for ClDevice {
+    fn name(&self) -> &str {
+        "CL"
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &self.allocator
+    }
+    fn renderer(&self) -> &dyn Renderer {
+        &self.renderer
+    }
+    fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
+        let start = Instant::now();
+        let program = Arc::new(self.build(&[&spec.src])?);
+        if crate::helpers::debug() >= 3 {
+            eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
+        }
+        self.load(&program, spec)
+    }
+    /// The kernels built as one program, one front-end run for all of them (kernels of one name
+    /// go to separate programs); a failing build is retried kernel by kernel, so that the error
+    /// names the one that broke it.
+    fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
+        let mut srcs: Vec<&str> = specs.iter().map(|s| s.src.as_str()).collect();
+        srcs.sort();
+        srcs.dedup();
+        let mut names: Vec<String> = specs.iter().map(|s| s.name.to_string()).collect();
+        names.sort();
+        names.dedup();
+        if srcs.len() != names.len() || srcs.len() < 2 {
+            return specs.iter().map(|s| self.compile(s)).collect();
+        }
+        let program = match self.build(&srcs) {
+            Ok(p) => Arc::new(p),
+            Err(_) => return specs.iter().map(|s| self.compile(s)).collect(),
+        };
+        specs.iter().map(|s| self.load(&program, s)).collect()
+    }
+}
+
+/// A built kernel and its launch.
+struct ClKernel {
+    cl: Arc<Cl>,
+    // the kernel belongs to the program, which must outlive it
+    _program: Arc<ClProgram>,
+    /// A kernel object holds its arguments: one launch sets and enqueues at a time.
+    kernel: Mutex<Kernel>,
+    /// The buffer slot of each kernel argument, in order.
+    slots: Vec<usize>,
+    global: [usize; 3],
+    local: [usize; 3],
+}
+
+impl Program for ClKernel {
+    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+        let kernel = self.kernel.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, &slot) in self.slots.iter().enumerate() {
+            let buf = bufs
+                .get(slot)
+                .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
+            let mem: cl_mem = cl_mem_of(buf.raw()?)?;
+            // SAFETY: argument `i` is the kernel's `i`-th `__global` pointer (the renderer declares
+            // one per used slot, in slot order), and a cl_mem is what such an argument takes.
+            unsafe { kernel.set_arg(i as u32, &mem) }.map_err(cl_err("kernel argument"))?;
+        }
+        // SAFETY: the kernel's arguments are set; the sizes are three dims each, and the global
+        // size a multiple of the local one.
+        let event = unsafe {
+            opencl3::command_queue::enqueue_nd_range_kernel(
+                self.cl.queue.get(),
+                kernel.get(),
+                3,
+                ptr::null(),
+                self.global.as_ptr(),
+                self.local.as_ptr(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|e| Error::Device(format!("OpenCL launch: {e}")))?;
+        drop(kernel);
+        let event = self.cl.wait(event, "kernel")?;
+        let ns = event.profiling_command_end().and_then(|end| Ok(end - event.profiling_command_start()?));
+        Ok(Duration::from_nanos(ns.map_err(cl_err("profiling"))?))
+    }
+}

@@ -1,0 +1,120 @@
+//! Devices: the registry, copies between CPU, CL and INTERP both ways, targets in cache keys, and
+//! OpenCL programs checked against the interpreter. `tools/setup.sh` installs PoCL, so CL opens
+//! on every machine that runs the suites.
+
+use lazygrad::codegen::{get_program, opt::hand_coded_optimizations};
+use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::{DType, Error, Tensor};
+
+fn kernel_ast(t: &Tensor) -> lazygrad::uop::UOp {
+    Tensor::schedule(std::slice::from_ref(t))
+        .into_iter()
+        .find_map(|i| match i {
+            ScheduleItem::Kernel { ast, .. } => Some(ast),
+            ScheduleItem::Copy { .. } => None,
+        })
+        .expect("a kernel")
+}
+
+#[test]
+fn copies_go_between_every_pair_of_devices_both_ways() {
+    let devices = ["CPU", "CL", "INTERP"];
+    let data: Vec<f32> = (0..100).map(|i| i as f32 * 0.5 - 7.0).collect();
+    for from in devices {
+        for to in devices {
+            let a = Tensor::from_slice(&data, &[10, 10]).to(from);
+            let b = (a.to(to) * 2.0).to(from) + 1.0;
+            assert_eq!(b.device(), from);
+            let want: Vec<f32> = data.iter().map(|x| x * 2.0 + 1.0).collect();
+            assert_eq!(b.to_vec::<f32>(), want, "{from} -> {to} -> {from}");
+        }
+    }
+}
+
+#[test]
+fn one_graph_gives_one_program_per_target() {
+    let a = Tensor::rand(&[64, 64]).realize();
+    let ast = kernel_ast(&(a.clone() * 3.0).relu().sum(1, false));
+    let (cpu, cl) = (get_device("CPU").unwrap(), get_device("CL").unwrap());
+    let (cpu_target, cl_target) = (cpu.renderer().target(), cl.renderer().target());
+    assert_ne!(cpu_target, cl_target);
+    let (on_cpu, on_cl) = (get_program(&ast, cpu.renderer()).unwrap(), get_program(&ast, cl.renderer()).unwrap());
+    assert!(on_cpu.src.contains("_entry(void** bufs"), "{}", on_cpu.src);
+    assert!(on_cl.src.contains("__kernel void") && on_cl.src.contains("get_local_id(0)"), "{}", on_cl.src);
+    assert!(on_cpu.local_size.is_none() && on_cl.local_size.is_some());
+    // the heuristics read the target: CPU threads and vectors, GPU workgroups
+    let (cpu_opts, cl_opts) = (hand_coded_optimizations(&ast, &cpu_target), hand_coded_optimizations(&ast, &cl_target));
+    assert_ne!(cpu_opts, cl_opts);
+    assert!(cl_opts.iter().all(|o| !matches!(o, lazygrad::codegen::opt::Opt::Thread(_))), "{cl_opts:?}");
+    // and the program cache keeps them apart: the same graph realized on each device
+    let want: Vec<f32> = (a.clone() * 3.0).relu().sum(1, false).to("INTERP").to_vec();
+    for dev in ["CPU", "CL"] {
+        let got: Vec<f32> = (a.to(dev) * 3.0).relu().sum(1, false).to_vec();
+        for (w, g) in want.iter().zip(&got) {
+            assert!((w - g).abs() <= 1e-5 * (1.0 + w.abs()), "{dev}: {w} vs {g}");
+        }
+    }
+}
+
+#[test]
+fn opencl_kernels_match_the_interpreter() {
+    Tensor::manual_seed(31);
+    let x = Tensor::randn(&[33, 70]);
+    let w = Tensor::randn(&[70, 50]);
+    let run = |dev: &str| -> Vec<Vec<f32>> {
+        let (x, w) = (x.to(dev), w.to(dev));
+        let y = x.matmul(&w).relu();
+        let outs = [y.clone(), y.softmax(-1), y.max(0, false), y.sum(None, false).reshape(&[1]), y.T().contiguous()];
+        outs.iter().map(|t| t.to_vec::<f32>()).collect()
+    };
+    let (cl, interp) = (run("CL"), run("INTERP"));
+    for (i, (a, b)) in cl.iter().zip(&interp).enumerate() {
+        assert_eq!(a.len(), b.len());
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "output {i}: {p} vs {q}");
+        }
+    }
+}
+
+#[test]
+fn half_and_bfloat16_are_stored_where_a_device_cannot_compute_in_them() {
+    let data = [1.5f32, -2.25, 65504.0, 1e-3, 3.0e-8, -0.0];
+    for dtype in [DType::FLOAT16, DType::BFLOAT16] {
+        let want: Vec<f32> =
+            Tensor::from_slice(&data, &[6]).to("INTERP").cast(dtype).add(1.0).cast(DType::FLOAT32).to_vec();
+        let got: Vec<f32> = Tensor::from_slice(&data, &[6]).to("CL").cast(dtype).add(1.0).cast(DType::FLOAT32).to_vec();
+        assert_eq!(
+            got.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+            "{dtype:?}"
+        );
+    }
+}
+
+#[test]
+fn device_names_parse_and_unavailable_devices_are_errors() {
+    assert!(std::sync::Arc::ptr_eq(&get_device("cl").unwrap(), &get_device("CL:0").unwrap()));
+    for (name, says) in [("CL:99", "no device 99"), ("CL:x", "bad device number"), ("METAL", "unknown device")] {
+        let Err(e) = get_device(name) else { panic!("{name} opened") };
+        assert!(matches!(&e, Error::Device(m) if m.contains(says)), "{name}: {e}");
+    }
+}
+
+#[test]
+fn views_of_opencl_memory_read_and_write_their_own_bytes() {
+    let dev = get_device("CL").unwrap();
+    let align = dev.allocator().view_alignment();
+    let base = std::sync::Arc::new(Buffer::new("CL", 3 * align / 4, DType::FLOAT32));
+    base.copyin(&vec![0u8; base.nbytes()]).unwrap();
+    let view = Buffer::view(&base, align, align / 4, DType::FLOAT32).unwrap();
+    let ones: Vec<u8> = (0..align / 4).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    view.copyin(&ones).unwrap();
+    let all = base.copyout().unwrap();
+    assert!(
+        all[..align].iter().all(|&b| b == 0)
+            && all[align..2 * align] == ones[..]
+            && all[2 * align..].iter().all(|&b| b == 0)
+    );
+    assert_eq!(view.copyout().unwrap(), ones);
+}
