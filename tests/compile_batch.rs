@@ -22,7 +22,7 @@ fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>) {
 
 fn cached_objects(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir.join("cpu"))
-        .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "so")).count())
+        .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "rec")).count())
 }
 
 #[test]
@@ -67,5 +67,28 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
         bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>(),
         [6.0, 22.0, 38.0, 54.0]
     );
+
+    // damaged entries (cut short, overwritten, emptied) are rebuilt, never loaded; each is
+    // replaced, not written over: this process has the old ones mapped
+    let entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("cpu"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .collect();
+    for (i, path) in entries.iter().enumerate() {
+        let bytes = std::fs::read(path).unwrap();
+        let damaged = match i % 3 {
+            0 => bytes[..bytes.len() / 2].to_vec(),
+            1 => bytes.iter().map(|b| b ^ 0x5a).collect(),
+            _ => vec![],
+        };
+        std::fs::write(path.with_extension("damaged"), damaged).unwrap();
+        std::fs::rename(path.with_extension("damaged"), path).unwrap();
+    }
+    let programs = cpu.compile_all(&specs).unwrap();
+    programs[1].run(&kernels[1].1).unwrap();
+    assert_eq!(out(1), (0..16).map(|i| 3.0 * i as f32).collect::<Vec<_>>());
+    cpu.compile(&good).unwrap().run(&bufs).unwrap();
+    assert_eq!(cached_objects(&dir), before + 5, "rebuilt in place");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,9 @@
-//! Where lazygrad keeps what it may reuse across runs (compiled kernels).
+//! Where lazygrad keeps what it may reuse across runs, and the verified cache of compiled
+//! programs kept there.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 /// The cache directory: `$LAZYGRAD_CACHE`, else `$XDG_CACHE_HOME/lazygrad`, else
 /// `~/.cache/lazygrad`, else a folder under the system temp dir.
@@ -13,4 +16,121 @@ pub fn cache_dir() -> PathBuf {
         .or_else(|| super::getenv_str("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("lazygrad")
+}
+
+/// SHA-256 of `bytes` in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The first line of every record.
+const RECORD_MAGIC: &str = "lazygrad compiled artifact v1";
+
+/// Compiled programs on disk, one folder per device kind. An entry is two files named by the
+/// SHA-256 of what determines the program (compiler, flags, target, source: the `inputs`):
+/// `<key>.bin`, the artifact, and `<key>.rec`, a record of those inputs and of the artifact's
+/// SHA-256. A lookup checks both, so an entry that was damaged, cut short or built from other
+/// inputs under a colliding name is a miss (and is rebuilt), never a wrong program.
+pub struct ArtifactCache {
+    dir: PathBuf,
+}
+
+impl ArtifactCache {
+    /// The cache of device kind `kind` (`cpu`, `cl`) under `cache_dir()`.
+    pub fn new(kind: &str) -> ArtifactCache {
+        ArtifactCache { dir: cache_dir().join(kind) }
+    }
+
+    /// Create the cache's folder if need be; an error names it (and `LAZYGRAD_CACHE`, which moves
+    /// it).
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("kernel cache folder {} (LAZYGRAD_CACHE): {e}", self.dir.display()))
+        })
+    }
+
+    /// The inputs as one byte string (each part's length before it, so parts cannot run together).
+    fn joined(inputs: &[&str]) -> String {
+        inputs.iter().map(|p| format!("{}:{p}", p.len())).collect::<Vec<_>>().join("\n")
+    }
+
+    /// The artifact's path for `inputs`, whether or not it exists.
+    pub fn path(&self, inputs: &[&str]) -> PathBuf {
+        self.dir.join(format!("{}.bin", &sha256_hex(Self::joined(inputs).as_bytes())[..32]))
+    }
+
+    /// The artifact built from `inputs`, if the cache holds it intact.
+    pub fn lookup(&self, inputs: &[&str]) -> Option<PathBuf> {
+        let bin = self.path(inputs);
+        let record = std::fs::read_to_string(bin.with_extension("rec")).ok()?;
+        let (magic, rest) = record.split_once('\n')?;
+        let (digest, built_from) = rest.split_once('\n')?;
+        if magic != RECORD_MAGIC || built_from != Self::joined(inputs) {
+            return None;
+        }
+        let bytes = std::fs::read(&bin).ok()?;
+        (sha256_hex(&bytes) == digest).then_some(bin)
+    }
+
+    /// Store the artifact at `built` (a file, left in place) as the one built from `inputs`, and
+    /// return its cached path. Written aside and renamed, the artifact first and its record last,
+    /// so a reader sees a whole entry or a miss, even with other processes storing the same one.
+    pub fn store(&self, inputs: &[&str], built: &Path) -> std::io::Result<PathBuf> {
+        self.create()?;
+        let bin = self.path(inputs);
+        let unique = format!("{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+        let tmp_bin = bin.with_extension(format!("{unique}.bin"));
+        std::fs::hard_link(built, &tmp_bin).or_else(|_| std::fs::copy(built, &tmp_bin).map(drop))?;
+        let digest = sha256_hex(&std::fs::read(&tmp_bin)?);
+        std::fs::rename(&tmp_bin, &bin)?;
+        let tmp_rec = bin.with_extension(format!("{unique}.rec"));
+        std::fs::write(&tmp_rec, format!("{RECORD_MAGIC}\n{digest}\n{}", Self::joined(inputs)))?;
+        std::fs::rename(&tmp_rec, bin.with_extension("rec"))?;
+        Ok(bin)
+    }
+
+    /// `store` for an artifact in memory.
+    pub fn store_bytes(&self, inputs: &[&str], bytes: &[u8]) -> std::io::Result<PathBuf> {
+        self.create()?;
+        let unique = format!("{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
+        let tmp = self.path(inputs).with_extension(format!("{unique}.new"));
+        std::fs::write(&tmp, bytes)?;
+        let stored = self.store(inputs, &tmp);
+        let _ = std::fs::remove_file(&tmp);
+        stored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_verified_against_their_inputs_and_bytes() {
+        let dir = std::env::temp_dir().join(format!("lazygrad-artifacts-{}", std::process::id()));
+        let cache = ArtifactCache { dir: dir.clone() };
+        let inputs = ["cc -O2", "int f() { return 1; }"];
+        assert_eq!(cache.lookup(&inputs), None);
+        let path = cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        assert_eq!(cache.lookup(&inputs), Some(path.clone()));
+        assert_eq!(std::fs::read(&path).unwrap(), b"artifact bytes");
+        // other inputs are another entry; parts cannot run together
+        assert_eq!(cache.lookup(&["cc -O2 int", "f() { return 1; }"]), None);
+        // damaged, truncated or emptied artifacts and records are misses
+        std::fs::write(&path, b"artifact bytez").unwrap();
+        assert_eq!(cache.lookup(&inputs), None);
+        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        std::fs::write(&path, b"artifact").unwrap();
+        assert_eq!(cache.lookup(&inputs), None);
+        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        let record = path.with_extension("rec");
+        let text = std::fs::read_to_string(&record).unwrap();
+        std::fs::write(&record, text.replace("return 1", "return 2")).unwrap();
+        assert_eq!(cache.lookup(&inputs), None, "a record of other inputs under this name");
+        std::fs::write(&record, "").unwrap();
+        assert_eq!(cache.lookup(&inputs), None);
+        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        assert_eq!(cache.lookup(&inputs), Some(path));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

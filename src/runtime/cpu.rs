@@ -1,5 +1,5 @@
-//! The CPU device: render C, compile it with the system C compiler into a shared object (cached
-//! on disk by source hash), load it and call it.
+//! The CPU device: render C, compile it with the system C compiler into a shared object (kept in
+//! the verified artifact cache, `helpers/cache.rs`), load it and call it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
 use crate::codegen::ProgramSpec;
 use crate::error::{Error, Result};
-use crate::helpers::{cache::cache_dir, getenv_str};
+use crate::helpers::{cache::ArtifactCache, getenv_str};
 use crate::renderer::{c::CRenderer, Renderer};
-use crate::uop::uop::stable_hash;
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
@@ -58,6 +57,9 @@ pub struct CCompiler {
     /// itself: linking through the compiler driver costs more than compiling a small kernel.
     /// Sanitized objects link through the driver, which adds the sanitizers' runtimes.
     direct_link: Option<String>,
+    /// The compiler's `--version` and the host CPU (`-march=native` compiles for it).
+    identity: String,
+    cache: ArtifactCache,
 }
 
 impl CCompiler {
@@ -80,12 +82,19 @@ impl CCompiler {
         };
         let runs = |cmd: &mut Command| cmd.output().ok().filter(|o| o.status.success());
         for cc in &candidates {
-            if runs(Self::command(cc).arg("--version")).is_some() {
+            if let Some(version) = runs(Self::command(cc).arg("--version")) {
                 let ld = !sanitize && runs(Self::command("ld").arg("--version")).is_some();
                 let libgcc = runs(Self::command(cc).arg("-print-libgcc-file-name"))
                     .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
                     .filter(|p| ld && Path::new(p).exists());
-                return Ok(CCompiler { cc: cc.clone(), flags, direct_link: libgcc });
+                let identity = format!("{}\n{}", String::from_utf8_lossy(&version.stdout).trim(), host_cpu());
+                return Ok(CCompiler {
+                    cc: cc.clone(),
+                    flags,
+                    direct_link: libgcc,
+                    identity,
+                    cache: ArtifactCache::new("cpu"),
+                });
             }
         }
         Err(Error::Device(format!(
@@ -129,10 +138,29 @@ impl CCompiler {
 }
 
 impl CCompiler {
-    /// The disk cache file of `src`'s shared object.
-    fn cache_path(&self, src: &str) -> PathBuf {
-        let key = stable_hash(&(&self.cc, &self.flags[..], source_flags(src), &self.direct_link, src));
-        cache_dir().join("cpu").join(format!("{key:016x}.so"))
+    /// What decides `src`'s shared object: the compiler, the host CPU, the flags, how it links,
+    /// the source.
+    fn inputs<'a>(&'a self, src: &'a str, flags: &'a str) -> [&'a str; 4] {
+        [&self.identity, flags, self.direct_link.as_deref().unwrap_or("driver link"), src]
+    }
+
+    /// Every flag `src` compiles with, after the compiler's name.
+    fn all_flags(&self, src: &str) -> String {
+        [self.cc.clone(), self.flags.join(" "), source_flags(src).join(" ")].join(" ")
+    }
+
+    /// The cached shared object of `src`, if the cache holds it intact.
+    fn cached(&self, src: &str) -> Option<PathBuf> {
+        self.cache.lookup(&self.inputs(src, &self.all_flags(src)))
+    }
+
+    /// The shared object of `src`: from the cache, else compiled now.
+    fn shared_object(&self, src: &str) -> Result<PathBuf> {
+        if let Some(so) = self.cached(src) {
+            return Ok(so);
+        }
+        self.compile_batch(&[src])?;
+        self.cached(src).ok_or_else(|| Error::Device("the kernel cache lost a shared object as it was stored".into()))
     }
 
     /// Compile `srcs` (kernels with distinct names and the same `source_flags`, none cached) as
@@ -141,16 +169,13 @@ impl CCompiler {
     /// about the time of its largest ones. A failing batch is compiled again kernel by kernel,
     /// so that the others are still cached and the error shows the kernel that broke it.
     fn compile_batch(&self, srcs: &[&str]) -> Result<()> {
-        let dir = cache_dir().join("cpu");
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            let what = format!("kernel cache folder {} (LAZYGRAD_CACHE): {e}", dir.display());
-            std::io::Error::new(e.kind(), what)
-        })?;
-        let paths: Vec<PathBuf> = srcs.iter().map(|s| self.cache_path(s)).collect();
-        // unique temporaries, then atomic renames: concurrent compiles of one kernel are safe
-        let stem = paths[0].file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        let tmp = format!("{stem}.{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
-        let (c_path, so_tmp) = (dir.join(format!("{tmp}.c")), dir.join(format!("{tmp}.so")));
+        // where the result goes is checked first: a compile that cannot be kept is wasted
+        self.cache.create()?;
+        // unique temporaries: concurrent compiles of one kernel are safe
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = std::env::temp_dir().join(format!("lazygrad-{}-{seq}", std::process::id()));
+        let (c_path, so_tmp) = (tmp.with_extension("c"), tmp.with_extension("so"));
         std::fs::write(&c_path, srcs.concat())?;
         let out = self.build(&c_path, &so_tmp, source_flags(srcs[0]));
         let _ = std::fs::remove_file(&c_path);
@@ -168,25 +193,27 @@ impl CCompiler {
                 srcs[0]
             )));
         }
-        for path in &paths {
-            let link = path.with_extension(format!("{tmp}.link"));
-            std::fs::hard_link(&so_tmp, &link).or_else(|_| std::fs::copy(&so_tmp, &link).map(|_| ()))?;
-            std::fs::rename(&link, path)?;
-        }
-        std::fs::remove_file(&so_tmp)?;
+        let stored: std::io::Result<Vec<PathBuf>> =
+            srcs.iter().map(|s| self.cache.store(&self.inputs(s, &self.all_flags(s)), &so_tmp)).collect();
+        let _ = std::fs::remove_file(&so_tmp);
+        stored?;
         Ok(())
     }
 }
 
 impl Compiler for CCompiler {
     /// The shared object for `src`, compiled now or taken from the disk cache.
-    fn compile(&self, src: &str) -> Result<PathBuf> {
-        let so = self.cache_path(src);
-        if !so.exists() {
-            self.compile_batch(&[src])?;
-        }
-        Ok(so)
+    fn compile(&self, src: &str) -> Result<Vec<u8>> {
+        Ok(std::fs::read(self.shared_object(src)?)?)
     }
+}
+
+/// The host CPU as `/proc/cpuinfo` names it (model and flags), for the cache of code compiled for
+/// it; empty where that file is missing.
+fn host_cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| info.lines().find(|l| l.starts_with(name)).unwrap_or("").to_string();
+    format!("{}\n{}", field("model name"), field("flags"))
 }
 
 /// The ABI every generated kernel's entry point has: buffer pointers and the thread's core id.
@@ -289,7 +316,7 @@ impl Device for CpuDevice {
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let so = self.compiler.compile(&spec.src)?;
+        let so = self.compiler.shared_object(&spec.src)?;
         if crate::helpers::debug() >= 3 {
             eprintln!("compiled {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
@@ -314,7 +341,7 @@ impl Device for CpuDevice {
     /// name), a batch per core at a time; then each kernel loaded as `compile` does.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
         let mut todo: Vec<&ProgramSpec> =
-            specs.iter().copied().filter(|s| !self.compiler.cache_path(&s.src).exists()).collect();
+            specs.iter().copied().filter(|s| self.compiler.cached(&s.src).is_none()).collect();
         todo.sort_by(|a, b| b.src.len().cmp(&a.src.len()).then_with(|| a.src.cmp(&b.src)));
         todo.dedup_by(|a, b| a.src == b.src);
         let cores = super::pool::cpu_threads();

@@ -13,10 +13,10 @@ use crate::renderer::Renderer;
 
 pub use super::allocator::{host_ptr, Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
 
-/// Turns rendered source into a loadable artifact, cached on disk by source.
+/// Turns rendered source into the bytes a device loads (a shared object, a program binary),
+/// kept in the verified artifact cache (`helpers/cache.rs`).
 pub trait Compiler: Send + Sync {
-    /// The path of the compiled artifact for `src`.
-    fn compile(&self, src: &str) -> Result<std::path::PathBuf>;
+    fn compile(&self, src: &str) -> Result<Vec<u8>>;
 }
 
 /// Memory taken from a device's allocator, given back to it (to its free list) when dropped;

@@ -1,5 +1,7 @@
 //! The OpenCL device (`CL`, `CL:1`, ...): OpenCL C from the shared C-family renderer, built by the
-//! driver from source, run as workgroups on one in-order queue with profiling events. libOpenCL
+//! driver from source into a program binary (kept in the verified artifact cache, so a later run
+//! loads it without the driver's front end), run as workgroups on one in-order queue with
+//! profiling events. libOpenCL
 //! is loaded at run time (`opencl3`'s dynamic loading), so a machine without it gets an error
 //! value when it asks for the device, never a failure to start.
 
@@ -20,6 +22,7 @@ use opencl3::types::{cl_mem, CL_BLOCKING};
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
 use crate::codegen::ProgramSpec;
 use crate::error::{Error, Result};
+use crate::helpers::cache::ArtifactCache;
 use crate::renderer::opencl::OpenClRenderer;
 use crate::renderer::{DTypeSupport, Renderer, Target, Workgroups};
 use crate::uop::{Arg, Ops};
@@ -184,6 +187,9 @@ pub struct ClDevice {
     renderer: OpenClRenderer,
     allocator: LruAllocator<ClAllocator>,
     options: String,
+    /// The device, its driver and platform: with the build options, what a binary depends on.
+    identity: String,
+    cache: ArtifactCache,
 }
 
 impl ClDevice {
@@ -223,13 +229,44 @@ impl ClDevice {
             false => "-cl-std=CL1.2",
         };
         let align = (device.mem_base_addr_align().map_err(cl_err("device info"))? as usize / 8).max(1);
+        let identity = [device.name(), device.vendor(), device.driver_version(), device.version()]
+            .map(|r| r.unwrap_or_default())
+            .join("\n");
         let cl = Arc::new(Cl { context, queue, device });
         Ok(ClDevice {
             renderer: OpenClRenderer { target },
             allocator: LruAllocator::new(ClAllocator { cl: cl.clone(), align }, 1 << 30),
             cl,
             options: options.into(),
+            identity,
+            cache: ArtifactCache::new("cl"),
         })
+    }
+
+    /// The program holding kernel source `src`: loaded from its cached binary, else built (with
+    /// `batch`, the other sources of a schedule, in one front-end run) and its binary cached for
+    /// each source it holds. Also whether the program holds all of `batch`.
+    fn program(&self, src: &str, batch: &[&str]) -> Result<(Arc<ClProgram>, bool)> {
+        let inputs = |s: &'_ str| [self.identity.clone(), self.options.clone(), s.to_string()];
+        if let Some(bin) = self.cache.lookup(&inputs(src).each_ref().map(|s| s.as_str())) {
+            let binary = std::fs::read(bin)?;
+            if let Ok(p) = ClProgram::create_and_build_from_binary(&self.cl.context, &[&binary], &self.options) {
+                return Ok((Arc::new(p), false));
+            }
+        }
+        let srcs: Vec<&str> = match batch.contains(&src) {
+            true => batch.to_vec(),
+            false => vec![src],
+        };
+        let program = self.build(&srcs).or_else(|e| if srcs.len() > 1 { self.build(&[src]) } else { Err(e) })?;
+        let built_all = program.kernel_names().split(';').count() >= srcs.len();
+        if let Some(binary) = program.get_binaries().ok().and_then(|b| b.into_iter().next()) {
+            for s in if built_all { &srcs[..] } else { std::slice::from_ref(&src) } {
+                // a cache that cannot be written only costs the next run a build
+                let _ = self.cache.store_bytes(&inputs(s).each_ref().map(|s| s.as_str()), &binary);
+            }
+        }
+        Ok((Arc::new(program), built_all && srcs.len() > 1))
     }
 
     /// `srcs` built as one program (one front-end run for the lot), or the build log.
@@ -281,30 +318,47 @@ impl Device for ClDevice {
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let program = Arc::new(self.build(&[&spec.src])?);
+        let (program, _) = self.program(&spec.src, &[])?;
         if crate::helpers::debug() >= 3 {
             eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
         self.load(&program, spec)
     }
-    /// The kernels built as one program, one front-end run for all of them (kernels of one name
-    /// go to separate programs); a failing build is retried kernel by kernel, so that the error
+    /// The kernels not in the cache built as one program, one front-end run for all of them
+    /// (unless two share a name); a failing build is retried kernel by kernel, so that the error
     /// names the one that broke it.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
-        let mut srcs: Vec<&str> = specs.iter().map(|s| s.src.as_str()).collect();
-        srcs.sort();
-        srcs.dedup();
-        let mut names: Vec<String> = specs.iter().map(|s| s.name.to_string()).collect();
+        let mut batch: Vec<&ProgramSpec> = specs
+            .iter()
+            .copied()
+            .filter(|s| self.cache.lookup(&[&self.identity, &self.options, &s.src]).is_none())
+            .collect();
+        batch.sort_by(|a, b| a.src.cmp(&b.src));
+        batch.dedup_by(|a, b| a.src == b.src);
+        let mut names: Vec<String> = batch.iter().map(|s| s.name.to_string()).collect();
         names.sort();
         names.dedup();
-        if srcs.len() != names.len() || srcs.len() < 2 {
-            return specs.iter().map(|s| self.compile(s)).collect();
-        }
-        let program = match self.build(&srcs) {
-            Ok(p) => Arc::new(p),
-            Err(_) => return specs.iter().map(|s| self.compile(s)).collect(),
+        let batch: Vec<&str> = match names.len() == batch.len() && batch.len() > 1 {
+            true => batch.iter().map(|s| s.src.as_str()).collect(),
+            false => vec![],
         };
-        specs.iter().map(|s| self.load(&program, s)).collect()
+        let mut built: Vec<(&str, Arc<ClProgram>)> = vec![];
+        specs
+            .iter()
+            .map(|s| {
+                let program = match built.iter().find(|(src, _)| *src == s.src) {
+                    Some((_, p)) => p.clone(),
+                    None => {
+                        let (p, holds_batch) = self.program(&s.src, &batch)?;
+                        if holds_batch {
+                            built.extend(batch.iter().map(|src| (*src, p.clone())));
+                        }
+                        p
+                    }
+                };
+                self.load(&program, s)
+            })
+            .collect()
     }
 }
 

@@ -304,11 +304,12 @@ fn pad_innermost(ast: &UOp, ranges: &[(usize, AxisKind, usize)], vl: usize) -> O
         .find(|pad| apply_opt(ast, *pad).is_some())
 }
 
-/// A GPU-like target's opts, after tinygrad's for devices with local memory: a short reduce into
-/// few outputs spread over a workgroup's threads (GROUPTOP), the two innermost output loops of a
-/// reduce register-tiled (UPCAST, copies of the code sharing loads), the innermost reduce loop
-/// unrolled, then the output loops spread over workgroups of up to `MAX_LOCAL` threads (LOCAL),
-/// the innermost first.
+/// A GPU-like target's opts, after tinygrad's for devices with local memory: a long reduce into
+/// few outputs spread over a workgroup's threads (GROUPTOP); the output loops spread over
+/// workgroups of up to `MAX_LOCAL` threads (LOCAL), the innermost first, so that neighbouring
+/// threads touch neighbouring elements; then in a reduce the two innermost output loops
+/// register-tiled (UPCAST: each thread computes a tile, its loads shared by the tile's copies of
+/// the code) and the innermost reduce loop unrolled.
 fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     const MAX_LOCAL: usize = 128;
     let max_local = target.workgroups.as_ref().map_or(1, |w| w.max_threads).min(MAX_LOCAL);
@@ -324,41 +325,35 @@ fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     };
     let ranges = kernel_ranges(ast);
     let outputs: usize = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.2).product();
-    let reduces: Vec<&(usize, AxisKind, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).collect();
-    if let Some(&&(id, _, size)) = reduces.first() {
+    let reduces: Vec<(usize, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| (r.0, r.2)).collect();
+    if let Some(&(id, size)) = reduces.first() {
         if outputs <= 2048 && size >= 256 {
-            for amount in [16, 8, 4] {
-                if push(&mut opts, &mut cur, Opt::GroupTop { range: id, amount }) {
-                    break;
-                }
-            }
+            [16, 8, 4].into_iter().find(|&amount| push(&mut opts, &mut cur, Opt::GroupTop { range: id, amount }));
         }
     }
     let grouped = !opts.is_empty();
-    if !reduces.is_empty() && !grouped {
-        let loops: Vec<(usize, usize)> =
-            ranges.iter().filter(|r| r.1 == AxisKind::Loop && r.2 >= 16).map(|r| (r.0, r.2)).collect();
-        for &(id, _) in loops.iter().rev().take(2) {
-            push(&mut opts, &mut cur, Opt::Upcast { range: id, amount: 4 });
-        }
-        if let Some(&&(id, _, size)) = reduces.last() {
-            if size > 4 {
-                push(&mut opts, &mut cur, Opt::Unroll { range: id, amount: 4 });
-            }
-        }
-    }
+    // each output loop keeps a multiple of the tile it is upcast by below
+    let tile = if reduces.is_empty() || grouped { 1 } else { 4 };
     let mut threads =
         kernel_ranges(&cur).iter().filter(|r| r.1 == AxisKind::GroupReduce).map(|r| r.2).product::<usize>();
-    let loops: Vec<(usize, usize)> =
-        kernel_ranges(&cur).iter().filter(|r| r.1 == AxisKind::Loop).map(|r| (r.0, r.2)).collect();
+    let loops: Vec<(usize, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| (r.0, r.2)).collect();
     for &(id, size) in loops.iter().rev() {
-        for amount in [32, 16, 8, 4, 2] {
-            if threads * amount <= max_local
-                && size.is_multiple_of(amount)
-                && push(&mut opts, &mut cur, Opt::Local { range: id, amount })
-            {
-                threads *= amount;
-                break;
+        let fits = |amount: usize| threads * amount <= max_local && size.is_multiple_of(amount * tile);
+        if let Some(amount) = [32, 16, 8, 4, 2]
+            .into_iter()
+            .filter(|&a| fits(a))
+            .find(|&amount| push(&mut opts, &mut cur, Opt::Local { range: id, amount }))
+        {
+            threads *= amount;
+        }
+    }
+    if tile > 1 {
+        for &(id, _) in loops.iter().rev().take(2) {
+            push(&mut opts, &mut cur, Opt::Upcast { range: id, amount: tile });
+        }
+        if let Some(&(id, size)) = reduces.last() {
+            if size > 4 {
+                push(&mut opts, &mut cur, Opt::Unroll { range: id, amount: 4 });
             }
         }
     }
