@@ -1,7 +1,8 @@
-//! Workgroup opts (LOCAL, GROUP, GROUPTOP, NOLOCALS): INTERP runs their kernels as a grid of
-//! workgroups whose threads share local memory and meet at barriers, and every such kernel
-//! computes what the unoptimized one does; a target without local memory (the C renderer)
-//! rejects them, and BEAM tries them only on targets that have it.
+//! Workgroup opts (LOCAL, GROUP, GROUPTOP, NOLOCALS): the device under test (`DEV`, when it has
+//! workgroups, as CL does; else INTERP) runs their kernels as a grid of workgroups whose threads
+//! share local memory and meet at barriers, and every such kernel computes what the unoptimized
+//! one does; a target without local memory (the C renderer) rejects them, and BEAM tries them
+//! only on targets that have it.
 
 use std::sync::Arc;
 
@@ -29,11 +30,15 @@ fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
     get_program_opts(ast, &ListingRenderer, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
 }
 
-/// The kernel's output after running it on INTERP with `opts`.
+/// The kernel's output after running it with `opts` on the device its buffers are on, or INTERP
+/// for a CPU's (host memory, which INTERP reads too), a CPU having no workgroups.
 fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
-    let spec = program(ast, opts);
-    let interp = get_device("INTERP").unwrap();
-    interp.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    let dev = match get_device(bufs[0].device()).unwrap() {
+        d if d.renderer().target().has_local() => d,
+        _ => get_device("INTERP").unwrap(),
+    };
+    let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    dev.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 

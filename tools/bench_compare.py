@@ -2,18 +2,21 @@
 
 Runs `cargo run --release --example bench` (lazygrad's figures), then the same workloads in
 numpy, PyTorch (eager) and tinygrad (CPU device, clang), each peer in its own process, all on 2
-threads, and prints a table with the done-when ratios. Lines `bench <name> <value> <unit>` are
+threads, and prints a table with the done-when ratios; then lazygrad and tinygrad again on the
+OpenCL device (`DEV=CL`; PoCL here, OpenCL on the CPU), the matmul and mnist_step workloads alone,
+in a second table with its own ratios (lazygrad CL vs tinygrad CL). Lines `bench <name> <value> <unit>` are
 the protocol between the parts (examples/bench.rs prints the same). Usage, from tools/bench_compare.sh
 (which installs clang-14 for tinygrad first):
 
-    python3 tools/bench_compare.py [--beam]
+    python3 tools/bench_compare.py [--beam] [--cl-only]
 
 The `lazygrad BEAM=2` column is filled for the matmul rows (a second lazygrad run of the matmul
 workloads with BEAM=2; its searches are cached on disk, so only the first run pays for them);
 `--beam` runs every lazygrad workload with BEAM=2. Runs in tools/.venv-bench (created on first
-use, torch + numpy + tinygrad).
+use, torch + numpy + tinygrad). `--cl-only` measures the two CL columns alone (a few minutes).
 `--peer NAME` runs one peer's workloads alone (numpy, torch, tinygrad-cold-start, tinygrad; the
-last wants the CACHEDB that tinygrad-cold-start filled).
+last wants the CACHEDB that tinygrad-cold-start filled); the tinygrad peer measures only the
+workloads whose names start with one of env `BENCH_ONLY`'s comma-separated prefixes, when set.
 """
 
 import os
@@ -58,6 +61,13 @@ ROWS = [
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
 ]
 COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
+# the second table: lazygrad and tinygrad on the OpenCL device, these workloads (name prefixes, as
+# examples/bench.rs takes them: "mnist" alone would add its mnist_compile) and their rows
+CL_COLUMNS = ["lazygrad CL", "tinygrad CL"]
+CL_WORKLOADS = ("matmul", "mnist_step")
+CL_ROWS = [row for row in ROWS if row[0].startswith(CL_WORKLOADS)]
+# its done-when rows: name -> whether higher is better
+CL_DONE_WHEN = {"matmul_1024": True, "mnist_step": False}
 # a best-of timing keeps sampling for at least this many seconds (examples/bench.rs MIN_SPAN_S):
 # load from elsewhere on this shared machine comes in bursts of a second or so, and a row whose
 # samples all fell in one (50 runs of a 256 matmul take 10 ms) read a third of its speed
@@ -280,41 +290,60 @@ def tinygrad_kernel_seconds(fn, inputs, reps, before=None):
     return best_seconds(run, reps, warmup=3, before=before)
 
 
+def chosen(*names):
+    """Whether a peer measures any of the workloads `names`: all of them unless env `BENCH_ONLY`
+    lists comma-separated name prefixes (as examples/bench.rs's arguments), then those it matches."""
+    prefixes = [p for p in os.environ.get("BENCH_ONLY", "").split(",") if p]
+    return not prefixes or any(name.startswith(p) for name in names for p in prefixes)
+
+
 def run_tinygrad():
-    """Kernels, then the mnist step's schedule+codegen (with CACHEDB warm) and train steps."""
+    """Kernels, then the mnist step's schedule+codegen (with CACHEDB warm) and train steps; those
+    `BENCH_ONLY` chooses (see `chosen`)."""
     from tinygrad import Tensor, nn
     from tinygrad.engine.realize import compile_linear, run_linear
 
     Tensor.manual_seed(0)
-    for n in MATMUL_SIZES:
+    for n in filter(lambda n: chosen(f"matmul_{n}"), MATMUL_SIZES):
         a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
         report_matmul(n, tinygrad_kernel_seconds(lambda a, b: a @ b, (a, b), min(matmul_reps(n), 5)))
-    a, b, c = (Tensor.rand(STREAM_LEN).realize() for _ in range(3))
-    evict = cache_evictor()
-    report_stream("copy", 2, tinygrad_kernel_seconds(lambda a: -a, (a,), 10, before=evict))
-    report_stream("elementwise", 4, tinygrad_kernel_seconds(lambda a, b, c: (a * b + c).relu(), (a, b, c), 10, before=evict))
-    report_stream("sum", 1, tinygrad_kernel_seconds(lambda a: a.sum(), (a,), 10, before=evict))
-    batch, k, n = LINEAR
-    x, w = Tensor.rand(batch, k).realize(), Tensor.rand(n, k).realize()
-    report_linear(tinygrad_kernel_seconds(lambda x, w: x @ w.T, (x, w), 5))
-    a, b = Tensor.rand(64, 64).realize(), Tensor.rand(64, 64).realize()
-    report("eager_op", median_seconds(lambda: (a + b).relu().realize(), EAGER_OPS // 10, 10) * 1e6, "us")
-    x = Tensor.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]).realize()
-    w = Tensor.rand(CONV["c"], CONV["c"], 3, 3).realize()
-    report_conv(tinygrad_kernel_seconds(lambda x, w: x.conv2d(w, padding=1), (x, w), 3))
+    if chosen("copy", "elementwise", "sum"):
+        a, b, c = (Tensor.rand(STREAM_LEN).realize() for _ in range(3))
+        evict = cache_evictor()
+        if chosen("copy"):
+            report_stream("copy", 2, tinygrad_kernel_seconds(lambda a: -a, (a,), 10, before=evict))
+        if chosen("elementwise"):
+            report_stream("elementwise", 4, tinygrad_kernel_seconds(lambda a, b, c: (a * b + c).relu(), (a, b, c), 10, before=evict))
+        if chosen("sum"):
+            report_stream("sum", 1, tinygrad_kernel_seconds(lambda a: a.sum(), (a,), 10, before=evict))
+    if chosen("linear"):
+        batch, k, n = LINEAR
+        x, w = Tensor.rand(batch, k).realize(), Tensor.rand(n, k).realize()
+        report_linear(tinygrad_kernel_seconds(lambda x, w: x @ w.T, (x, w), 5))
+    if chosen("eager_op"):
+        a, b = Tensor.rand(64, 64).realize(), Tensor.rand(64, 64).realize()
+        report("eager_op", median_seconds(lambda: (a + b).relu().realize(), EAGER_OPS // 10, 10) * 1e6, "us")
+    if chosen("conv2d"):
+        x = Tensor.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]).realize()
+        w = Tensor.rand(CONV["c"], CONV["c"], 3, 3).realize()
+        report_conv(tinygrad_kernel_seconds(lambda x, w: x.conv2d(w, padding=1), (x, w), 3))
 
-    step, batch = tinygrad_mnist_training()
-    # schedule+codegen first (the cold-start run filled CACHEDB); then this step runs once and
-    # the JIT'd steps reuse its compiled programs
-    start = time.perf_counter()
-    linear = Tensor.schedule_linear(*step(*batch))
-    compile_linear(linear)
-    report("mnist_schedule_codegen", (time.perf_counter() - start) * 1e3, "ms")
-    run_linear(linear)
-    report("mnist_step", tinygrad_step_seconds(step, batch, steps=2) * 1e3, "ms")
-    mlp = Sequential(nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10))
-    step, batch = tinygrad_training(mlp, ((MLP_BATCH, 784), (MLP_BATCH,)))
-    report("mlp_step", tinygrad_step_seconds(step, batch, steps=30) * 1e3, "ms")
+    if chosen("mnist_schedule_codegen", "mnist_step"):
+        step, batch = tinygrad_mnist_training()
+        if chosen("mnist_schedule_codegen"):
+            # schedule+codegen first (the cold-start run filled CACHEDB); then this step runs once
+            # and the JIT'd steps reuse its compiled programs
+            start = time.perf_counter()
+            linear = Tensor.schedule_linear(*step(*batch))
+            compile_linear(linear)
+            report("mnist_schedule_codegen", (time.perf_counter() - start) * 1e3, "ms")
+            run_linear(linear)
+        if chosen("mnist_step"):
+            report("mnist_step", tinygrad_step_seconds(step, batch, steps=2) * 1e3, "ms")
+    if chosen("mlp_step"):
+        mlp = Sequential(nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10))
+        step, batch = tinygrad_training(mlp, ((MLP_BATCH, 784), (MLP_BATCH,)))
+        report("mlp_step", tinygrad_step_seconds(step, batch, steps=30) * 1e3, "ms")
 
 
 def run_tinygrad_cold_start():
@@ -338,11 +367,14 @@ PEERS = {
 
 
 def pinned_env(**extra):
-    """The environment for a measured process: 2 threads everywhere, OpenBLAS untuned knobs unset."""
+    """The environment for a measured process: 2 threads everywhere (PoCL's CPU device too: its
+    threads are `POCL_MAX_PTHREAD_COUNT` in PoCL 3, `POCL_CPU_MAX_CU_NUM` from 4), OpenBLAS
+    untuned knobs unset."""
     env = dict(os.environ)
     for knob in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         env.pop(knob, None)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS",
+                "POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
         env[var] = str(THREADS)
     env.update(extra)
     return env
@@ -375,6 +407,16 @@ def tinygrad_env(cache_db):
     return dict(DEV="CPU", CC=os.environ.get("TINYGRAD_CC", "clang-14"), CACHEDB=cache_db)
 
 
+def measure_cl(results):
+    """Add the CL columns to `results`: lazygrad and tinygrad on the OpenCL device, `CL_WORKLOADS`
+    alone (tinygrad with an empty CACHEDB of its own, its cold start not measured)."""
+    results["lazygrad CL"] = run_lazygrad(*CL_WORKLOADS, DEV="CL")
+    with tempfile.TemporaryDirectory(prefix="tinygrad-bench-cl-") as cache:
+        env = dict(DEV="CL", CACHEDB=os.path.join(cache, "cache.db"), BENCH_ONLY=",".join(CL_WORKLOADS))
+        results["tinygrad CL"] = run_peer("tinygrad", **env)
+    return results
+
+
 def measure_all(with_beam):
     results = {column: {} for column in COLUMNS}
     results["lazygrad"] = run_lazygrad()
@@ -386,6 +428,16 @@ def measure_all(with_beam):
         results["tinygrad"] = run_peer("tinygrad-cold-start", **env)
         results["tinygrad"].update(run_peer("tinygrad", **env))
     return results
+
+
+def cl_device():
+    """The first OpenCL device, "platform: device" as `clinfo -l` names them ("?" without clinfo)."""
+    try:
+        lines = subprocess.run(["clinfo", "-l"], capture_output=True, text=True).stdout.splitlines()
+    except OSError:
+        return "?"
+    names = [line.split(":", 1)[1].strip() for line in lines if "#" in line and ":" in line][:2]
+    return ": ".join(names) if len(names) == 2 else "?"
 
 
 def fmt(value):
@@ -421,6 +473,17 @@ def done_when(name, results):
     return f"{ratio:.2f}x {label}"
 
 
+def cl_done_when(name, results):
+    """The CL table's done-when ratio for a row: lazygrad CL's speed relative to tinygrad CL's
+    (above 1: lazygrad is faster), or "" where the row has none."""
+    if name not in CL_DONE_WHEN:
+        return ""
+    ours, theirs = results["lazygrad CL"].get(name), results["tinygrad CL"].get(name)
+    if not ours or not theirs:
+        return "n/a vs tinygrad CL"
+    return f"{ours / theirs if CL_DONE_WHEN[name] else theirs / ours:.2f}x tinygrad CL"
+
+
 def table(results):
     lines = [
         "| workload | unit | " + " | ".join(COLUMNS) + " | done-when: lazygrad speed vs |",
@@ -432,17 +495,31 @@ def table(results):
     return "\n".join(lines)
 
 
+def cl_table(results):
+    lines = [
+        "| workload (OpenCL device) | unit | " + " | ".join(CL_COLUMNS) + " | done-when: lazygrad CL speed vs |",
+        "|---|---|" + "---:|" * len(CL_COLUMNS) + "---|",
+    ]
+    for name, label, unit in CL_ROWS:
+        cells = [fmt(results[c].get(name)) for c in CL_COLUMNS]
+        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + f" | {cl_done_when(name, results)} |")
+    return "\n".join(lines)
+
+
 def main():
     if "--peer" in sys.argv:
         PEERS[sys.argv[sys.argv.index("--peer") + 1]]()
         return
-    with_beam = "--beam" in sys.argv
+    with_beam, cl_only = "--beam" in sys.argv, "--cl-only" in sys.argv
     start = time.perf_counter()
-    results = measure_all(with_beam)
-    print(table(results))
+    results = measure_cl({} if cl_only else measure_all(with_beam))
+    if not cl_only:
+        print(table(results) + "\n")
+    print(cl_table(results))
     print(
         f"\n{THREADS} threads everywhere; kernels: best of several runs, steps: median; "
-        f"memory-bound rows run with the caches emptied first; the copy roofline is the best 2-thread copy above. Whole run: {time.perf_counter() - start:.0f} s."
+        + ("" if cl_only else "memory-bound rows run with the caches emptied first; the copy roofline is the best 2-thread copy above; ")
+        + f"CL: DEV=CL, the first OpenCL device ({cl_device()}). Whole run: {time.perf_counter() - start:.0f} s."
     )
 
 

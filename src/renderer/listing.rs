@@ -20,6 +20,7 @@ impl Renderer for ListingRenderer {
                 max_local: [unbounded; 3],
                 max_groups: [unbounded; 3],
                 local_bytes: unbounded,
+                simd_threads: false,
             }),
             dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
             ..Target::host_cpu("INTERP")

@@ -15,6 +15,10 @@ pub struct Workgroups {
     pub max_groups: [usize; 3],
     /// Bytes of local (shared) memory one workgroup may use.
     pub local_bytes: usize,
+    /// Whether a workgroup's threads run side by side in SIMD lanes (a GPU), so that neighbouring
+    /// threads should touch neighbouring elements; false where one core loops over them (OpenCL
+    /// on a CPU), where each thread should compute what a core's registers hold.
+    pub simd_threads: bool,
 }
 
 /// The element types a device computes in natively.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
-use opencl3::device::{Device as ClDeviceInfo, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::device::{Device as ClDeviceInfo, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer as ClBuffer, ClMem, CL_MEM_READ_WRITE};
@@ -212,6 +212,7 @@ impl ClDevice {
                 max_local,
                 max_groups: [u32::MAX as usize; 3],
                 local_bytes: device.local_mem_size().map_err(cl_err("device info"))? as usize,
+                simd_threads: device.dev_type().map_err(cl_err("device info"))? & CL_DEVICE_TYPE_CPU == 0,
             }),
             gpu: true,
             dtypes: DTypeSupport {

@@ -332,6 +332,15 @@ fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         }
     }
     let grouped = !opts.is_empty();
+    // a core's tile where its loads walk memory along the innermost output loop
+    let walked = |id: usize| {
+        let reduce_ids: HashSet<usize> = reduces.iter().map(|r| r.0).collect();
+        load_contiguous(ast, id, &reduce_ids)
+    };
+    let innermost = ranges.iter().rfind(|r| r.1 == AxisKind::Loop).map(|r| r.0);
+    if !target.workgroups.as_ref().is_some_and(|w| w.simd_threads) && !grouped && innermost.is_some_and(walked) {
+        return core_tiles(&mut cur, &mut opts, &ranges, !reduces.is_empty());
+    }
     // each output loop keeps a multiple of the tile it is upcast by below
     let tile = if reduces.is_empty() || grouped { 1 } else { 4 };
     let mut threads =
@@ -358,4 +367,29 @@ fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         }
     }
     opts
+}
+
+/// Opts for workgroups whose threads one core loops over (OpenCL on a CPU): each thread computes a
+/// tile as a core would, the innermost output loop's consecutive elements (up to 32, which the
+/// device's compiler vectorizes) by two of the next loop's in a reduce; no LOCAL, each workgroup
+/// one thread (BEAM's choice for a 1024 matmul on PoCL).
+fn core_tiles(cur: &mut UOp, opts: &mut Vec<Opt>, ranges: &[(usize, AxisKind, usize)], reduce: bool) -> Vec<Opt> {
+    let loops: Vec<(usize, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| (r.0, r.2)).collect();
+    let mut apply = |opt: Opt| match apply_opt(cur, opt) {
+        Some(next) => {
+            *cur = next;
+            opts.push(opt);
+            true
+        }
+        None => false,
+    };
+    if let Some(&(id, _)) = loops.last() {
+        [32, 16, 8, 4, 2].into_iter().find(|&amount| apply(Opt::Upcast { range: id, amount }));
+    }
+    if reduce {
+        if let Some(&(id, _)) = loops.iter().rev().nth(1) {
+            apply(Opt::Upcast { range: id, amount: 2 });
+        }
+    }
+    std::mem::take(opts)
 }
