@@ -205,7 +205,7 @@ impl ClDevice {
         let target = Target {
             name: "CL".into(),
             vector_bytes: 0,
-            register_bytes: 0,
+            register_bytes: 4 * device.native_vector_width_float().unwrap_or(1) as usize,
             threads: 1,
             workgroups: Some(Workgroups {
                 max_threads: device.max_work_group_size().map_err(cl_err("device info"))?,

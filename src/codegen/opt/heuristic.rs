@@ -338,8 +338,8 @@ fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         load_contiguous(ast, id, &reduce_ids)
     };
     let innermost = ranges.iter().rfind(|r| r.1 == AxisKind::Loop).map(|r| r.0);
-    if !target.workgroups.as_ref().is_some_and(|w| w.simd_threads) && !grouped && innermost.is_some_and(walked) {
-        return core_tiles(&mut cur, &mut opts, &ranges, !reduces.is_empty());
+    if !target.workgroups.as_ref().is_some_and(|w| w.simd_threads) && !grouped {
+        return core_optimizations(ast, target, &ranges, innermost.is_some_and(walked));
     }
     // each output loop keeps a multiple of the tile it is upcast by below
     let tile = if reduces.is_empty() || grouped { 1 } else { 4 };
@@ -369,27 +369,27 @@ fn gpu_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     opts
 }
 
-/// Opts for workgroups whose threads one core loops over (OpenCL on a CPU): each thread computes a
-/// tile as a core would, the innermost output loop's consecutive elements (up to 32, which the
-/// device's compiler vectorizes) by two of the next loop's in a reduce; no LOCAL, each workgroup
-/// one thread (BEAM's choice for a 1024 matmul on PoCL).
-fn core_tiles(cur: &mut UOp, opts: &mut Vec<Opt>, ranges: &[(usize, AxisKind, usize)], reduce: bool) -> Vec<Opt> {
+/// Opts for workgroups whose threads one core loops over (OpenCL on a CPU), each workgroup one
+/// thread that computes what a core would: where loads walk the innermost output loop and it
+/// splits into 16 or 32 consecutive elements, those (which the device's compiler vectorizes) by
+/// two of the next loop's in a reduce (BEAM's choice for a matmul on PoCL, 2.5x the CPU
+/// heuristics' there); else the CPU heuristics' tiles for the device's vector registers, without
+/// threads (the device spreads workgroups over its cores; on the beautiful_mnist step 2.5x the
+/// former).
+fn core_optimizations(ast: &UOp, target: &Target, ranges: &[(usize, AxisKind, usize)], walked: bool) -> Vec<Opt> {
     let loops: Vec<(usize, usize)> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| (r.0, r.2)).collect();
-    let mut apply = |opt: Opt| match apply_opt(cur, opt) {
-        Some(next) => {
-            *cur = next;
-            opts.push(opt);
-            true
-        }
-        None => false,
+    let reduce = ranges.iter().any(|r| r.1 == AxisKind::Reduce);
+    let wide = loops.last().and_then(|&(_, size)| [32, 16].into_iter().find(|a| size.is_multiple_of(*a)));
+    let (Some(amount), true) = (wide, walked) else {
+        let vector_bytes = target.register_bytes.clamp(16, 64);
+        let core = Target { vector_bytes, threads: 1, workgroups: None, gpu: false, ..target.clone() };
+        return hand_coded_optimizations(ast, &core);
     };
-    if let Some(&(id, _)) = loops.last() {
-        [32, 16, 8, 4, 2].into_iter().find(|&amount| apply(Opt::Upcast { range: id, amount }));
-    }
-    if reduce {
-        if let Some(&(id, _)) = loops.iter().rev().nth(1) {
-            apply(Opt::Upcast { range: id, amount: 2 });
+    let mut opts = vec![Opt::Upcast { range: loops[loops.len() - 1].0, amount }];
+    if let Some(&(id, size)) = loops.iter().rev().nth(1).filter(|_| reduce) {
+        if size.is_multiple_of(2) {
+            opts.push(Opt::Upcast { range: id, amount: 2 });
         }
     }
-    std::mem::take(opts)
+    opts
 }
