@@ -484,26 +484,24 @@ def cl_done_when(name, results):
     return f"{ours / theirs if CL_DONE_WHEN[name] else theirs / ours:.2f}x tinygrad CL"
 
 
-def table(results):
+def markdown_table(results, title, columns, rows, ratio):
+    """The table of `rows` in `columns`, each row ending with its done-when `ratio`."""
     lines = [
-        "| workload | unit | " + " | ".join(COLUMNS) + " | done-when: lazygrad speed vs |",
-        "|---|---|" + "---:|" * len(COLUMNS) + "---|",
+        f"| {title} | unit | " + " | ".join(columns) + f" | done-when: {columns[0]} speed vs |",
+        "|---|---|" + "---:|" * len(columns) + "---|",
     ]
-    for name, label, unit in ROWS:
-        cells = [fmt(results[c].get(name)) for c in COLUMNS]
-        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + f" | {done_when(name, results)} |")
+    for name, label, unit in rows:
+        cells = [fmt(results[c].get(name)) for c in columns]
+        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + f" | {ratio(name, results)} |")
     return "\n".join(lines)
+
+
+def table(results):
+    return markdown_table(results, "workload", COLUMNS, ROWS, done_when)
 
 
 def cl_table(results):
-    lines = [
-        "| workload (OpenCL device) | unit | " + " | ".join(CL_COLUMNS) + " | done-when: lazygrad CL speed vs |",
-        "|---|---|" + "---:|" * len(CL_COLUMNS) + "---|",
-    ]
-    for name, label, unit in CL_ROWS:
-        cells = [fmt(results[c].get(name)) for c in CL_COLUMNS]
-        lines.append(f"| {label} | {unit} | " + " | ".join(cells) + f" | {cl_done_when(name, results)} |")
-    return "\n".join(lines)
+    return markdown_table(results, "workload (OpenCL device)", CL_COLUMNS, CL_ROWS, cl_done_when)
 
 
 def main():

@@ -59,9 +59,9 @@ pub fn optimizable(kernel: &UOp) -> UOp {
 /// (`replay.rs`); failing to write it is the error.
 pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    let ast = optimizable(kernel);
-    let opts = opt::hand_coded_optimizations(&ast, &renderer.target());
-    finish(kernel, &ast, &opts, renderer, "")
+    let (ast, target) = (optimizable(kernel), renderer.target());
+    let opts = opt::hand_coded_optimizations(&ast, &target);
+    finish(kernel, &ast, &opts, renderer, &target, "")
 }
 
 /// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
@@ -80,11 +80,17 @@ pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
 /// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
 pub fn get_program_opts(kernel: &UOp, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    finish(kernel, &optimizable(kernel), opts, renderer, note)
+    finish(kernel, &optimizable(kernel), opts, renderer, &renderer.target(), note)
 }
 
-fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: &dyn Renderer, note: &str) -> Result<ProgramSpec> {
-    let target = renderer.target();
+fn finish(
+    kernel: &UOp,
+    ast: &UOp,
+    opts: &[Opt],
+    renderer: &dyn Renderer,
+    target: &Target,
+    note: &str,
+) -> Result<ProgramSpec> {
     if let Some(opt) = opts.iter().find(|o| o.needs_local() && !target.has_local()) {
         return Err(Error::Invalid(format!(
             "opt {opt} needs workgroups with local memory, which the {} target lacks",
@@ -96,9 +102,9 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: &dyn Renderer, note: 
         let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
         eprintln!("{line}{note}");
     }
-    let spec = lower(&ast, renderer, &target);
+    let spec = lower(&ast, renderer, target);
     if let Some(dir) = replay::capture_dir() {
-        let key = replay::capture_key(kernel, &opt::settings(&target));
+        let key = replay::capture_key(kernel, &opt::settings(target));
         replay::capture(&dir, &spec.name.to_string(), key, renderer.language(), &spec.src)?;
     }
     Ok(spec)
@@ -108,10 +114,10 @@ fn finish(kernel: &UOp, ast: &UOp, opts: &[Opt], renderer: &dyn Renderer, note: 
 /// decompose for `renderer`, linearize, render, all for `target`.
 pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> ProgramSpec {
     let name = KernelName::of(ast);
-    let stream = vectorize::streams_output(ast);
-    // a GPU-like target launches every kernel as workgroups, its output loops the grid
-    let workgroups = opt::workgroups(ast) || target.gpu;
-    let stream = stream && !target.gpu;
+    // a GPU-like target launches every kernel as workgroups, its output loops the grid, and has
+    // no stores around the caches
+    let stream = !target.gpu && vectorize::streams_output(ast);
+    let workgroups = target.gpu || opt::workgroups(ast);
     let ast = expand::expand(ast, target.vector_bytes);
     let ast = match workgroups {
         true => gpudims::gpudims(&ast),

@@ -1,7 +1,8 @@
 //! Where lazygrad keeps what it may reuse across runs, and the verified cache of compiled
 //! programs kept there.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -72,32 +73,28 @@ impl ArtifactCache {
         (sha256_hex(&bytes) == digest).then_some(bin)
     }
 
-    /// Store the artifact at `built` (a file, left in place) as the one built from `inputs`, and
-    /// return its cached path. Written aside and renamed, the artifact first and its record last,
-    /// so a reader sees a whole entry or a miss, even with other processes storing the same one.
-    pub fn store(&self, inputs: &[&str], built: &Path) -> std::io::Result<PathBuf> {
-        self.create()?;
-        let bin = self.path(inputs);
-        let unique = format!("{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
-        let tmp_bin = bin.with_extension(format!("{unique}.bin"));
-        std::fs::hard_link(built, &tmp_bin).or_else(|_| std::fs::copy(built, &tmp_bin).map(drop))?;
-        let digest = sha256_hex(&std::fs::read(&tmp_bin)?);
-        std::fs::rename(&tmp_bin, &bin)?;
-        let tmp_rec = bin.with_extension(format!("{unique}.rec"));
-        std::fs::write(&tmp_rec, format!("{RECORD_MAGIC}\n{digest}\n{}", Self::joined(inputs)))?;
-        std::fs::rename(&tmp_rec, bin.with_extension("rec"))?;
-        Ok(bin)
+    /// Whether the cache has an entry for `inputs` (not checked: `lookup` does that), so that a
+    /// batch compiles only what is missing without reading every artifact twice.
+    pub fn contains(&self, inputs: &[&str]) -> bool {
+        self.path(inputs).with_extension("rec").exists()
     }
 
-    /// `store` for an artifact in memory.
-    pub fn store_bytes(&self, inputs: &[&str], bytes: &[u8]) -> std::io::Result<PathBuf> {
+    /// Store `artifact` as the one built from `inputs`, and return its cached path. Written aside
+    /// and renamed, the artifact first and its record last, so a reader sees a whole entry or a
+    /// miss, even with other processes storing the same one.
+    pub fn store(&self, inputs: &[&str], artifact: &[u8]) -> std::io::Result<PathBuf> {
         self.create()?;
-        let unique = format!("{}.{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "");
-        let tmp = self.path(inputs).with_extension(format!("{unique}.new"));
-        std::fs::write(&tmp, bytes)?;
-        let stored = self.store(inputs, &tmp);
-        let _ = std::fs::remove_file(&tmp);
-        stored
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let unique = format!("{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let bin = self.path(inputs);
+        let (tmp_bin, tmp_rec) =
+            (bin.with_extension(format!("{unique}.bin")), bin.with_extension(format!("{unique}.rec")));
+        std::fs::write(&tmp_bin, artifact)?;
+        std::fs::rename(&tmp_bin, &bin)?;
+        let record = format!("{RECORD_MAGIC}\n{}\n{}", sha256_hex(artifact), Self::joined(inputs));
+        std::fs::write(&tmp_rec, record)?;
+        std::fs::rename(&tmp_rec, bin.with_extension("rec"))?;
+        Ok(bin)
     }
 }
 
@@ -111,7 +108,8 @@ mod tests {
         let cache = ArtifactCache { dir: dir.clone() };
         let inputs = ["cc -O2", "int f() { return 1; }"];
         assert_eq!(cache.lookup(&inputs), None);
-        let path = cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        assert!(!cache.contains(&inputs));
+        let path = cache.store(&inputs, b"artifact bytes").unwrap();
         assert_eq!(cache.lookup(&inputs), Some(path.clone()));
         assert_eq!(std::fs::read(&path).unwrap(), b"artifact bytes");
         // other inputs are another entry; parts cannot run together
@@ -119,17 +117,17 @@ mod tests {
         // damaged, truncated or emptied artifacts and records are misses
         std::fs::write(&path, b"artifact bytez").unwrap();
         assert_eq!(cache.lookup(&inputs), None);
-        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        cache.store(&inputs, b"artifact bytes").unwrap();
         std::fs::write(&path, b"artifact").unwrap();
         assert_eq!(cache.lookup(&inputs), None);
-        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        cache.store(&inputs, b"artifact bytes").unwrap();
         let record = path.with_extension("rec");
         let text = std::fs::read_to_string(&record).unwrap();
         std::fs::write(&record, text.replace("return 1", "return 2")).unwrap();
         assert_eq!(cache.lookup(&inputs), None, "a record of other inputs under this name");
         std::fs::write(&record, "").unwrap();
         assert_eq!(cache.lookup(&inputs), None);
-        cache.store_bytes(&inputs, b"artifact bytes").unwrap();
+        cache.store(&inputs, b"artifact bytes").unwrap();
         assert_eq!(cache.lookup(&inputs), Some(path));
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -149,6 +149,11 @@ impl CCompiler {
         [self.cc.clone(), self.flags.join(" "), source_flags(src).join(" ")].join(" ")
     }
 
+    /// Whether the cache has an entry for `src` (checked when it is loaded).
+    fn is_cached(&self, src: &str) -> bool {
+        self.cache.contains(&self.inputs(src, &self.all_flags(src)))
+    }
+
     /// The cached shared object of `src`, if the cache holds it intact.
     fn cached(&self, src: &str) -> Option<PathBuf> {
         self.cache.lookup(&self.inputs(src, &self.all_flags(src)))
@@ -193,10 +198,12 @@ impl CCompiler {
                 srcs[0]
             )));
         }
-        let stored: std::io::Result<Vec<PathBuf>> =
-            srcs.iter().map(|s| self.cache.store(&self.inputs(s, &self.all_flags(s)), &so_tmp)).collect();
+        let so = std::fs::read(&so_tmp);
         let _ = std::fs::remove_file(&so_tmp);
-        stored?;
+        let so = so?;
+        for s in srcs {
+            self.cache.store(&self.inputs(s, &self.all_flags(s)), &so)?;
+        }
         Ok(())
     }
 }
@@ -340,8 +347,7 @@ impl Device for CpuDevice {
     /// `source_flags` (largest sources first, each to the lightest batch without a kernel of its
     /// name), a batch per core at a time; then each kernel loaded as `compile` does.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
-        let mut todo: Vec<&ProgramSpec> =
-            specs.iter().copied().filter(|s| self.compiler.cached(&s.src).is_none()).collect();
+        let mut todo: Vec<&ProgramSpec> = specs.iter().copied().filter(|s| !self.compiler.is_cached(&s.src)).collect();
         todo.sort_by(|a, b| b.src.len().cmp(&a.src.len()).then_with(|| a.src.cmp(&b.src)));
         todo.dedup_by(|a, b| a.src == b.src);
         let cores = super::pool::cpu_threads();

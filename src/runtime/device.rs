@@ -302,18 +302,14 @@ pub fn default_device() -> String {
                             other => other.map_err(|e| e.to_string()),
                         }
                     });
-                match opened {
-                    Ok(_) if backend.name == "INTERP" => {
-                        eprintln!("lazygrad: {}; falling back to INTERP", skipped.join("; "));
-                    }
-                    Ok(_) if crate::helpers::debug() >= 1 && !skipped.is_empty() => {
-                        eprintln!("default device {}: skipped {}", backend.name, skipped.join("; "));
-                    }
-                    Ok(_) => {}
-                    Err(why) => {
-                        skipped.push(why);
-                        continue;
-                    }
+                if let Err(why) = opened {
+                    skipped.push(why);
+                    continue;
+                }
+                if backend.name == "INTERP" {
+                    eprintln!("lazygrad: {}; falling back to INTERP", skipped.join("; "));
+                } else if crate::helpers::debug() >= 1 && !skipped.is_empty() {
+                    eprintln!("default device {}: skipped {}", backend.name, skipped.join("; "));
                 }
                 return backend.name.into();
             }

@@ -10,14 +10,16 @@ use std::ptr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use opencl3::command_queue::{enqueue_fill_buffer, enqueue_nd_range_kernel, enqueue_read_buffer, enqueue_write_buffer};
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device as ClDeviceInfo, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
+use opencl3::error_codes::ClError;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer as ClBuffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::program::Program as ClProgram;
-use opencl3::types::{cl_mem, CL_BLOCKING};
+use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
 use crate::codegen::ProgramSpec;
@@ -73,9 +75,13 @@ struct Cl {
 }
 
 impl Cl {
-    /// Wait for `event` (returned by an enqueue) and free it.
-    fn wait(&self, event: opencl3::types::cl_event, what: &str) -> Result<Event> {
-        let event = Event::new(event);
+    /// Run `enqueue` on the queue (it returns its command's event) and wait for the command.
+    fn blocking(
+        &self,
+        what: &str,
+        enqueue: impl FnOnce(cl_command_queue) -> std::result::Result<cl_event, cl_int>,
+    ) -> Result<Event> {
+        let event = Event::new(enqueue(self.queue.get()).map_err(|e| cl_err(what)(ClError(e)))?);
         event.wait().map_err(cl_err(what))?;
         Ok(event)
     }
@@ -111,20 +117,9 @@ impl Allocator for ClAllocator {
             .map_err(|e| Error::Device(format!("OpenCL cannot allocate {bytes} bytes: {e}")))?;
         let zero = 0u8;
         // SAFETY: the pattern is one byte read during the call, and the range is the buffer's.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_fill_buffer(
-                self.cl.queue.get(),
-                buf.get(),
-                (&zero as *const u8).cast(),
-                1,
-                0,
-                n,
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(|e| Error::Device(format!("OpenCL zero fill: {e}")))?;
-        self.cl.wait(event, "zero fill")?;
+        self.cl.blocking("zero fill", |q| unsafe {
+            enqueue_fill_buffer(q, buf.get(), (&zero as *const u8).cast(), 1, 0, n, 0, ptr::null())
+        })?;
         Ok(Box::new(ClMemory(buf)))
     }
     fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
@@ -142,42 +137,26 @@ impl Allocator for ClAllocator {
         if src.is_empty() {
             return Ok(());
         }
+        let mem = cl_mem_of(dst)?;
         // SAFETY: a blocking write of `src` (read during the call) into a buffer at least as long.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_write_buffer(
-                self.cl.queue.get(),
-                cl_mem_of(dst)?,
-                CL_BLOCKING,
-                0,
-                src.len(),
-                src.as_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(|e| Error::Device(format!("OpenCL copy in: {e}")))?;
-        self.cl.wait(event, "copy in").map(drop)
+        self.cl
+            .blocking("copy in", |q| unsafe {
+                enqueue_write_buffer(q, mem, CL_BLOCKING, 0, src.len(), src.as_ptr().cast(), 0, ptr::null())
+            })
+            .map(drop)
     }
     fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
         if dst.is_empty() {
             return Ok(());
         }
+        let mem = cl_mem_of(src)?;
         // SAFETY: a blocking read into `dst` (written during the call) from a buffer at least as
         // long.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_read_buffer(
-                self.cl.queue.get(),
-                cl_mem_of(src)?,
-                CL_BLOCKING,
-                0,
-                dst.len(),
-                dst.as_mut_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map_err(|e| Error::Device(format!("OpenCL copy out: {e}")))?;
-        self.cl.wait(event, "copy out").map(drop)
+        self.cl
+            .blocking("copy out", |q| unsafe {
+                enqueue_read_buffer(q, mem, CL_BLOCKING, 0, dst.len(), dst.as_mut_ptr().cast(), 0, ptr::null())
+            })
+            .map(drop)
     }
 }
 
@@ -244,34 +223,25 @@ impl ClDevice {
         })
     }
 
-    /// The program holding kernel source `src`: loaded from its cached binary, else built (with
-    /// `batch`, the other sources of a schedule, in one front-end run) and its binary cached for
-    /// each source it holds. Also whether the program holds all of `batch`.
-    fn program(&self, src: &str, batch: &[&str]) -> Result<(Arc<ClProgram>, bool)> {
-        let inputs = |s: &'_ str| [self.identity.clone(), self.options.clone(), s.to_string()];
-        if let Some(bin) = self.cache.lookup(&inputs(src).each_ref().map(|s| s.as_str())) {
-            let binary = std::fs::read(bin)?;
-            if let Ok(p) = ClProgram::create_and_build_from_binary(&self.cl.context, &[&binary], &self.options) {
-                return Ok((Arc::new(p), false));
-            }
-        }
-        let srcs: Vec<&str> = match batch.contains(&src) {
-            true => batch.to_vec(),
-            false => vec![src],
-        };
-        let program = self.build(&srcs).or_else(|e| if srcs.len() > 1 { self.build(&[src]) } else { Err(e) })?;
-        let built_all = program.kernel_names().split(';').count() >= srcs.len();
-        if let Some(binary) = program.get_binaries().ok().and_then(|b| b.into_iter().next()) {
-            for s in if built_all { &srcs[..] } else { std::slice::from_ref(&src) } {
-                // a cache that cannot be written only costs the next run a build
-                let _ = self.cache.store_bytes(&inputs(s).each_ref().map(|s| s.as_str()), &binary);
-            }
-        }
-        Ok((Arc::new(program), built_all && srcs.len() > 1))
+    /// What a program binary of `src` depends on.
+    fn inputs<'a>(&'a self, src: &'a str) -> [&'a str; 3] {
+        [&self.identity, &self.options, src]
     }
 
-    /// `srcs` built as one program (one front-end run for the lot), or the build log.
-    fn build(&self, srcs: &[&str]) -> Result<ClProgram> {
+    /// The program of kernel source `src`: loaded from its cached binary, else built.
+    fn program(&self, src: &str) -> Result<Arc<ClProgram>> {
+        if let Some(bin) = self.cache.lookup(&self.inputs(src)) {
+            let binary = std::fs::read(bin)?;
+            if let Ok(p) = ClProgram::create_and_build_from_binary(&self.cl.context, &[&binary], &self.options) {
+                return Ok(Arc::new(p));
+            }
+        }
+        self.build(&[src])
+    }
+
+    /// `srcs` built as one program (one front-end run for the lot), its binary cached for each of
+    /// them; or the build log.
+    fn build(&self, srcs: &[&str]) -> Result<Arc<ClProgram>> {
         // one source (the renderer guards what kernels share): several crashed PoCL 3.1
         let src = srcs.concat();
         let mut program = ClProgram::create_from_source(&self.cl.context, &src).map_err(cl_err("program"))?;
@@ -279,7 +249,13 @@ impl ClDevice {
             let log = program.get_build_log(self.cl.device.id()).unwrap_or_default();
             return Err(Error::Compile(format!("OpenCL build failed ({e}):\n{log}\n--- source ---\n{src}")));
         }
-        Ok(program)
+        if let Some(binary) = program.get_binaries().ok().and_then(|b| b.into_iter().next()) {
+            for s in srcs {
+                // a cache that cannot be written only costs the next run a build
+                let _ = self.cache.store(&self.inputs(s), &binary);
+            }
+        }
+        Ok(Arc::new(program))
     }
 
     fn load(&self, program: &Arc<ClProgram>, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
@@ -319,7 +295,7 @@ impl Device for ClDevice {
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let (program, _) = self.program(&spec.src, &[])?;
+        let program = self.program(&spec.src)?;
         if crate::helpers::debug() >= 3 {
             eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
@@ -329,35 +305,20 @@ impl Device for ClDevice {
     /// (unless two share a name); a failing build is retried kernel by kernel, so that the error
     /// names the one that broke it.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
-        let mut batch: Vec<&ProgramSpec> = specs
-            .iter()
-            .copied()
-            .filter(|s| self.cache.lookup(&[&self.identity, &self.options, &s.src]).is_none())
-            .collect();
-        batch.sort_by(|a, b| a.src.cmp(&b.src));
-        batch.dedup_by(|a, b| a.src == b.src);
-        let mut names: Vec<String> = batch.iter().map(|s| s.name.to_string()).collect();
+        let mut new: Vec<&ProgramSpec> =
+            specs.iter().copied().filter(|s| !self.cache.contains(&self.inputs(&s.src))).collect();
+        new.sort_by(|a, b| a.src.cmp(&b.src));
+        new.dedup_by(|a, b| a.src == b.src);
+        let mut names: Vec<String> = new.iter().map(|s| s.name.to_string()).collect();
         names.sort();
         names.dedup();
-        let batch: Vec<&str> = match names.len() == batch.len() && batch.len() > 1 {
-            true => batch.iter().map(|s| s.src.as_str()).collect(),
-            false => vec![],
-        };
-        let mut built: Vec<(&str, Arc<ClProgram>)> = vec![];
+        let srcs: Vec<&str> = new.iter().map(|s| s.src.as_str()).collect();
+        let batch = (names.len() == srcs.len() && srcs.len() > 1).then(|| self.build(&srcs).ok()).flatten();
         specs
             .iter()
-            .map(|s| {
-                let program = match built.iter().find(|(src, _)| *src == s.src) {
-                    Some((_, p)) => p.clone(),
-                    None => {
-                        let (p, holds_batch) = self.program(&s.src, &batch)?;
-                        if holds_batch {
-                            built.extend(batch.iter().map(|src| (*src, p.clone())));
-                        }
-                        p
-                    }
-                };
-                self.load(&program, s)
+            .map(|s| match &batch {
+                Some(p) if srcs.contains(&s.src.as_str()) => self.load(p, s),
+                _ => self.load(&self.program(&s.src)?, s),
             })
             .collect()
     }
@@ -390,9 +351,9 @@ impl Program for ClKernel {
         }
         // SAFETY: the kernel's arguments are set; the sizes are three dims each, and the global
         // size a multiple of the local one.
-        let event = unsafe {
-            opencl3::command_queue::enqueue_nd_range_kernel(
-                self.cl.queue.get(),
+        let event = self.cl.blocking("launch", |q| unsafe {
+            enqueue_nd_range_kernel(
+                q,
                 kernel.get(),
                 3,
                 ptr::null(),
@@ -401,10 +362,7 @@ impl Program for ClKernel {
                 0,
                 ptr::null(),
             )
-        }
-        .map_err(|e| Error::Device(format!("OpenCL launch: {e}")))?;
-        drop(kernel);
-        let event = self.cl.wait(event, "kernel")?;
+        })?;
         let ns = event.profiling_command_end().and_then(|end| Ok(end - event.profiling_command_start()?));
         Ok(Duration::from_nanos(ns.map_err(cl_err("profiling"))?))
     }
