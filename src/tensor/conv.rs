@@ -291,7 +291,11 @@ impl Tensor {
         );
         let params =
             ConvParams { groups, stride: stride.to_vec(), dilation: dilation.to_vec(), pads: pads.to_vec() }.encode();
-        let x = self.pad_value(&lead_pads(2, pads), Scalar::Int(0)).pool(hw, stride, dilation);
+        let padded = match pads.iter().any(|&(b, a)| b > 0 || a > 0) {
+            true => self.contiguous().pad_value(&lead_pads(2, pads), Scalar::Int(0)).contiguous(),
+            false => self.pad_value(&lead_pads(2, pads), Scalar::Int(0)),
+        };
+        let x = padded.pool(hw, stride, dilation);
         let oyx: Vec<usize> = x.shape()[2..2 + nd].to_vec();
         let rcout = cout / groups;
         let cat = |a: &[usize], b: &[usize], c: &[usize]| [a, b, c].concat();
