@@ -10,7 +10,7 @@ use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
 use lazygrad::codegen::{get_program_opts, ProgramSpec};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
-use lazygrad::renderer::{Renderer, Target};
+use lazygrad::renderer::{Renderer, Target, Workgroups};
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{Arg, Ops, UOp};
@@ -239,4 +239,111 @@ fn every_beam_action_for_workgroup_targets_computes_the_same_result() {
         }
     }
     assert!(applied > 100, "{applied} pairs of opts ran");
+}
+
+/// A GPU as the heuristics see it: workgroups of threads side by side, scalar code.
+fn simd_gpu() -> Target {
+    let workgroups = Workgroups {
+        max_threads: 1024,
+        max_local: [1024, 1024, 64],
+        max_groups: [1 << 31, 65535, 65535],
+        local_bytes: 48 << 10,
+        simd_threads: true,
+    };
+    Target {
+        name: "GPU".into(),
+        vector_bytes: 0,
+        threads: 1,
+        workgroups: Some(workgroups),
+        gpu: true,
+        ..ListingRenderer.target()
+    }
+}
+
+#[test]
+fn gpu_heuristics_spread_outputs_over_workgroup_threads() {
+    Tensor::manual_seed(23);
+    let (m, k, n) = (32, 48, 40);
+    let (a, b, c) = matmul(m, k, n);
+    let (ast, bufs) = kernel(&c);
+    let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &simd_gpu());
+    assert!(opts.iter().any(|o| matches!(o, Opt::Local { .. })), "output loops over a workgroup's threads: {opts:?}");
+    assert!(opts.iter().any(|o| matches!(o, Opt::Upcast { .. })), "each thread a register tile: {opts:?}");
+    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
+    let exact: Vec<f32> = (0..m * n)
+        .map(|o| (0..k).map(|t| av[o / n * k + t] as f64 * bv[t * n + o % n] as f64).sum::<f64>() as f32)
+        .collect();
+    assert_close(&exact, &run(&ast, &bufs, &opts), 1e-5, &format!("{opts:?}"));
+    // a long reduce into few outputs: each workgroup's threads share it
+    let x = Tensor::randn(&[8, 4096]).realize();
+    let (ast, bufs) = kernel(&x.sum(1, false));
+    let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &simd_gpu());
+    assert!(opts.iter().any(|o| matches!(o, Opt::GroupTop { .. })), "{opts:?}");
+    let xv = x.to_vec::<f32>();
+    let sums: Vec<f32> = xv.chunks(4096).map(|r| r.iter().map(|&v| v as f64).sum::<f64>() as f32).collect();
+    assert_close(&sums, &run(&ast, &bufs, &opts), 1e-4, &format!("{opts:?}"));
+}
+
+#[test]
+fn a_cpu_opencl_device_gets_a_cores_tiles_in_each_workgroup() {
+    Tensor::manual_seed(24);
+    let (_, _, c) = matmul(64, 64, 64);
+    let (ast, _) = kernel(&c);
+    let workgroups = Workgroups { simd_threads: false, ..simd_gpu().workgroups.unwrap() };
+    let cl_cpu = Target { vector_bytes: 32, workgroups: Some(workgroups), ..simd_gpu() };
+    let core = Target { vector_bytes: 32, threads: 1, workgroups: None, gpu: false, ..ListingRenderer.target() };
+    // the CPU heuristics for its vector registers, without threads: the device runs workgroups
+    // on its cores
+    let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &cl_cpu);
+    assert_eq!(opts, lazygrad::codegen::opt::hand_coded_optimizations(&ast, &core));
+    assert!(opts.iter().all(|o| matches!(o, Opt::Upcast { .. } | Opt::Unroll { .. } | Opt::Swap { .. })), "{opts:?}");
+}
+
+/// The listing renderer (so INTERP runs its programs) for a target with other workgroup limits.
+struct Limited(Target);
+
+impl Renderer for Limited {
+    fn language(&self) -> &'static str {
+        ListingRenderer.language()
+    }
+    fn target(&self) -> Target {
+        self.0.clone()
+    }
+    fn supports(&self, op: Ops) -> bool {
+        ListingRenderer.supports(op)
+    }
+    fn render(&self, name: &str, uops: &[UOp]) -> String {
+        ListingRenderer.render(name, uops)
+    }
+}
+
+#[test]
+fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
+    Tensor::manual_seed(25);
+    let x = Tensor::rand(&[2, 3, 4, 5]).realize();
+    let y = (&x * 2.0 + 1.0).realize();
+    let want = y.to_vec::<f32>();
+    let (ast, bufs) = kernel(&(&x * 2.0 + 1.0));
+    let interp = get_device("INTERP").unwrap();
+    // loops of 5, 4, 3 and 2 (inner first): one per dim, the outer two sharing dim 2 (5, 4, 6)
+    // where that fits; else the dims fill in turn: all in dim 0 under [120, 1, 1], and under
+    // [10, 12, 3] the 4-wide loop split 2 x 2 over dims 0 and 1
+    for (groups, want_grid) in [([120, 1, 1], [120, 1, 1]), ([6, 4, 8], [5, 4, 6]), ([10, 12, 3], [10, 12, 1])] {
+        let workgroups = Workgroups { max_groups: groups, ..simd_gpu().workgroups.unwrap() };
+        let target = Target { workgroups: Some(workgroups), ..simd_gpu() };
+        let spec = get_program_opts(&ast, &Limited(target), &[], "").unwrap();
+        assert_eq!(spec.global_size, want_grid, "limits {groups:?}");
+        assert!((0..3).all(|d| spec.global_size[d] <= groups[d]), "{:?} within {groups:?}", spec.global_size);
+        interp.compile(&spec).unwrap().run(&bufs).unwrap();
+        let got: Vec<f32> =
+            bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(got, want, "limits {groups:?}");
+    }
+    // a loop longer than every dim and prime: no split fits
+    let long = Tensor::rand(&[131]).realize();
+    let (ast, _) = kernel(&(&long + 1.0));
+    let workgroups = Workgroups { max_groups: [100, 100, 100], ..simd_gpu().workgroups.unwrap() };
+    let target = Target { workgroups: Some(workgroups), ..simd_gpu() };
+    let err = get_program_opts(&ast, &Limited(target), &[], "").map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("do not fit the device's limits"), "{err}");
 }

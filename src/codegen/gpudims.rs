@@ -7,7 +7,8 @@
 //! the output loops become the grid's dims (`gidx`) and the LOCAL and GROUP parts a workgroup's
 //! thread dims (`lidx`): `SPECIAL`s the device launches, at most three of each, the innermost
 //! loop in dim 0 (x). Where a kernel has more loops, the outermost share the last dim, each
-//! recovered from it by division and remainder (tinygrad's `gpudims`).
+//! recovered from it by division and remainder; where a dim would pass the device's limit, the
+//! loops fill the dims in turn, one split over two where it must (tinygrad's `gpudims`).
 
 use crate::dtype::{AddrSpace, DType};
 use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
@@ -20,8 +21,8 @@ struct GroupCtx {
     next_local: i64,
 }
 
-/// The kernel launched as a grid of workgroups.
-pub fn gpudims(ast: &UOp) -> UOp {
+/// The kernel launched as a grid of workgroups within the device's `limits` (none: unbounded).
+pub fn gpudims(ast: &UOp, limits: Option<&crate::renderer::Workgroups>) -> crate::Result<UOp> {
     let of_kind = |kinds: &[AxisKind]| -> Vec<UOp> {
         let mut rs: Vec<UOp> = ast
             .toposort()
@@ -38,36 +39,103 @@ pub fn gpudims(ast: &UOp) -> UOp {
     };
     let grouped = graph_rewrite(ast, pm_group_reduce(), &mut ctx, "group reduce", false);
     let mut dims = UOpMap::default();
-    launch_dims(&of_kind(&[AxisKind::Loop]), Special::Group, &mut dims);
-    launch_dims(&ctx.threads, Special::Local, &mut dims);
-    substitute(&grouped, &mut dims, "gpu dims")
+    let (groups, locals) = limits.map_or(([usize::MAX; 3], [usize::MAX; 3]), |w| (w.max_groups, w.max_local));
+    launch_dims(&of_kind(&[AxisKind::Loop]), Special::Group, groups, &mut dims)?;
+    launch_dims(&ctx.threads, Special::Local, locals, &mut dims)?;
+    Ok(substitute(&grouped, &mut dims, "gpu dims"))
 }
 
-/// Map `loops` (outer to inner) to at most three launch dims made by `dim`: the innermost loop
-/// to dim 0, the next to dim 1, the rest to dim 2, each of them a digit of its mixed-radix index.
-fn launch_dims(loops: &[UOp], dim: fn(usize) -> Special, out: &mut UOpMap<UOp>) {
-    let inner_first: Vec<&UOp> = loops.iter().rev().collect();
-    let groups: Vec<&[&UOp]> = match inner_first.len() {
-        0..=3 => inner_first.chunks(1).collect(),
-        _ => vec![&inner_first[..1], &inner_first[1..2], &inner_first[2..]],
+/// One launch dim's share of a loop: a digit of `size` values worth `scale` each in the loop's
+/// index (a loop too long for one dim is split over two, its inner part worth 1).
+struct Share {
+    lp: usize,
+    size: i64,
+    scale: i64,
+}
+
+/// How the loops (inner first, of these sizes) share at most three launch dims of at most `max`
+/// each: the innermost loop in dim 0, the next in dim 1, the rest in dim 2 (tinygrad's order);
+/// where that passes a limit, each dim filled in turn, a loop split over two dims by its largest
+/// factor that fits. With a symbolic size the plain order, unchecked; None where no split fits
+/// (a prime too large for any dim).
+fn plan_dims(sizes: &[Option<i64>], max: [usize; 3]) -> Option<Vec<Vec<Share>>> {
+    let whole = |lp: usize| Share { lp, size: sizes[lp].unwrap_or(1), scale: 1 };
+    let plain: Vec<Vec<Share>> = match sizes.len() {
+        0..=3 => (0..sizes.len()).map(|lp| vec![whole(lp)]).collect(),
+        n => vec![vec![whole(0)], vec![whole(1)], (2..n).map(whole).collect()],
     };
-    for (d, group) in groups.into_iter().enumerate() {
-        let size = match group.iter().map(|r| r.src()[0].const_int_value()).product::<Option<i64>>() {
-            Some(n) => UOp::index_const(n),
-            None => group.iter().map(|r| r.src()[0].clone()).reduce(|a, b| a.alu(Ops::Mul, &[&b])).expect("a loop"),
-        };
-        let special = UOp::new(Ops::Special, DType::INDEX, vec![size], Arg::Special(dim(d)));
-        let mut stride = UOp::index_const(1);
-        for (k, r) in group.iter().enumerate() {
-            let digit = special.alu(Ops::IDiv, &[&stride]);
-            let digit = match k + 1 == group.len() {
-                true => digit,
-                false => digit.alu(Ops::Mod, &[&r.src()[0]]),
-            };
-            stride = stride.alu(Ops::Mul, &[&r.src()[0]]);
-            out.insert((*r).clone(), digit);
+    let Some(sizes) = sizes.iter().copied().collect::<Option<Vec<i64>>>() else { return Some(plain) };
+    let max = max.map(|m| i64::try_from(m).unwrap_or(i64::MAX));
+    let fits = |d: usize, shares: &Vec<Share>| shares.iter().fold(1i64, |p, s| p.saturating_mul(s.size)) <= max[d];
+    if plain.iter().enumerate().all(|(d, shares)| fits(d, shares)) {
+        return Some(plain);
+    }
+    let mut dims: Vec<Vec<Share>> = vec![vec![]];
+    let mut room = max[0];
+    for (lp, &size) in sizes.iter().enumerate() {
+        let (mut left, mut scale) = (size, 1);
+        while left > 1 {
+            if left <= room {
+                dims.last_mut()?.push(Share { lp, size: left, scale });
+                room /= left;
+                break;
+            }
+            if let Some(f) = (2..=room.min(left)).rev().find(|f| left % f == 0) {
+                dims.last_mut()?.push(Share { lp, size: f, scale });
+                (left, scale) = (left / f, scale * f);
+            }
+            if dims.len() == 3 {
+                return None;
+            }
+            room = max[dims.len()];
+            dims.push(vec![]);
         }
     }
+    Some(dims)
+}
+
+/// Map `loops` (outer to inner) to at most three launch dims made by `dim`, each at most `max`
+/// (`plan_dims`), each loop the sum of its shares' digits of the dims' mixed-radix indices; a
+/// device error where no split fits the limits.
+fn launch_dims(loops: &[UOp], dim: fn(usize) -> Special, max: [usize; 3], out: &mut UOpMap<UOp>) -> crate::Result<()> {
+    let inner_first: Vec<&UOp> = loops.iter().rev().collect();
+    let sizes: Vec<Option<i64>> = inner_first.iter().map(|r| r.src()[0].const_int_value()).collect();
+    let symbolic = sizes.iter().any(Option::is_none);
+    let plan = plan_dims(&sizes, max).ok_or_else(|| {
+        let sizes: Vec<i64> = sizes.iter().flatten().copied().collect();
+        crate::Error::Device(format!("launch dims: loops of {sizes:?} do not fit the device's limits {max:?}"))
+    })?;
+    let mut values: Vec<Option<UOp>> = vec![None; inner_first.len()];
+    for (d, shares) in plan.iter().enumerate() {
+        let bound = |s: &Share| match symbolic {
+            true => inner_first[s.lp].src()[0].clone(),
+            false => UOp::index_const(s.size),
+        };
+        let size = shares.iter().map(bound).reduce(|a, b| a.alu(Ops::Mul, &[&b])).expect("a share");
+        let size = crate::uop::symbolic::simplify(&size);
+        let special = UOp::new(Ops::Special, DType::INDEX, vec![size], Arg::Special(dim(d)));
+        let mut stride = UOp::index_const(1);
+        for (k, share) in shares.iter().enumerate() {
+            let digit = special.alu(Ops::IDiv, &[&stride]);
+            let digit = match k + 1 == shares.len() {
+                true => digit,
+                false => digit.alu(Ops::Mod, &[&bound(share)]),
+            };
+            stride = stride.alu(Ops::Mul, &[&bound(share)]);
+            let part = match share.scale {
+                1 => digit,
+                scale => digit.alu(Ops::Mul, &[&UOp::index_const(scale)]),
+            };
+            values[share.lp] = Some(match values[share.lp].take() {
+                Some(v) => v.alu(Ops::Add, &[&part]),
+                None => part,
+            });
+        }
+    }
+    for (r, value) in inner_first.into_iter().zip(values) {
+        out.insert(r.clone(), value.unwrap_or_else(|| UOp::index_const(0)));
+    }
+    Ok(())
 }
 
 fn range_id(r: &UOp) -> usize {

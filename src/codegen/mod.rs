@@ -102,7 +102,7 @@ fn finish(
         let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
         eprintln!("{line}{note}");
     }
-    let spec = lower(&ast, renderer, target);
+    let spec = lower(&ast, renderer, target)?;
     if let Some(dir) = replay::capture_dir() {
         let key = replay::capture_key(kernel, &opt::settings(target));
         replay::capture(&dir, &spec.name.to_string(), key, renderer.language(), &spec.src)?;
@@ -112,7 +112,7 @@ fn finish(
 
 /// An optimized kernel AST -> program: expand, launch dims for workgroups, lower reduces,
 /// decompose for `renderer`, linearize, render, all for `target`.
-pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> ProgramSpec {
+pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Result<ProgramSpec> {
     let name = KernelName::of(ast);
     // a GPU-like target launches every kernel as workgroups, its output loops the grid, and has
     // no stores around the caches
@@ -120,7 +120,7 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Prog
     let workgroups = target.gpu || opt::workgroups(ast);
     let ast = expand::expand(ast, target.vector_bytes);
     let ast = match workgroups {
-        true => gpudims::gpudims(&ast),
+        true => gpudims::gpudims(&ast, target.workgroups.as_ref())?,
         false => ast,
     };
     let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
@@ -149,7 +149,7 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Prog
     let src = renderer.render(&name.to_string(), &uops);
     crate::viz::record_code(|| src.clone());
     let (global_size, local_size) = launch_size(&uops, workgroups);
-    ProgramSpec { ops: count_ops(&uops), global_size, local_size, name, uops, src }
+    Ok(ProgramSpec { ops: count_ops(&uops), global_size, local_size, name, uops, src })
 }
 
 /// The launch dims of a linear program: the sizes of its SPECIALs (1 where it has none).

@@ -64,6 +64,22 @@ pub trait Dialect {
     /// The statement where a workgroup's threads wait for each other, their local memory
     /// writes visible after it.
     fn barrier(&self) -> String;
+    /// A vector of type `ty` from its `lanes` (one lane: every lane that value).
+    fn vector_literal(&self, ty: &str, lanes: &[String]) -> String {
+        format!("({ty}){{{}}}", lanes.join(", "))
+    }
+    /// Lane `k` of vector `v`.
+    fn lane(&self, v: &str, k: usize) -> String {
+        format!("{v}[{k}]")
+    }
+    /// The statement loading vector `name` (declared) from the consecutive elements at `addr`.
+    fn vector_load(&self, _dtype: DType, name: &str, addr: &str) -> String {
+        format!("__builtin_memcpy(&{name}, {addr}, sizeof({name}));")
+    }
+    /// The statement storing vector `value` to the consecutive elements at `addr`.
+    fn vector_store(&self, _dtype: DType, addr: &str, value: &str) -> String {
+        format!("__builtin_memcpy({addr}, &{value}, sizeof({value}));")
+    }
     /// The element type of a buffer of `dtype` as a kernel parameter.
     fn buffer_type(&self, dtype: DType) -> String {
         self.type_name(dtype)
@@ -318,12 +334,14 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             (Ops::Index, _) => Some(format!("{}[{}]", src[0], src[1])),
             (Ops::Load, _) if u.dtype().count > 1 => {
                 let n = fresh("val");
-                let load = format!("__builtin_memcpy(&{n}, &{}, sizeof({n}));", src[0]);
+                let load = d.vector_load(u.dtype(), &n, &format!("&{}", src[0]));
                 match u.src()[0].src().get(2) {
                     Some(g) if g.dtype().count > 1 => {
                         line(format!("{ty} {n} = {};", d.masked_load(u.dtype(), &format!("&{}", src[0]), &names[g])))
                     }
-                    Some(g) => line(format!("{ty} {n} = {{0}}; if ({}) {load}", names[g])),
+                    Some(g) => {
+                        line(format!("{ty} {n} = {}; if ({}) {load}", d.vector_literal(&ty, &["0".into()]), names[g]))
+                    }
                     None if pinned.contains(u) => line(format!("{ty} {n}; {load} {}", d.keep_in_register(&n))),
                     None => line(format!("{ty} {n}; {load}")),
                 }
@@ -335,7 +353,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                 None
             }
             (Ops::Store, _) if u.src()[1].dtype().count > 1 => {
-                let store = format!("__builtin_memcpy(&{}, &{}, sizeof({}));", src[0], src[1], src[1]);
+                let store = d.vector_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1]);
                 match u.src()[0].src().get(2) {
                     Some(g) if g.dtype().count > 1 => {
                         line(d.masked_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1], &names[g]))
@@ -358,11 +376,11 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                     true => src.iter().map(|l| format!("-({l})")).collect(),
                     false => src.clone(),
                 };
-                line(format!("{ty} {n} = ({ty}){{{}}};", lanes.join(", ")));
+                line(format!("{ty} {n} = {};", d.vector_literal(&ty, &lanes)));
                 Some(n)
             }
-            (Ops::Gep, Arg::Int(k)) if u.dtype().is_bool() => Some(format!("({}[{k}] != 0)", src[0])),
-            (Ops::Gep, Arg::Int(k)) => Some(format!("{}[{k}]", src[0])),
+            (Ops::Gep, Arg::Int(k)) if u.dtype().is_bool() => Some(format!("({} != 0)", d.lane(&src[0], *k as usize))),
+            (Ops::Gep, Arg::Int(k)) => Some(d.lane(&src[0], *k as usize)),
             (Ops::Load, _) => {
                 let n = fresh("val");
                 let gate = u.src()[0].src().get(2).map(|g| names[g].clone());

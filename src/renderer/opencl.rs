@@ -123,10 +123,22 @@ impl Dialect for OpenClRenderer {
     }
     fn masked_load(&self, dtype: DType, addr: &str, mask: &str) -> String {
         let lanes: Vec<String> = (0..dtype.count).map(|k| format!("{mask}.s{k:x} ? ({addr})[{k}] : 0")).collect();
-        format!("({}){{{}}}", self.type_name(dtype), lanes.join(", "))
+        self.vector_literal(&self.type_name(dtype), &lanes)
     }
     fn masked_store(&self, dtype: DType, addr: &str, value: &str, mask: &str) -> String {
         (0..dtype.count).map(|k| format!("if ({mask}.s{k:x}) ({addr})[{k}] = {value}.s{k:x};")).collect()
+    }
+    fn vector_literal(&self, ty: &str, lanes: &[String]) -> String {
+        format!("({ty})({})", lanes.join(", "))
+    }
+    fn lane(&self, v: &str, k: usize) -> String {
+        format!("{v}.s{k:x}")
+    }
+    fn vector_load(&self, dtype: DType, name: &str, addr: &str) -> String {
+        format!("{name} = vload{}(0, {addr});", dtype.count)
+    }
+    fn vector_store(&self, dtype: DType, addr: &str, value: &str) -> String {
+        format!("vstore{}({value}, 0, {addr});", dtype.count)
     }
     fn stream_fence(&self) -> String {
         String::new()

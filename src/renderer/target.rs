@@ -68,6 +68,12 @@ impl Target {
         self.workgroups.is_some()
     }
 
+    /// Whether workgroups run as threads side by side (a GPU), not as one core's loop (OpenCL
+    /// on a CPU, whose kernels then take a CPU's tiles and layouts).
+    pub fn simd_workgroups(&self) -> bool {
+        self.gpu && self.workgroups.as_ref().is_some_and(|w| w.simd_threads)
+    }
+
     /// Lanes of one float32 vector (1 when the target builds no vectors).
     pub fn float_lanes(&self) -> usize {
         (self.vector_bytes / 4).max(1)

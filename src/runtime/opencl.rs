@@ -181,17 +181,21 @@ impl ClDevice {
         let extensions = device.extensions().unwrap_or_default();
         let item_sizes = device.max_work_item_sizes().map_err(cl_err("device info"))?;
         let max_local = [0, 1, 2].map(|d| item_sizes.get(d).copied().unwrap_or(1));
+        let on_cpu = device.dev_type().map_err(cl_err("device info"))? & CL_DEVICE_TYPE_CPU != 0;
+        let register_bytes = 4 * device.native_vector_width_float().unwrap_or(1) as usize;
         let target = Target {
             name: "CL".into(),
-            vector_bytes: 0,
-            register_bytes: 4 * device.native_vector_width_float().unwrap_or(1) as usize,
+            // a CPU device's work-items are a core's loop iterations: its vector registers are
+            // what OpenCL vectors fill (a GPU's threads fill its SIMD lanes instead)
+            vector_bytes: if on_cpu { register_bytes } else { 0 },
+            register_bytes,
             threads: 1,
             workgroups: Some(Workgroups {
                 max_threads: device.max_work_group_size().map_err(cl_err("device info"))?,
                 max_local,
                 max_groups: [u32::MAX as usize; 3],
                 local_bytes: device.local_mem_size().map_err(cl_err("device info"))? as usize,
-                simd_threads: device.dev_type().map_err(cl_err("device info"))? & CL_DEVICE_TYPE_CPU == 0,
+                simd_threads: !on_cpu,
             }),
             gpu: true,
             dtypes: DTypeSupport {

@@ -158,7 +158,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
     let target = dev.renderer().target();
     let mut beam = vec![Member { opts: vec![], ast: ast.clone(), time: f64::INFINITY }];
     let (mut seen_asts, mut seen_srcs) = (HashSet::from([ast.clone()]), HashSet::new());
-    let (mut round, mut least_ops) = (0, lower_quietly(ast, dev).ops);
+    let (mut round, mut least_ops) = (0, lower_quietly(ast, dev)?.ops);
     let heuristic_opts = super::hand_coded_optimizations(ast, &target);
     loop {
         round += 1;
@@ -307,7 +307,7 @@ fn lanes(ast: &UOp) -> usize {
 
 /// A candidate's program spec, lowered without its DEBUG lines and VIZ records (they would drown
 /// the search's).
-fn lower_quietly(ast: &UOp, dev: &dyn Device) -> ProgramSpec {
+fn lower_quietly(ast: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
     let _quiet = Context::new(&[("DEBUG", 0)]);
     let target = dev.renderer().target();
     match crate::viz::recording() {
@@ -335,15 +335,14 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = candidates.get(i) else { break };
-                let spec = lower_quietly(&c.ast, dev);
-                let compiled = match spec.uops.len() {
+                let compiled = lower_quietly(&c.ast, dev).and_then(|spec| match spec.uops.len() {
                     n if n > MAX_UOPS => Err(Error::Invalid(format!("{n} uops, over {MAX_UOPS}"))),
                     _ => dev.compile(&spec).map(|program| Compiled {
                         src: stable_hash(&spec.src),
                         ops: spec.ops,
                         program,
                     }),
-                };
+                });
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(compiled);
             });
         }
