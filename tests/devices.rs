@@ -80,6 +80,30 @@ fn opencl_kernels_match_the_interpreter() {
 }
 
 #[test]
+fn cpu_like_devices_compute_the_same_bits() {
+    // OpenCL on a CPU takes the CPU's opts, layouts and float64 sums: a conv, a matmul and the
+    // statistics of a batch norm come out bit for bit as on the CPU (transcendentals aside:
+    // each device's own exp2 and log2 may differ by an ulp)
+    Tensor::manual_seed(32);
+    let x = Tensor::rand(&[16, 8, 20, 20]);
+    let w = Tensor::rand(&[16, 8, 3, 3]);
+    let v = Tensor::rand(&[324, 96]);
+    let run = |dev: &str| -> Vec<Vec<u32>> {
+        let y = x.to(dev).conv2d(&w.to(dev), None, &lazygrad::tensor::ConvOpts::default());
+        let mean = y.mean(&[0isize, 2, 3][..], true);
+        let var = (&y - &mean).square().mean(&[0isize, 2, 3][..], true);
+        let m = y.reshape(&[256, 324]).matmul(&v.to(dev));
+        [y, mean, var, m].iter().map(|t| t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect()).collect()
+    };
+    let cpu = run("CPU");
+    for dev in ["CL", "INTERP"] {
+        for (i, (a, b)) in cpu.iter().zip(&run(dev)).enumerate() {
+            assert!(a == b, "output {i} on {dev} differs from the CPU's");
+        }
+    }
+}
+
+#[test]
 fn half_and_bfloat16_are_stored_where_a_device_cannot_compute_in_them() {
     let data = [1.5f32, -2.25, 65504.0, 1e-3, 3.0e-8, -0.0];
     for dtype in [DType::FLOAT16, DType::BFLOAT16] {

@@ -33,8 +33,12 @@ pub struct LowerCtx {
 impl LowerCtx {
     /// The context for lowering `ast` on `target`.
     pub fn new(ast: &UOp, target: &crate::renderer::Target) -> LowerCtx {
-        // a GPU's float64 units are few: its sums accumulate in float32, as tinygrad's do
-        let f64_lanes = if target.dtypes.float64 && !target.gpu { (target.vector_bytes / 8).max(1) } else { 0 };
+        // a GPU's float64 units are few: its sums accumulate in float32, as tinygrad's do; a
+        // CPU's sums (OpenCL on one too, so that both compute the same) in float64
+        let f64_lanes = match target.dtypes.float64 && !target.simd_workgroups() {
+            true => (target.vector_bytes / 8).max(1),
+            false => 0,
+        };
         let mut ctx = LowerCtx { f64_lanes, ..LowerCtx::default() };
         let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
         let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
