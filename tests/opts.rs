@@ -670,3 +670,32 @@ fn upcast_lanes_that_share_a_reduce_loop_share_where_it_runs() {
         }
     }
 }
+
+#[test]
+fn a_one_channel_convs_weight_gradient_tiles_its_window_row_when_nothing_else_tiles() {
+    let _serial = serial();
+    Tensor::manual_seed(6);
+    // dw[co, 0, ky, kx]: with one input channel the only axes besides the output channels'
+    // vector are the 5-wide window's; a row of it (5 accumulators of 8 on AVX2) shares each load
+    // of the output gradient
+    let x = Tensor::randn(&[8, 1, 12, 12]).realize();
+    let w = Tensor::randn(&[32, 1, 5, 5]).realize().requires_grad(true);
+    let g = x.conv2d(&w, None, &ConvOpts::default()).sum(None, false).gradient(&[&w]).remove(0);
+    let avx2 = Target { vector_bytes: 32, register_bytes: 32, ..cpu(2) };
+    let tiled = kernel_asts(&g).iter().any(|ast| {
+        let opts = hand_coded_optimizations(ast, &avx2);
+        opts.iter().any(|o| matches!(o, Opt::Upcast { amount: 5, .. }))
+            && opts.iter().any(|o| matches!(o, Opt::Upcast { amount: 8, .. }))
+    });
+    assert!(tiled, "a kernel tiles 8 channels by 5 window taps");
+    let (xv, got) = (x.to_vec::<f32>(), g.to_vec::<f32>());
+    // d sum(conv(x, w)) / dw[co, 0, ky, kx] is the sum of the inputs that tap meets
+    for (co, ky, kx) in [(0, 0, 0), (31, 4, 4), (7, 2, 1)] {
+        let want: f64 = (0..8)
+            .flat_map(|b| (0..8).flat_map(move |oy| (0..8).map(move |ox| (b, oy, ox))))
+            .map(|(b, oy, ox)| xv[b * 144 + (oy + ky) * 12 + ox + kx] as f64)
+            .sum();
+        let v = got[co * 25 + ky * 5 + kx] as f64;
+        assert!((v - want).abs() < 1e-3 * (1.0 + want.abs()), "dw[{co}, 0, {ky}, {kx}] = {v}, want {want}");
+    }
+}
