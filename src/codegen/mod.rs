@@ -9,6 +9,7 @@ pub mod lower;
 pub mod name;
 pub mod opt;
 pub mod replay;
+pub mod transcendental;
 pub mod vectorize;
 
 use std::collections::HashSet;
@@ -118,7 +119,9 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     // no stores around the caches
     let stream = !target.gpu && vectorize::streams_output(ast);
     let workgroups = target.gpu || opt::workgroups(ast);
-    let ast = expand::expand(ast, target.vector_bytes);
+    let mut native = transcendental::Native { exp2: renderer.supports(Ops::Exp2), log2: renderer.supports(Ops::Log2) };
+    let ast = graph_rewrite(ast, transcendental::pm_transcendental(), &mut native, "transcendental", false);
+    let ast = expand::expand(&ast, target.vector_bytes);
     let ast = match workgroups {
         true => gpudims::gpudims(&ast, target.workgroups.as_ref())?,
         false => ast,

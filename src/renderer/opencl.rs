@@ -181,8 +181,10 @@ impl Renderer for OpenClRenderer {
     fn target(&self) -> Target {
         self.target.clone()
     }
-    fn supports(&self, _op: Ops) -> bool {
-        true
+    /// All, except float32 EXP2 and LOG2 on a CPU device: there codegen computes them as the
+    /// CPU does (`transcendental.rs`), so both give the same bits.
+    fn supports(&self, op: Ops) -> bool {
+        self.target.simd_workgroups() || !matches!(op, Ops::Exp2 | Ops::Log2)
     }
     fn render(&self, name: &str, uops: &[UOp]) -> String {
         cstyle::render(self, &self.target, name, uops)

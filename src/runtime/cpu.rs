@@ -111,29 +111,27 @@ impl CCompiler {
         cmd
     }
 
-    /// Compile `c_path` into the shared object `so`: to an object, then linked by `ld` with the
-    /// compiler's runtime library and libm, or in one driver call where that is not possible.
-    fn build(&self, c_path: &Path, so: &Path, extra: &[&str]) -> Result<std::process::Output> {
+    /// Compile `kernel.c` in folder `dir` into `kernel.so` there: to an object, then linked by
+    /// `ld` with the compiler's runtime library and libm, or in one driver call where that is not
+    /// possible. The files are named alike in every folder, so the shared object holds no
+    /// folder's name: two compiles of one source give the same bytes, whichever of them the
+    /// cache keeps.
+    fn build(&self, dir: &Path, extra: &[&str]) -> Result<std::process::Output> {
+        let run = |mut cmd: Command| cmd.current_dir(dir).output();
         let Some(libgcc) = &self.direct_link else {
             let mut cmd = Self::command(&self.cc);
-            return Ok(cmd
-                .args(&self.flags)
-                .args(extra)
-                .args(["-shared", "-o"])
-                .arg(so)
-                .arg(c_path)
-                .arg("-lm")
-                .output()?);
+            cmd.args(&self.flags).args(extra).args(["-shared", "-o", "kernel.so", "kernel.c", "-lm"]);
+            return Ok(run(cmd)?);
         };
-        let obj = so.with_extension("o");
-        let compiled =
-            Self::command(&self.cc).args(&self.flags).args(extra).arg("-c").arg("-o").arg(&obj).arg(c_path).output()?;
+        let mut cmd = Self::command(&self.cc);
+        cmd.args(&self.flags).args(extra).args(["-c", "-o", "kernel.o", "kernel.c"]);
+        let compiled = run(cmd)?;
         if !compiled.status.success() {
             return Ok(compiled);
         }
-        let linked = Self::command("ld").args(["-shared", "-o"]).arg(so).arg(&obj).arg(libgcc).arg("-lm").output();
-        let _ = std::fs::remove_file(&obj);
-        Ok(linked?)
+        let mut cmd = Self::command("ld");
+        cmd.args(["-shared", "-o", "kernel.so", "kernel.o"]).arg(libgcc).arg("-lm");
+        Ok(run(cmd)?)
     }
 }
 
@@ -176,17 +174,18 @@ impl CCompiler {
     fn compile_batch(&self, srcs: &[&str]) -> Result<()> {
         // where the result goes is checked first: a compile that cannot be kept is wasted
         self.cache.create()?;
-        // unique temporaries: concurrent compiles of one kernel are safe
+        // a folder of its own: concurrent compiles of one kernel are safe
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = std::env::temp_dir().join(format!("lazygrad-{}-{seq}", std::process::id()));
-        let (c_path, so_tmp) = (tmp.with_extension("c"), tmp.with_extension("so"));
-        std::fs::write(&c_path, srcs.concat())?;
-        let out = self.build(&c_path, &so_tmp, source_flags(srcs[0]));
-        let _ = std::fs::remove_file(&c_path);
-        let out = out?;
+        std::fs::create_dir_all(&tmp)?;
+        let built = std::fs::write(tmp.join("kernel.c"), srcs.concat())
+            .map_err(Error::from)
+            .and_then(|_| self.build(&tmp, source_flags(srcs[0])))
+            .map(|out| (out, std::fs::read(tmp.join("kernel.so"))));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let (out, so) = built?;
         if !out.status.success() {
-            let _ = std::fs::remove_file(&so_tmp);
             if srcs.len() > 1 {
                 let each: Vec<Result<()>> = srcs.iter().map(|s| self.compile_batch(&[s])).collect();
                 return each.into_iter().collect();
@@ -198,8 +197,6 @@ impl CCompiler {
                 srcs[0]
             )));
         }
-        let so = std::fs::read(&so_tmp);
-        let _ = std::fs::remove_file(&so_tmp);
         let so = so?;
         for s in srcs {
             self.cache.store(&self.inputs(s, &self.all_flags(s)), &so)?;
