@@ -92,8 +92,13 @@ impl Dialect for OpenClRenderer {
     fn vector_typedef(&self, _dtype: DType) -> String {
         String::new()
     }
-    fn vector_where(&self, _dtype: DType, a: &[String]) -> String {
-        format!("select({}, {}, {})", a[2], a[1], a[0])
+    fn vector_where(&self, dtype: DType, a: &[String]) -> String {
+        // `select`'s mask has the lanes' width: a mask (int lanes) widens for 64-bit lanes
+        let mask = match dtype.itemsize() {
+            8 => format!("convert_long{}({})", dtype.count, a[0]),
+            _ => a[0].clone(),
+        };
+        format!("select({}, {}, {mask})", a[2], a[1])
     }
     fn vector_max(&self, _dtype: DType, a: &[String]) -> String {
         format!("select({1}, {0}, ({0} != {0}) | ({0} > {1}))", a[0], a[1])
