@@ -487,9 +487,7 @@ fn reduce_loops_longer_than_a_window_row_unroll_by_a_divisor_up_to_four() {
     Tensor::manual_seed(5);
     // the weight gradient of a 3x3 convolution with 8x8 outputs reduces over the 8 output columns
     // innermost: unrolled whole, its 12-accumulator tile ran 5-15% slower than unrolled by 4
-    let x = Tensor::randn(&[4, 32, 10, 10]).realize();
-    let w = Tensor::randn(&[64, 32, 3, 3]).realize().requires_grad(true);
-    let g = x.conv2d(&w, None, &ConvOpts::default()).sum(None, false).gradient(&[&w]).remove(0);
+    let (x, g) = conv_weight_gradient(&[4, 32, 10, 10], &[64, 32, 3, 3]);
     let mut by_part = 0;
     for ast in kernel_asts(&g) {
         let ranges = kernel_ranges(&ast);
@@ -508,15 +506,30 @@ fn reduce_loops_longer_than_a_window_row_unroll_by_a_divisor_up_to_four() {
         }
     }
     assert!(by_part > 0, "the 8 output columns are unrolled in part");
-    // d sum(conv(x, w)) / dw[co, ci, ky, kx] is the sum of the inputs that weight meets
-    let (xv, got) = (x.to_vec::<f32>(), g.to_vec::<f32>());
-    for (co, ci, ky, kx) in [(0, 0, 0, 0), (63, 31, 2, 2), (5, 17, 1, 0), (40, 3, 0, 2)] {
-        let want: f64 = (0..4)
-            .flat_map(|b| (0..8).flat_map(move |oy| (0..8).map(move |ox| (b, oy, ox))))
-            .map(|(b, oy, ox)| xv[((b * 32 + ci) * 10 + oy + ky) * 10 + ox + kx] as f64)
+    assert_tap_sums(&x, &g, 3, &[(0, 0, 0, 0), (63, 31, 2, 2), (5, 17, 1, 0), (40, 3, 0, 2)], 1e-4);
+}
+
+/// `x` and the weight gradient of `sum(conv2d(x, w))`, both random, `w` of shape `ws`.
+fn conv_weight_gradient(xs: &[usize], ws: &[usize]) -> (Tensor, Tensor) {
+    let x = Tensor::randn(xs).realize();
+    let w = Tensor::randn(ws).realize().requires_grad(true);
+    let g = x.conv2d(&w, None, &ConvOpts::default()).sum(None, false).gradient(&[&w]).remove(0);
+    (x, g)
+}
+
+/// `dw[co, ci, ky, kx]` of `sum(conv2d(x, w))` for a square `k`-wide kernel at each of `taps` is
+/// the sum of the inputs that tap meets, within `tol` relative.
+fn assert_tap_sums(x: &Tensor, dw: &Tensor, k: usize, taps: &[(usize, usize, usize, usize)], tol: f64) {
+    let &[batch, cin, h, w] = x.shape().as_slice() else { panic!("a 4-d input") };
+    let (oh, ow) = (h - k + 1, w - k + 1);
+    let (xv, got) = (x.to_vec::<f32>(), dw.to_vec::<f32>());
+    for &(co, ci, ky, kx) in taps {
+        let want: f64 = (0..batch)
+            .flat_map(|b| (0..oh).flat_map(move |oy| (0..ow).map(move |ox| (b, oy, ox))))
+            .map(|(b, oy, ox)| xv[((b * cin + ci) * h + oy + ky) * w + ox + kx] as f64)
             .sum();
-        let got = got[((co * 32 + ci) * 3 + ky) * 3 + kx] as f64;
-        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "dw[{co},{ci},{ky},{kx}] = {got}, want {want}");
+        let got = got[((co * cin + ci) * k + ky) * k + kx] as f64;
+        assert!((got - want).abs() <= tol * (1.0 + want.abs()), "dw[{co},{ci},{ky},{kx}] = {got}, want {want}");
     }
 }
 
@@ -678,9 +691,7 @@ fn a_one_channel_convs_weight_gradient_tiles_its_window_row_when_nothing_else_ti
     // dw[co, 0, ky, kx]: with one input channel the only axes besides the output channels'
     // vector are the 5-wide window's; a row of it (5 accumulators of 8 on AVX2) shares each load
     // of the output gradient
-    let x = Tensor::randn(&[8, 1, 12, 12]).realize();
-    let w = Tensor::randn(&[32, 1, 5, 5]).realize().requires_grad(true);
-    let g = x.conv2d(&w, None, &ConvOpts::default()).sum(None, false).gradient(&[&w]).remove(0);
+    let (x, g) = conv_weight_gradient(&[8, 1, 12, 12], &[32, 1, 5, 5]);
     let avx2 = Target { vector_bytes: 32, register_bytes: 32, ..cpu(2) };
     let tiled = kernel_asts(&g).iter().any(|ast| {
         let opts = hand_coded_optimizations(ast, &avx2);
@@ -688,14 +699,5 @@ fn a_one_channel_convs_weight_gradient_tiles_its_window_row_when_nothing_else_ti
             && opts.iter().any(|o| matches!(o, Opt::Upcast { amount: 8, .. }))
     });
     assert!(tiled, "a kernel tiles 8 channels by 5 window taps");
-    let (xv, got) = (x.to_vec::<f32>(), g.to_vec::<f32>());
-    // d sum(conv(x, w)) / dw[co, 0, ky, kx] is the sum of the inputs that tap meets
-    for (co, ky, kx) in [(0, 0, 0), (31, 4, 4), (7, 2, 1)] {
-        let want: f64 = (0..8)
-            .flat_map(|b| (0..8).flat_map(move |oy| (0..8).map(move |ox| (b, oy, ox))))
-            .map(|(b, oy, ox)| xv[b * 144 + (oy + ky) * 12 + ox + kx] as f64)
-            .sum();
-        let v = got[co * 25 + ky * 5 + kx] as f64;
-        assert!((v - want).abs() < 1e-3 * (1.0 + want.abs()), "dw[{co}, 0, {ky}, {kx}] = {v}, want {want}");
-    }
+    assert_tap_sums(&x, &g, 5, &[(0, 0, 0, 0), (31, 0, 4, 4), (7, 0, 2, 1)], 1e-3);
 }

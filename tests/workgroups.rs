@@ -57,6 +57,13 @@ fn matmul(m: usize, k: usize, n: usize) -> (Tensor, Tensor, Tensor) {
     (a, b, c)
 }
 
+/// `a @ b` of an (m, k) and a (k, n) matrix, summed in float64.
+fn exact_product(a: &Tensor, b: &Tensor) -> Vec<f64> {
+    let (&[m, k], &[_, n]) = (a.shape().as_slice(), b.shape().as_slice()) else { panic!("two matrices") };
+    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
+    (0..m * n).map(|o| (0..k).map(|t| av[o / n * k + t] as f64 * bv[t * n + o % n] as f64).sum()).collect()
+}
+
 #[test]
 fn workgroup_matmuls_compute_the_exact_products() {
     Tensor::manual_seed(21);
@@ -64,9 +71,7 @@ fn workgroup_matmuls_compute_the_exact_products() {
     let (m, k, n) = (32, 48, 40);
     let (a, b, c) = matmul(m, k, n);
     let (ast, bufs) = kernel(&c);
-    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
-    let exact: Vec<f64> =
-        (0..m * n).map(|o| (0..k).map(|t| av[o / n * k + t] as f64 * bv[t * n + o % n] as f64).sum()).collect();
+    let exact = exact_product(&a, &b);
     let cases: Vec<Vec<Opt>> = vec![
         vec![Opt::Local { range: 0, amount: 4 }, Opt::Local { range: 1, amount: 8 }],
         vec![Opt::Group { range: 2, amount: 8 }],
@@ -269,10 +274,7 @@ fn gpu_heuristics_spread_outputs_over_workgroup_threads() {
     let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &simd_gpu());
     assert!(opts.iter().any(|o| matches!(o, Opt::Local { .. })), "output loops over a workgroup's threads: {opts:?}");
     assert!(opts.iter().any(|o| matches!(o, Opt::Upcast { .. })), "each thread a register tile: {opts:?}");
-    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
-    let exact: Vec<f32> = (0..m * n)
-        .map(|o| (0..k).map(|t| av[o / n * k + t] as f64 * bv[t * n + o % n] as f64).sum::<f64>() as f32)
-        .collect();
+    let exact: Vec<f32> = exact_product(&a, &b).into_iter().map(|v| v as f32).collect();
     assert_close(&exact, &run(&ast, &bufs, &opts), 1e-5, &format!("{opts:?}"));
     // a long reduce into few outputs: each workgroup's threads share it
     let x = Tensor::randn(&[8, 4096]).realize();

@@ -14,8 +14,9 @@ pub struct Supported {
     pub storage_only: Vec<DType>,
 }
 
+/// The rule rewriting `op` by `f` (its sources, itself) where the target does not list `op`.
 #[track_caller]
-fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule {
+pub(super) fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule {
     rule_ctx(UPat::ops(&[op]).named("x"), move |m, sup: &mut Supported| {
         let x = &m["x"];
         (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten()

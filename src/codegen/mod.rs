@@ -119,8 +119,15 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     // no stores around the caches
     let stream = !target.gpu && vectorize::streams_output(ast);
     let workgroups = target.gpu || opt::workgroups(ast);
-    let mut native = transcendental::Native { exp2: renderer.supports(Ops::Exp2), log2: renderer.supports(Ops::Log2) };
-    let ast = graph_rewrite(ast, transcendental::pm_transcendental(), &mut native, "transcendental", false);
+    let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
+    let mut sup = decompose::Supported {
+        ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
+        storage_only: [(DType::BFLOAT16, target.dtypes.bfloat16), (DType::FLOAT16, target.dtypes.half)]
+            .into_iter()
+            .filter_map(|(d, native)| (!native).then_some(d))
+            .collect(),
+    };
+    let ast = graph_rewrite(ast, transcendental::pm_transcendental(), &mut sup, "transcendental", false);
     let ast = expand::expand(&ast, target.vector_bytes);
     let ast = match workgroups {
         true => gpudims::gpudims(&ast, target.workgroups.as_ref())?,
@@ -135,14 +142,6 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     };
     let mut lower_ctx = lower::LowerCtx::new(&ast, target);
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower_ctx, "lower reduce", false);
-    let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-    let mut sup = decompose::Supported {
-        ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
-        storage_only: [(DType::BFLOAT16, target.dtypes.bfloat16), (DType::FLOAT16, target.dtypes.half)]
-            .into_iter()
-            .filter_map(|(d, native)| (!native).then_some(d))
-            .collect(),
-    };
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
     if debug() >= 6 {

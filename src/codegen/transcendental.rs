@@ -9,14 +9,9 @@
 
 use std::f64::consts::{LN_2, LOG2_E, SQRT_2};
 
+use super::decompose::fallback;
 use crate::dtype::DType;
-use crate::uop::{rule_ctx, Ops, PatternMatcher, UOp, UPat};
-
-/// Which of EXP2 and LOG2 the target renders itself.
-pub struct Native {
-    pub exp2: bool,
-    pub log2: bool,
-}
+use crate::uop::{Ops, PatternMatcher, UOp};
 
 /// Inputs past this are 2^x beyond float32's range either way (overflow above 128, 0 below -150).
 const EXP2_CLAMP: f64 = 160.0;
@@ -26,17 +21,14 @@ const EXP2_TERMS: usize = 11;
 /// the 10th is below 2^-49 of the sum.
 const LOG_TERMS: usize = 10;
 
-/// The rewrite of float32 EXP2 and LOG2 the target does not render.
+/// The rewrite of float32 EXP2 and LOG2 where the target does not list them (`decompose`'s
+/// fallbacks, with its `Supported` as the context). It runs before vectorization, so vectors of
+/// float32 lanes compute the float64 arithmetic as vectors too.
 pub fn pm_transcendental() -> &'static PatternMatcher {
     static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
-        let f32 = |d: DType| d == DType::FLOAT32;
         PatternMatcher::new(vec![
-            rule_ctx(UPat::ops(&[Ops::Exp2]).dtype(f32).named("x"), |m, native: &mut Native| {
-                (!native.exp2).then(|| exp2(&m["x"].src()[0]))
-            }),
-            rule_ctx(UPat::ops(&[Ops::Log2]).dtype(f32).named("x"), |m, native: &mut Native| {
-                (!native.log2).then(|| log2(&m["x"].src()[0]))
-            }),
+            fallback(Ops::Exp2, |s, x| (x.dtype() == DType::FLOAT32).then(|| exp2(&s[0]))),
+            fallback(Ops::Log2, |s, x| (x.dtype() == DType::FLOAT32).then(|| log2(&s[0]))),
         ])
     });
     &PM

@@ -60,8 +60,8 @@ impl ArtifactCache {
         self.dir.join(format!("{}.bin", &sha256_hex(Self::joined(inputs).as_bytes())[..32]))
     }
 
-    /// The artifact built from `inputs`, if the cache holds it intact.
-    pub fn lookup(&self, inputs: &[&str]) -> Option<PathBuf> {
+    /// The path and bytes of the artifact built from `inputs`, if the cache holds it intact.
+    pub fn load(&self, inputs: &[&str]) -> Option<(PathBuf, Vec<u8>)> {
         let bin = self.path(inputs);
         let record = std::fs::read_to_string(bin.with_extension("rec")).ok()?;
         let (magic, rest) = record.split_once('\n')?;
@@ -70,10 +70,10 @@ impl ArtifactCache {
             return None;
         }
         let bytes = std::fs::read(&bin).ok()?;
-        (sha256_hex(&bytes) == digest).then_some(bin)
+        (sha256_hex(&bytes) == digest).then_some((bin, bytes))
     }
 
-    /// Whether the cache has an entry for `inputs` (not checked: `lookup` does that), so that a
+    /// Whether the cache has an entry for `inputs` (not checked: `load` does that), so that a
     /// batch compiles only what is missing without reading every artifact twice.
     pub fn contains(&self, inputs: &[&str]) -> bool {
         self.path(inputs).with_extension("rec").exists()
@@ -102,33 +102,38 @@ impl ArtifactCache {
 mod tests {
     use super::*;
 
+    /// The path of the entry for `inputs`, if intact.
+    fn lookup(cache: &ArtifactCache, inputs: &[&str]) -> Option<PathBuf> {
+        cache.load(inputs).map(|(path, _)| path)
+    }
+
     #[test]
     fn entries_are_verified_against_their_inputs_and_bytes() {
         let dir = std::env::temp_dir().join(format!("lazygrad-artifacts-{}", std::process::id()));
         let cache = ArtifactCache { dir: dir.clone() };
         let inputs = ["cc -O2", "int f() { return 1; }"];
-        assert_eq!(cache.lookup(&inputs), None);
+        assert_eq!(lookup(&cache, &inputs), None);
         assert!(!cache.contains(&inputs));
         let path = cache.store(&inputs, b"artifact bytes").unwrap();
-        assert_eq!(cache.lookup(&inputs), Some(path.clone()));
+        assert_eq!(lookup(&cache, &inputs), Some(path.clone()));
         assert_eq!(std::fs::read(&path).unwrap(), b"artifact bytes");
         // other inputs are another entry; parts cannot run together
-        assert_eq!(cache.lookup(&["cc -O2 int", "f() { return 1; }"]), None);
+        assert_eq!(lookup(&cache, &["cc -O2 int", "f() { return 1; }"]), None);
         // damaged, truncated or emptied artifacts and records are misses
         std::fs::write(&path, b"artifact bytez").unwrap();
-        assert_eq!(cache.lookup(&inputs), None);
+        assert_eq!(lookup(&cache, &inputs), None);
         cache.store(&inputs, b"artifact bytes").unwrap();
         std::fs::write(&path, b"artifact").unwrap();
-        assert_eq!(cache.lookup(&inputs), None);
+        assert_eq!(lookup(&cache, &inputs), None);
         cache.store(&inputs, b"artifact bytes").unwrap();
         let record = path.with_extension("rec");
         let text = std::fs::read_to_string(&record).unwrap();
         std::fs::write(&record, text.replace("return 1", "return 2")).unwrap();
-        assert_eq!(cache.lookup(&inputs), None, "a record of other inputs under this name");
+        assert_eq!(lookup(&cache, &inputs), None, "a record of other inputs under this name");
         std::fs::write(&record, "").unwrap();
-        assert_eq!(cache.lookup(&inputs), None);
+        assert_eq!(lookup(&cache, &inputs), None);
         cache.store(&inputs, b"artifact bytes").unwrap();
-        assert_eq!(cache.lookup(&inputs), Some(path));
+        assert_eq!(lookup(&cache, &inputs), Some(path));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -152,13 +152,13 @@ impl CCompiler {
         self.cache.contains(&self.inputs(src, &self.all_flags(src)))
     }
 
-    /// The cached shared object of `src`, if the cache holds it intact.
-    fn cached(&self, src: &str) -> Option<PathBuf> {
-        self.cache.lookup(&self.inputs(src, &self.all_flags(src)))
+    /// The cached shared object of `src` (its path and bytes), if the cache holds it intact.
+    fn cached(&self, src: &str) -> Option<(PathBuf, Vec<u8>)> {
+        self.cache.load(&self.inputs(src, &self.all_flags(src)))
     }
 
-    /// The shared object of `src`: from the cache, else compiled now.
-    fn shared_object(&self, src: &str) -> Result<PathBuf> {
+    /// The shared object of `src` (its path and bytes): from the cache, else compiled now.
+    fn shared_object(&self, src: &str) -> Result<(PathBuf, Vec<u8>)> {
         if let Some(so) = self.cached(src) {
             return Ok(so);
         }
@@ -208,7 +208,7 @@ impl CCompiler {
 impl Compiler for CCompiler {
     /// The shared object for `src`, compiled now or taken from the disk cache.
     fn compile(&self, src: &str) -> Result<Vec<u8>> {
-        Ok(std::fs::read(self.shared_object(src)?)?)
+        Ok(self.shared_object(src)?.1)
     }
 }
 
@@ -320,7 +320,7 @@ impl Device for CpuDevice {
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let so = self.compiler.shared_object(&spec.src)?;
+        let (so, _) = self.compiler.shared_object(&spec.src)?;
         if crate::helpers::debug() >= 3 {
             eprintln!("compiled {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }

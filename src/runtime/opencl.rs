@@ -234,8 +234,7 @@ impl ClDevice {
 
     /// The program of kernel source `src`: loaded from its cached binary, else built.
     fn program(&self, src: &str) -> Result<Arc<ClProgram>> {
-        if let Some(bin) = self.cache.lookup(&self.inputs(src)) {
-            let binary = std::fs::read(bin)?;
+        if let Some((_, binary)) = self.cache.load(&self.inputs(src)) {
             if let Ok(p) = ClProgram::create_and_build_from_binary(&self.cl.context, &[&binary], &self.options) {
                 return Ok(Arc::new(p));
             }

@@ -30,20 +30,17 @@ const SMALL_AXIS_MAX: usize = 7;
 pub fn matmul_panel(target: &Target) -> Option<usize> {
     (target.float_lanes() > 1 && !target.simd_workgroups()).then(|| 2 * target.float_lanes())
 }
-/// Vector accumulators a register tile may hold: half the vector registers (32 with AVX-512,
-/// 16 with AVX2 and SSE), the rest holding the loaded operands.
-fn max_accumulators(target: &Target) -> usize {
-    match target.vector_bytes {
-        64 => 16,
-        _ => 8,
-    }
-}
 /// Vector registers of `target`'s ISA: 32 with AVX-512, 16 with AVX2 and SSE.
 fn vector_registers(target: &Target) -> usize {
     match target.vector_bytes {
         64 => 32,
         _ => 16,
     }
+}
+/// Vector accumulators a register tile may hold: half the vector registers, the rest holding
+/// the loaded operands.
+fn max_accumulators(target: &Target) -> usize {
+    vector_registers(target) / 2
 }
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
