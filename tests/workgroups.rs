@@ -329,8 +329,10 @@ fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
     let interp = get_device("INTERP").unwrap();
     // loops of 5, 4, 3 and 2 (inner first): one per dim, the outer two sharing dim 2 (5, 4, 6)
     // where that fits; else the dims fill in turn: all in dim 0 under [120, 1, 1], and under
-    // [10, 12, 3] the 4-wide loop split 2 x 2 over dims 0 and 1
-    for (groups, want_grid) in [([120, 1, 1], [120, 1, 1]), ([6, 4, 8], [5, 4, 6]), ([10, 12, 3], [10, 12, 1])] {
+    // [10, 12, 3] the 4-wide loop split 2 x 2 over dims 0 and 1; under [6, 1, 100] dim 1 is skipped
+    let limits =
+        [([120, 1, 1], [120, 1, 1]), ([6, 4, 8], [5, 4, 6]), ([10, 12, 3], [10, 12, 1]), ([6, 1, 100], [5, 1, 24])];
+    for (groups, want_grid) in limits {
         let workgroups = Workgroups { max_groups: groups, ..simd_gpu().workgroups.unwrap() };
         let target = Target { workgroups: Some(workgroups), ..simd_gpu() };
         let spec = get_program_opts(&ast, &Limited(target), &[], "").unwrap();

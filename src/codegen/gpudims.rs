@@ -111,7 +111,8 @@ fn launch_dims(loops: &[UOp], dim: fn(usize) -> Special, max: [usize; 3], out: &
             true => inner_first[s.lp].src()[0].clone(),
             false => UOp::index_const(s.size),
         };
-        let size = shares.iter().map(bound).reduce(|a, b| a.alu(Ops::Mul, &[&b])).expect("a share");
+        // a dim the loops skipped (its limit smaller than their factors) is not launched
+        let Some(size) = shares.iter().map(bound).reduce(|a, b| a.alu(Ops::Mul, &[&b])) else { continue };
         let size = crate::uop::symbolic::simplify(&size);
         let special = UOp::new(Ops::Special, DType::INDEX, vec![size], Arg::Special(dim(d)));
         let mut stride = UOp::index_const(1);
