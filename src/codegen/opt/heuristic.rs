@@ -256,8 +256,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
             }
         }
     }
-    // of two register-tiled output loops, the one with fewer iterations runs outside: the inner
-    // loop's inputs are then streamed once per outer iteration, the fewer the better
+    // of two register-tiled output loops, the one with fewer iterations runs outermost: the
+    // other loop's inputs are then streamed once per outer iteration, the fewer the better. The
+    // loops between keep their order inside the outer one (a conv's input gradient: channel
+    // halves, then images, then pixels, each image's gradient in cache while its pixels run;
+    // pixels outside the images streamed all images per pixel, 30 ms -> 11)
     let tiled: Vec<(usize, usize)> = ranges
         .iter()
         .filter(|r| r.1 == AxisKind::Loop && upcast.contains_key(&r.0))
@@ -265,7 +268,13 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         .collect();
     if let [(outer, outer_iters), (inner, inner_iters)] = tiled[..] {
         if (2..outer_iters).contains(&inner_iters) && outer_iters >= SWAP_MIN_ITERS {
-            opts.push(Opt::Swap { range: outer, with: inner });
+            let tiles = apply_opts(ast, &opts);
+            let between: Vec<usize> = kernel_ranges(&tiles)
+                .iter()
+                .filter(|r| r.1 == AxisKind::Loop && (outer..=inner).contains(&r.0))
+                .map(|r| r.0)
+                .collect();
+            opts.extend(between.windows(2).rev().map(|w| Opt::Swap { range: w[0], with: w[1] }));
         }
     }
     // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
