@@ -5,7 +5,8 @@
 use lazygrad::codegen::get_program;
 use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::schedule::ScheduleItem;
+use lazygrad::schedule::{lay_out, ScheduleItem};
+use lazygrad::uop::Ops;
 use lazygrad::{DType, Error, Tensor};
 
 fn kernel_ast(t: &Tensor) -> lazygrad::uop::UOp {
@@ -75,6 +76,40 @@ fn opencl_kernels_match_the_interpreter() {
         assert_eq!(a.len(), b.len());
         for (p, q) in a.iter().zip(b) {
             assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "output {i}: {p} vs {q}");
+        }
+    }
+}
+
+#[test]
+fn the_tensor_graph_is_one_for_every_device_and_the_scheduler_lays_it_out() {
+    // a large matmul's right operand in column panels and a conv channels last pay where one
+    // core runs a tile of vector registers, not on a target without vectors: the Tensor layer
+    // builds the same graph on every device and the scheduler lays it out for the target
+    Tensor::manual_seed(7);
+    let (x, w) = (Tensor::rand(&[4, 1024]).realize(), Tensor::rand(&[1024, 1024]).realize());
+    let (img, filt) = (Tensor::rand(&[2, 3, 9, 9]).realize(), Tensor::rand(&[16, 3, 3, 3]).realize());
+    let build = |dev: &str| {
+        let conv = img.to(dev).realize().conv2d(&filt.to(dev).realize(), None, &lazygrad::tensor::ConvOpts::default());
+        [x.to(dev).realize().matmul(&w.to(dev).realize()), conv]
+    };
+    let graph = |t: &Tensor| -> Vec<(Ops, Vec<usize>)> {
+        t.uop().toposort().iter().map(|u| (u.op(), u.sh().to_vec())).collect()
+    };
+    let cpu = get_device("CPU").unwrap().renderer().target();
+    let scalar = lazygrad::renderer::Target { vector_bytes: 0, ..cpu.clone() };
+    // the copies a layout adds: CONTIGUOUS nodes of the weight's size
+    let layout_copies = |t: &Tensor, target: &lazygrad::renderer::Target, weight: &Tensor| {
+        let laid_out = lay_out(&[t.uop()], &mut |_| Some(target.clone()));
+        let nodes = laid_out[0].toposort();
+        nodes.iter().filter(|u| u.op() == Ops::Contiguous && u.sh().iter().product::<usize>() == weight.numel()).count()
+    };
+    let (on_cpu, on_cl) = (build("CPU"), build("CL"));
+    for ((c, l), weight) in on_cpu.iter().zip(&on_cl).zip([&w, &filt]) {
+        assert_eq!(graph(c), graph(l));
+        assert_eq!((layout_copies(c, &cpu, weight), layout_copies(c, &scalar, weight)), (1, 0), "{:?}", weight.shape());
+        let (want, got) = (l.to_vec::<f32>(), c.to_vec::<f32>());
+        for (w, g) in want.iter().zip(&got) {
+            assert!((w - g).abs() <= 1e-4 * (1.0 + w.abs()), "{w} vs {g}");
         }
     }
 }

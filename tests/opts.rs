@@ -330,7 +330,7 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
         let got = yv[i * n + j] as f64;
         assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
     }
-    // gradients flow through the panel layout: d sum(x @ w) / dx[i, t] = sum_j w[t, j]
+    // the gradient is the matmul's as built (the layout is the scheduler's): d sum(x @ w) / dx[i, t] = sum_j w[t, j]
     let xg = x.requires_grad(true);
     let g = xg.matmul(&w).sum(None, false).gradient(&[&xg]).remove(0).to_vec::<f32>();
     for t in [0, 100, 1023] {

@@ -1,16 +1,17 @@
 //! The schedule: realized nodes become kernels (or copies), in dependency order.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Instant;
 
+use super::layout::lay_out;
 use super::rangeify::{is_buffer_view, realize_points, storage_order, KernelBuilder};
 use super::split_reduce::split_large_reduces;
-use crate::dtype::DType;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::runtime::Buffer;
-use crate::uop::{graph_rewrite, rule, Arg, BufferRef, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::renderer::Target;
+use crate::runtime::{get_device, Buffer};
+use crate::uop::{Arg, BufferRef, Ops, UOp, UOpMap};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -64,7 +65,13 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
 /// The schedule of `outputs`, computed (`create_schedule` without the cache).
 fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
     let _viz = crate::viz::group(|| "schedule".into());
-    let split = split_large_reduces(&inline_calls(outputs));
+    let mut targets: HashMap<String, Option<Target>> = HashMap::new();
+    let mut target_of = |u: &UOp| {
+        let device = device_of(u);
+        let target = targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.renderer().target()));
+        target.clone()
+    };
+    let split = split_large_reduces(&lay_out(outputs, &mut target_of));
     let points = realize_points(&split);
     let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
     let mut orders: HashMap<UOp, Vec<usize>> = HashMap::new();
@@ -139,16 +146,6 @@ pub fn assigned_buffer(u: &UOp) -> Option<&Arc<Buffer>> {
         target = &target.src()[0];
     }
     target.buffer()
-}
-
-/// `outputs` with every CALL replaced by its value: to the schedule a function is the graph
-/// it computes (its own backward rule matters only to autograd).
-fn inline_calls(outputs: &[UOp]) -> Vec<UOp> {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Call]).named("c"), |m| Some(m["c"].src()[0].clone()))])
-    });
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    graph_rewrite(&sink, &PM, &mut (), "inline_calls", false).src().to_vec()
 }
 
 /// The buffer behind a BUFFER or reshaped BUFFER node.

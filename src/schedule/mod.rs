@@ -2,9 +2,11 @@
 
 pub mod cache;
 pub mod kernel;
+pub mod layout;
 pub mod memory;
 pub mod rangeify;
 pub mod split_reduce;
 
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
+pub use layout::lay_out;
 pub use memory::memory_planner;

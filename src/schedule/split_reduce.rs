@@ -77,19 +77,14 @@ fn split(reduce: &UOp, partials: &mut Partials) -> Option<UOp> {
     if debug() >= 3 {
         eprintln!("split reduce {shape:?} -> {out_shape:?}: axis {axis} into {parts} parts");
     }
-    let split = movement(movement(x.clone(), Ops::Reshape, Arg::Shape(split_shape)), Ops::Permute, Arg::Axes(order));
+    let split = x.movement(Ops::Reshape, Arg::Shape(split_shape)).movement(Ops::Permute, Arg::Axes(order));
     let shifted: Vec<usize> = axes.iter().map(|a| a + 1).collect();
     let partial = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![split], Arg::ReduceAxis(*op, shifted));
     partials.insert(partial.clone());
     // a negative id never collides with `Tensor::contiguous`'s counter; equal splits share it
     let stored = UOp::new(Ops::Contiguous, reduce.dtype(), vec![partial], Arg::Int(-1));
     let total = UOp::new(Ops::ReduceAxis, reduce.dtype(), vec![stored], Arg::ReduceAxis(*op, vec![0]));
-    Some(movement(total, Ops::Reshape, Arg::Shape(out_shape)))
-}
-
-fn movement(x: UOp, op: Ops, arg: Arg) -> UOp {
-    let dtype = x.dtype();
-    UOp::new(op, dtype, vec![x], arg)
+    Some(total.movement(Ops::Reshape, Arg::Shape(out_shape)))
 }
 
 /// Whether axis `axis` of `x` is a broadcast (an EXPAND of size 1) on every path to memory, so

@@ -302,25 +302,11 @@ impl Tensor {
         let x = x.reshape(&cat(&[bs, groups, cin, 1], &oyx, hw)).expand(&cat(&[bs, groups, cin, rcout], &oyx, hw));
         let spatial = |first: usize| (first..first + nd).map(|a| a as isize).collect::<Vec<_>>();
         let reduce: Vec<isize> = (0..=nd).map(|j| -1 - j as isize).collect();
-        let vector = self.layout_target().and_then(|t| crate::codegen::opt::matmul_panel(&t)).map(|p| p / 2);
-        if !vector.is_some_and(|lanes| rcout.is_multiple_of(lanes)) {
-            // (batch, groups, cout, out..., cin, k...)
-            let x = x.permute(&[&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat());
-            let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
-            let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
-            return out.call(crate::uop::Call::Conv, params, &[self, weight]).add_bias(bias);
-        }
-        // channels last (a CPU target, whose vectors the output channels fill): the output
-        // channels are the innermost output axis, so the output and
-        // the weight (laid out with them innermost) are read and written as whole vectors, and
-        // the window's pixels share each weight load. (batch, out..., groups, cout, cin, k...)
-        let x = x.permute(&[&[0][..], &spatial(4), &[1, 3, 2], &spatial(4 + nd)].concat());
-        let w = weight.reshape(&[&[groups, rcout, cin][..], hw].concat());
-        let w = w.permute(&[&[0, 2][..], &spatial(3), &[1]].concat()).contiguous();
-        let w = w.permute(&[&[0, 2 + nd as isize, 1][..], &spatial(2)].concat());
-        let w = w.reshape(&[&vec![1; 1 + nd][..], &[groups, rcout, cin], hw].concat());
-        let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs], &oyx, &[cout])).contiguous();
-        let out = out.permute(&[&[0, 1 + nd as isize][..], &spatial(1)].concat());
+        // (batch, groups, cout, out..., cin, k...); the scheduler may lay it out channels last
+        // for the device (`schedule/layout.rs`), so this graph keeps to that form
+        let x = x.permute(&[&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat());
+        let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
+        let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
         out.call(crate::uop::Call::Conv, params, &[self, weight]).add_bias(bias)
     }
     /// `self + bias`, the bias broadcast over axis 1 (channels); `self` without one.

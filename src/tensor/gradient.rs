@@ -114,8 +114,10 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
                 arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),
             }
         }),
-        // a function's own backward rule; its value (src 0) gets no gradient
+        // a function's own backward rule, its value (src 0) getting no gradient; a matmul's
+        // value is differentiated as it is
         grad_rule(Ops::Call, |k, s, g| match k.uop().arg() {
+            Arg::Call(Call::Matmul, _) => vec![Some(g.clone()), None, None],
             Arg::Call(Call::Conv, params) => {
                 let (dx, dw) = g.conv_backward(&s[1], &s[2], params);
                 vec![None, Some(dx), Some(dw)]

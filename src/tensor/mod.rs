@@ -116,11 +116,6 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.uop().dtype()
     }
-    /// The target of this tensor's device, for layout choices that pay only on some devices
-    /// (matmul panels, channels-last convolutions); None when the device cannot be opened.
-    pub(crate) fn layout_target(&self) -> Option<crate::renderer::Target> {
-        crate::runtime::get_device(self.device()).ok().map(|d| d.renderer().target())
-    }
     pub fn device(&self) -> &str {
         &self.0.device
     }

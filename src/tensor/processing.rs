@@ -6,6 +6,7 @@ use super::movement::resolve_axis;
 use super::reduce::{dtype_max, dtype_min};
 use super::{Scalar, Tensor};
 use crate::dtype::DType;
+use crate::uop::Call;
 
 impl Tensor {
     /// Matrix product with numpy semantics for 1-D and batched operands.
@@ -20,10 +21,6 @@ impl Tensor {
             broadcast_shape(bx, bw).is_some(),
             "matmul: {xs:?} @ {ws:?}: batch dimensions {bx:?} and {bw:?} do not broadcast"
         );
-        let panel = self.layout_target().and_then(|t| crate::codegen::opt::matmul_panel(&t));
-        if let Some(p) = panel.filter(|p| dw == 2 && packs_in_panels(ws[0], ws[1], *p)) {
-            return self.matmul_panels(w, p);
-        }
         let ones = dx.min(dw).saturating_sub(1).min(1);
         let mut xshape: Vec<isize> = xs[..dx - 1].iter().map(|&d| d as isize).collect();
         xshape.extend(std::iter::repeat_n(1, ones));
@@ -32,34 +29,18 @@ impl Tensor {
         wshape.extend(std::iter::repeat_n(1, ones));
         wshape.extend(ws[dw - dw.min(2)..].iter().map(|&d| d as isize));
         let x = self.reshape(&xshape);
-        let w = w.reshape(&wshape).transpose(-1, -(dw.min(2) as isize));
-        x.mul(&w).sum(-1isize, false)
-    }
-    /// `self @ w` for a large matrix `w` (k, n), first laid out as column panels `(n/P, k, P)`
-    /// of `p` columns (`matmul_panel` of the target; one copy kernel, k·n elements): the matmul kernel then
-    /// reads each panel of its output tile's columns as one contiguous block, which stays in
-    /// cache while the rows stream past. Read in place, consecutive rows of `w` are a power of
-    /// two apart for the usual sizes: they land in the same cache sets and evict each other, and
-    /// each one is a new page for the prefetcher (1024² and 2048² run 3x slower).
-    fn matmul_panels(&self, w: &Tensor, p: usize) -> Tensor {
-        let (xs, ws) = (self.shape(), w.shape());
-        let (k, n) = (ws[0], ws[1]);
-        let panels = w.reshape(&[k, n / p, p]).permute(&[1, 0, 2]).contiguous();
-        let batch = &xs[..xs.len() - 1];
-        let x = self.reshape(&[batch, &[1, k, 1]].concat());
-        x.mul(&panels).sum(-2isize, false).reshape(&[batch, &[n]].concat())
+        let wt = w.reshape(&wshape).transpose(-1, -(dw.min(2) as isize));
+        let product = x.mul(&wt).sum(-1isize, false);
+        // a matrix right operand: the scheduler may lay it out for the device (`schedule/layout.rs`)
+        match dw {
+            2 => product.call(Call::Matmul, vec![], &[self, w]),
+            _ => product,
+        }
     }
     /// Alias of `matmul`.
     pub fn dot(&self, w: &Tensor) -> Tensor {
         self.matmul(w)
     }
-}
-
-/// Whether a (k, n) right operand of a matmul is large enough for column panels of `p` to pay,
-/// and splits into them.
-fn packs_in_panels(k: usize, n: usize, p: usize) -> bool {
-    const MIN_ELEMENTS: usize = 1 << 20;
-    k >= p && n.is_multiple_of(p) && k * n >= MIN_ELEMENTS
 }
 
 /// `order` such that `v[order[0]] <= v[order[1]] <= ...`.

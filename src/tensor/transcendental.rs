@@ -239,6 +239,6 @@ pub(super) fn derivative(call: Call, x: &Tensor, y: &Tensor) -> Tensor {
         Call::Atanh => one_minus_square().reciprocal(),
         Call::Erf => x.square().neg().exp().mul(FRAC_2_SQRT_PI),
         Call::Erfc => x.square().neg().exp().mul(-FRAC_2_SQRT_PI),
-        Call::Conv => panic!("gradient: a convolution's CALL has its own rule"),
+        Call::Conv | Call::Matmul => panic!("gradient: a {call:?} CALL has its own rule"),
     }
 }

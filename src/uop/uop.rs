@@ -124,6 +124,7 @@ pub enum StoreMode {
 /// A named tensor function whose gradient autograd takes from its own rule (CALL).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Call {
+    Matmul,
     Conv,
     Exp,
     Expm1,
@@ -412,6 +413,10 @@ impl UOp {
         let mut src = vec![self.clone()];
         src.extend(rest.iter().map(|u| (*u).clone()));
         UOp::new(op, dtype, src, Arg::None)
+    }
+    /// A movement op (RESHAPE, PERMUTE, EXPAND, ...) of this node with `arg`, its dtype kept.
+    pub fn movement(&self, op: Ops, arg: Arg) -> UOp {
+        UOp::new(op, self.dtype(), vec![self.clone()], arg)
     }
     /// A const of this node's dtype.
     pub fn const_like(&self, value: ConstValue) -> UOp {

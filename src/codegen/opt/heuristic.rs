@@ -24,8 +24,8 @@ const MAX_UPCAST_AXES: usize = 2;
 /// An output axis this short that 4 does not divide (a 3 or 5 wide convolution window) is upcast
 /// whole; a longer one by its largest divisor up to this.
 const SMALL_AXIS_MAX: usize = 7;
-/// Output columns one matmul tile computes on a CPU-like `target` (two vectors); `Tensor::matmul`
-/// lays large right operands out in panels of this many columns. None on GPUs and targets
+/// Output columns one matmul tile computes on a CPU-like `target` (two vectors); the scheduler
+/// lays large matmul right operands out in panels of this many columns (`schedule/layout.rs`). None on GPUs and targets
 /// without vectors, whose tiles are not rows of vector registers.
 pub fn matmul_panel(target: &Target) -> Option<usize> {
     (target.float_lanes() > 1 && !target.simd_workgroups()).then(|| 2 * target.float_lanes())

@@ -1,0 +1,125 @@
+//! Data layouts chosen for the device a graph is scheduled on. The Tensor layer builds one
+//! graph for every device and marks its matrix products and convolutions as CALLs; here each
+//! becomes the layout that pays on its target (column panels for a large right operand and
+//! channels-last convolutions on CPU-like targets, whose tiles are rows of vector registers),
+//! and every other CALL becomes its value.
+
+use std::sync::LazyLock;
+
+use crate::codegen::opt::matmul_panel;
+use crate::dtype::DType;
+use crate::renderer::Target;
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
+
+/// The panel width (columns of a matmul tile) of the device of each matmul and conv CALL,
+/// found before the rewrite (which offers the original CALLs).
+struct Panels(UOpMap<Option<usize>>);
+
+/// `outputs` with every CALL replaced by its value in the layout for the target of its device
+/// (`target_of` a node; None where there is none).
+pub fn lay_out(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option<Target>) -> Vec<UOp> {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Call]).named("c"), |m, panels: &mut Panels| {
+            let call = &m["c"];
+            let panel = panels.0.get(call).copied().flatten();
+            Some(
+                match (call.arg(), panel) {
+                    (Arg::Call(Call::Matmul, _), Some(p)) => matmul_panels(call, p),
+                    (Arg::Call(Call::Conv, _), Some(p)) => channels_last(call, p / 2),
+                    _ => None,
+                }
+                .unwrap_or_else(|| call.src()[0].clone()),
+            )
+        })])
+    });
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    let calls = sink.toposort().into_iter().filter(|u| matches!(u.arg(), Arg::Call(Call::Matmul | Call::Conv, _)));
+    let panels = calls.map(|c| (c.clone(), target_of(&c).as_ref().and_then(matmul_panel))).collect();
+    graph_rewrite(&sink, &PM, &mut Panels(panels), "lay_out", true).src().to_vec()
+}
+
+/// Whether sums of `dtype` accumulate in `dtype` itself (no casts around the reduce).
+fn sums_in_place(dtype: DType) -> bool {
+    matches!(dtype, DType::FLOAT32 | DType::FLOAT64)
+}
+
+/// `x @ w` (CALL sources 1 and 2) for a large matrix `w` (k, n), first laid out as column panels
+/// `(n/p, k, p)` (one copy kernel, k·n elements): the matmul kernel then reads each panel of
+/// its output tile's columns as one contiguous block, which stays in cache while the rows
+/// stream past. Read in place, consecutive rows of `w` are a power of two apart for the usual
+/// sizes: they land in the same cache sets and evict each other, and each one is a new page for
+/// the prefetcher (1024² and 2048² run 3x slower). None when `w` is too small to pay.
+fn matmul_panels(call: &UOp, p: usize) -> Option<UOp> {
+    const MIN_ELEMENTS: usize = 1 << 20;
+    let (x, w) = (&call.src()[1], &call.src()[2]);
+    let [k, n] = *w.sh() else { return None };
+    let same_dtype = x.dtype() == w.dtype() && w.dtype() == call.dtype() && sums_in_place(w.dtype());
+    if !(same_dtype && k >= p && n.is_multiple_of(p) && k * n >= MIN_ELEMENTS) {
+        return None;
+    }
+    let panels = w
+        .movement(Ops::Reshape, Arg::Shape(vec![k, n / p, p]))
+        .movement(Ops::Permute, Arg::Axes(vec![1, 0, 2]))
+        .movement(Ops::Contiguous, Arg::Int(-1));
+    let batch = &x.sh()[..x.sh().len() - 1];
+    let full = [batch, &[n / p, k, p]].concat();
+    let x = x.movement(Ops::Reshape, Arg::Shape([batch, &[1, k, 1]].concat()));
+    let panels = panels.movement(Ops::Reshape, Arg::Shape([&vec![1; batch.len()][..], &[n / p, k, p]].concat()));
+    let product = broadcast(&x, &full).alu(Ops::Mul, &[&broadcast(&panels, &full)]);
+    let sum = product.movement(Ops::ReduceAxis, Arg::ReduceAxis(Ops::Add, vec![batch.len() + 1]));
+    Some(sum.movement(Ops::Reshape, Arg::Shape(call.sh().to_vec())))
+}
+
+/// A convolution (CALL source 0 as `Tensor::conv2d` builds it: the pooled input `X`, shaped
+/// `(batch, groups, cin, cout, out..., k...)`, permuted to `(batch, groups, cout, out..., cin,
+/// k...)`, times the weight, summed over the last axes) computed channels last when `lanes`
+/// divide its output channels: the output channels are the innermost output axis, so the
+/// output and the weight (laid out with them innermost) are read and written as whole vectors,
+/// and the window's pixels share each weight load. None for any other graph.
+fn channels_last(call: &UOp, lanes: usize) -> Option<UOp> {
+    let (value, weight) = (&call.src()[0], &call.src()[2]);
+    let reduced = match value.op() {
+        Ops::Reshape => &value.src()[0],
+        _ => value,
+    };
+    let (Ops::ReduceAxis, Ops::Mul) = (reduced.op(), reduced.src()[0].op()) else { return None };
+    let windows = &reduced.src()[0].src()[0];
+    let nd = windows.sh().len().checked_sub(4)? / 2;
+    let spatial = |first: usize| (first..first + nd).collect::<Vec<_>>();
+    let plain = [&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat();
+    if windows.op() != Ops::Permute || windows.arg() != &Arg::Axes(plain) || !sums_in_place(value.dtype()) {
+        return None;
+    }
+    let x = &windows.src()[0];
+    let (bs, groups, cin, rcout) = (x.sh()[0], x.sh()[1], x.sh()[2], x.sh()[3]);
+    let (oyx, hw) = (&x.sh()[4..4 + nd], &x.sh()[4 + nd..]);
+    if !rcout.is_multiple_of(lanes) || weight.dtype() != value.dtype() {
+        return None;
+    }
+    // (batch, out..., groups, cout, cin, k...)
+    let x = x.movement(Ops::Permute, Arg::Axes([&[0][..], &spatial(4), &[1, 3, 2], &spatial(4 + nd)].concat()));
+    let w = weight
+        .movement(Ops::Reshape, Arg::Shape([&[groups, rcout, cin][..], hw].concat()))
+        .movement(Ops::Permute, Arg::Axes([&[0, 2][..], &spatial(3), &[1]].concat()))
+        .movement(Ops::Contiguous, Arg::Int(-1))
+        .movement(Ops::Permute, Arg::Axes([&[0, 2 + nd, 1][..], &spatial(2)].concat()))
+        .movement(Ops::Reshape, Arg::Shape([&vec![1; 1 + nd][..], &[groups, rcout, cin], hw].concat()));
+    let product = x.alu(Ops::Mul, &[&broadcast(&w, x.sh())]);
+    let axes: Vec<usize> = (3 + nd..product.sh().len()).filter(|&a| product.sh()[a] != 1).collect();
+    let sum = match axes.is_empty() {
+        true => product,
+        false => product.movement(Ops::ReduceAxis, Arg::ReduceAxis(Ops::Add, axes)),
+    };
+    let out = sum
+        .movement(Ops::Reshape, Arg::Shape([&[bs][..], oyx, &[groups * rcout]].concat()))
+        .movement(Ops::Contiguous, Arg::Int(-1));
+    Some(out.movement(Ops::Permute, Arg::Axes([&[0, 1 + nd][..], &spatial(1)].concat())))
+}
+
+/// `u` expanded to `shape` (itself when it has that shape).
+fn broadcast(u: &UOp, shape: &[usize]) -> UOp {
+    match u.sh() == shape {
+        true => u.clone(),
+        false => u.movement(Ops::Expand, Arg::Shape(shape.to_vec())),
+    }
+}
