@@ -42,6 +42,18 @@ fn vector_registers(target: &Target) -> usize {
 fn max_accumulators(target: &Target) -> usize {
     vector_registers(target) / 2
 }
+/// Independent accumulators a core needs to keep its FMA units busy: 2 pipes by 4 cycles of
+/// latency on current x86 cores.
+const FMA_CHAINS: usize = 8;
+/// Whether a register tile of `accumulators` vectors, doubled while at most `max` fit, gives
+/// `FMA_CHAINS` independent sums.
+fn fma_chains(accumulators: usize, max: usize) -> bool {
+    let mut tile = accumulators.max(1);
+    while 2 * tile <= max {
+        tile *= 2;
+    }
+    tile >= FMA_CHAINS
+}
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
@@ -167,7 +179,10 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
                         Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
                     })
                     .filter(|c| c.1 > 0)
-                    .max_by_key(|c| (c.0, c.1, c.2))
+                    // of equal sharing, an amount whose tile (doubled while the accumulators
+                    // fit) keeps enough FMAs in flight: a 3-tap window row by 2 vectors is 6
+                    // chains on AVX2, and a conv's weight gradient ran at 60% of the FMA rate
+                    .max_by_key(|c| (c.0, c.1, fma_chains(lanes / vl * c.3, max_accumulators), c.2))
             };
             let pick = pick_within(max_accumulators / 2).or_else(|| pick_within(max_accumulators));
             let Some((_, _, id, amount, reused)) = pick else { break };
