@@ -180,3 +180,31 @@ fn views_of_opencl_memory_read_and_write_their_own_bytes() {
     );
     assert_eq!(view.copyout().unwrap(), ones);
 }
+
+#[test]
+fn cuda_kernels_render_for_blocks_of_threads_and_nvrtc_builds_them() {
+    // no GPU needed: a matmul with a reduce and a gated elementwise kernel rendered for sm_90;
+    // with NVRTC_CHECK set (.ci/run, NVRTC from PyPI on the library path) NVRTC builds them
+    use lazygrad::renderer::cuda::CudaRenderer;
+    let renderer = CudaRenderer::for_arch("sm_90").expect("sm_90 parses");
+    assert_eq!(renderer.arch_name(), "sm_90");
+    assert!(CudaRenderer::for_arch("90").is_none() && CudaRenderer::for_arch("sm_x0").is_none());
+    let (a, b) = (Tensor::rand(&[64, 48]).realize(), Tensor::rand(&[48, 40]).realize());
+    let half = Tensor::rand(&[124]).realize().cast(DType::FLOAT16).realize();
+    for t in [a.matmul(&b), (half.cast(DType::FLOAT32) * 3.0).pad(&[(1, 3)]).exp()] {
+        let spec = get_program(&kernel_ast(&t), &renderer).unwrap();
+        let src = &spec.src;
+        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__("), "{src}");
+        assert!(src.contains("blockIdx.x") && src.contains("threadIdx.x"), "{src}");
+        assert!(spec.local_size.is_some_and(|l| l.iter().product::<usize>() > 1), "{src}");
+        if std::env::var("NVRTC_CHECK").is_ok() {
+            let cubin = lazygrad::runtime::cuda::nvrtc_compile(src, "sm_90").unwrap();
+            assert_eq!(&cubin[..4], b"\x7fELF", "a cubin is an ELF image");
+        }
+    }
+    // a machine without the driver gets an error value naming CUDA, never a panic
+    if lazygrad::runtime::cuda::available().is_err() {
+        let err = get_device("CUDA").err().expect("no CUDA device here");
+        assert!(err.to_string().contains("CUDA unavailable"), "{err}");
+    }
+}

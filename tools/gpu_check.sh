@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 # The GPU check in one call, for a machine with an NVIDIA GPU and no Rust toolchain.
 #   tools/gpu_check.sh --build   (here, on a CPU machine) builds the test and example binaries
-#                                into gpu_bin/ (git-ignored; a few MB, copied over in one go)
+#                                into gpu_bin/ (git-ignored; copied over in one go), with the
+#                                Fashion-MNIST files when this machine has them
 #   tools/gpu_check.sh           (there) runs them and prints one table
-# Today it runs the OpenCL device (the only GPU path so far) on the driver's OpenCL: the device
-# tests, the torch_ref suite against INTERP, and the matmul benchmark rows. A missing OpenCL
-# loader or ICD is found and pointed to where the driver has one.
+# There it runs the suites on the CUDA device (NVRTC from the CUDA toolkit, the driver's
+# libcuda), beautiful_mnist with DEV=CUDA, the benchmark rows on CUDA, and the OpenCL device on
+# the driver's OpenCL. A missing OpenCL loader or ICD is found and pointed to where the driver
+# has one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+suites=(devices torch_ref ops schedule jit train)
 if [ "${1:-}" = "--build" ]; then
   set -e
   rm -rf gpu_bin && mkdir -p gpu_bin
-  for t in devices torch_ref; do
+  for t in "${suites[@]}"; do
     exe=$(cargo test --release --no-run --message-format=json --test "$t" 2>/dev/null |
       python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
     cp "$exe" "gpu_bin/$t"
   done
-  cargo build --release --quiet --example bench
-  cp target/release/examples/bench gpu_bin/bench
-  ls -la gpu_bin
+  cargo build --release --quiet --example bench --example beautiful_mnist
+  cp target/release/examples/bench target/release/examples/beautiful_mnist gpu_bin/
+  if [ -d /usr/share/datasets/fashion-mnist ]; then cp -r /usr/share/datasets/fashion-mnist gpu_bin/; fi
+  strip gpu_bin/* 2>/dev/null || true
+  du -sh gpu_bin && ls -la gpu_bin
   exit 0
 fi
 
@@ -41,18 +46,29 @@ fi
 echo "OpenCL loader: ${OPENCL_DYLIB_PATH:-system}; ICDs: ${OCL_ICD_VENDORS:-/etc/OpenCL/vendors}"
 
 export LAZYGRAD_CACHE=/tmp/lazygrad-cache
+# NVRTC from the CUDA toolkit when the loader does not know it
+if ! ldconfig -p | grep -q 'libnvrtc.so'; then
+  nvrtc=$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)
+  [ -n "$nvrtc" ] && export LD_LIBRARY_PATH="$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 rows=()
 run() {
   local name=$1; shift
   local start=$SECONDS
-  if timeout 300 "$@" > "/tmp/gpu_check_$name.log" 2>&1; then result=pass; else result="FAIL (exit $?)"; fi
+  local log="/tmp/gpu_check_${name// /_}.log"
+  if timeout 300 "$@" > "$log" 2>&1; then result=pass; else result="FAIL (exit $?)"; fi
   rows+=("| $name | $result | $((SECONDS - start)) s |")
-  tail -5 "/tmp/gpu_check_$name.log"
+  tail -5 "$log"
 }
-run devices env DEV=CL DEBUG=1 gpu_bin/devices --test-threads=1
-run torch_ref env DEV=CL gpu_bin/torch_ref
-DEV=CL gpu_bin/bench matmul > /tmp/gpu_check_bench.log 2>&1
-grep '^bench' /tmp/gpu_check_bench.log | while read -r _ name value unit; do echo "| CL $name | $value $unit | |"; done
+for t in "${suites[@]}"; do run "CUDA $t" env DEV=CUDA "gpu_bin/$t"; done
+[ -d gpu_bin/fashion-mnist ] && export FASHION_MNIST_DIR=gpu_bin/fashion-mnist
+run "CUDA beautiful_mnist" env DEV=CUDA FASHION=1 gpu_bin/beautiful_mnist
+run "CL devices" env DEV=CL DEBUG=1 gpu_bin/devices --test-threads=1
+for dev in CUDA CL; do
+  DEV=$dev gpu_bin/bench matmul > "/tmp/gpu_check_bench_$dev.log" 2>&1
+  grep '^bench' "/tmp/gpu_check_bench_$dev.log" | while read -r _ name value unit; do echo "| $dev $name | $value $unit | |"; done
+done
+grep -E '^(step_s|wall_s|test_accuracy_pct) ' /tmp/gpu_check_CUDA_beautiful_mnist.log 2>/dev/null | while read -r k v; do echo "| CUDA beautiful_mnist $k | $v | |"; done
 
 echo
 echo "| check | result | time |"

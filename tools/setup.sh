@@ -6,7 +6,9 @@
 # Fashion-MNIST data set (Debian's dataset-fashion-mnist, so the demo trains offline and
 # `cargo test --test datasets -- --ignored` checks the real files); with `--bench`, clang-14 for
 # tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
-# lazygrad's own compiler choice, `clang` else gcc, stays as it was).
+# lazygrad's own compiler choice, `clang` else gcc, stays as it was); with `--nvrtc`, NVIDIA's
+# NVRTC from PyPI (no GPU or driver needed) in tools/.venv-nvrtc, for .ci/run's check that every
+# torch_ref kernel compiles for CUDA (it prints the folder to put on LD_LIBRARY_PATH).
 # Cargo and rustc must already be installed.
 set -euo pipefail
 
@@ -28,6 +30,9 @@ if [ "${1:-}" = "--bench" ]; then
   command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
   python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
 fi
+if [ "${1:-}" = "--nvrtc" ]; then
+  python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo_cmd=""
@@ -38,3 +43,14 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+
+if [ "${1:-}" = "--nvrtc" ]; then
+  venv="$(dirname "$0")/.venv-nvrtc"
+  lib() { ls -d "$venv"/lib/python3*/site-packages/nvidia/cu13/lib 2>/dev/null | head -1; }
+  if [ -z "$(lib)" ] || [ ! -f "$(lib)/libnvrtc.so.13" ]; then
+    echo "setup: installing NVRTC (nvidia-cuda-nvrtc 13) in $venv" >&2
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "nvidia-cuda-nvrtc==13.*" >&2
+  fi
+  lib
+fi

@@ -9,6 +9,7 @@ use crate::codegen::{get_program_for, KernelName, ProgramSpec};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
+use crate::renderer::cuda::CudaRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::ScheduleItem;
@@ -75,7 +76,19 @@ fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSp
     let start = Instant::now();
     let spec = get_program_for(ast, dev)?;
     phases.codegen += start.elapsed().as_secs_f64();
+    nvrtc_check(ast)?;
     Ok(spec)
+}
+
+/// With `NVRTC_CHECK=sm_90` (CI on machines without a GPU), each new kernel is also rendered
+/// for a CUDA device of that architecture and compiled by NVRTC, so a kernel CUDA could not
+/// build fails where it is made.
+fn nvrtc_check(ast: &UOp) -> Result<()> {
+    let Some(arch) = crate::helpers::getenv_str("NVRTC_CHECK") else { return Ok(()) };
+    let renderer = CudaRenderer::for_arch(&arch)
+        .ok_or_else(|| crate::error::Error::Invalid(format!("NVRTC_CHECK={arch}: not an architecture like sm_90")))?;
+    let spec = crate::codegen::get_program(ast, &renderer)?;
+    crate::runtime::cuda::nvrtc_compile(&spec.src, &arch).map(drop)
 }
 
 /// Put the compiled `program` of `ast` in the program cache under `key`.

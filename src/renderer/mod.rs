@@ -2,6 +2,7 @@
 
 pub mod c;
 pub mod cstyle;
+pub mod cuda;
 pub mod listing;
 pub mod opencl;
 pub mod target;

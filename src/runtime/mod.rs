@@ -2,6 +2,7 @@
 
 pub mod allocator;
 pub mod cpu;
+pub mod cuda;
 pub mod device;
 pub mod interp;
 pub mod opencl;

@@ -1,0 +1,223 @@
+//! The CUDA C dialect for NVRTC: kernels launched as blocks of threads (`blockIdx`,
+//! `threadIdx`), `__shared__` arrays and `__syncthreads`, `__launch_bounds__` from the block
+//! size. Scalar code: a GPU's threads fill its SIMD lanes, so the target has no vectors. Half and
+//! bfloat16 are stored as their bits and computed in float32 (PTX conversions, no CUDA headers,
+//! which NVRTC does not carry).
+
+use super::cstyle::{self, Dialect, Param};
+use super::{DTypeSupport, Renderer, Target, Workgroups};
+use crate::dtype::{DType, Scalar};
+use crate::uop::{Arg, Ops, Special, UOp};
+
+/// Renders kernels as CUDA C for a device described by `target`.
+pub struct CudaRenderer {
+    pub target: Target,
+    /// The compute capability the kernels are built for, `(9, 0)` on an H200.
+    pub arch: (u32, u32),
+}
+
+impl CudaRenderer {
+    /// The renderer for a device of compute capability `arch` with the given limits (threads
+    /// per block, block dims, grid dims, shared memory bytes per block).
+    pub fn new(
+        arch: (u32, u32),
+        max_threads: usize,
+        max_local: [usize; 3],
+        max_groups: [usize; 3],
+        shared: usize,
+    ) -> Self {
+        let target = Target {
+            name: format!("CUDA:sm_{}{}", arch.0, arch.1),
+            vector_bytes: 0,
+            register_bytes: 4,
+            threads: 1,
+            workgroups: Some(Workgroups {
+                max_threads,
+                max_local,
+                max_groups,
+                local_bytes: shared,
+                simd_threads: true,
+            }),
+            gpu: true,
+            dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
+            tensor_cores: vec![],
+        };
+        CudaRenderer { target, arch }
+    }
+    /// A device of architecture `arch` (`sm_90`) with the limits of every NVIDIA GPU since
+    /// Volta: 1024 threads a block, blocks up to 1024x1024x64, grids up to (2^31-1)x65535x65535,
+    /// 48 KiB of shared memory a block. For rendering without a device (`NVRTC_CHECK`).
+    pub fn for_arch(arch: &str) -> Option<Self> {
+        let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))?;
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        let capability = (major.parse().ok()?, minor.parse().ok()?);
+        Some(CudaRenderer::new(capability, 1024, [1024, 1024, 64], [(1 << 31) - 1, 65535, 65535], 48 << 10))
+    }
+    /// The NVRTC architecture option, `sm_90` for compute capability 9.0.
+    pub fn arch_name(&self) -> String {
+        format!("sm_{}{}", self.arch.0, self.arch.1)
+    }
+}
+
+/// The dialect for one kernel: its block size goes into `__launch_bounds__`.
+struct Cuda {
+    block_threads: usize,
+}
+
+/// Threads per block of a linearized kernel: the product of its local index sizes.
+fn block_threads(uops: &[UOp]) -> usize {
+    uops.iter()
+        .filter(|u| matches!(u.arg(), Arg::Special(Special::Local(_))))
+        .filter_map(|u| u.src()[0].const_int_value())
+        .product::<i64>()
+        .max(1) as usize
+}
+
+/// Vector hooks are never reached: the target has no vector registers, so codegen makes none.
+fn scalar_only(what: &str) -> ! {
+    panic!("CUDA renderer: {what} of a vector, but CUDA kernels are scalar (the target has no vector registers)")
+}
+
+impl Dialect for Cuda {
+    fn type_name(&self, dtype: DType) -> String {
+        if dtype.count > 1 {
+            scalar_only("a type");
+        }
+        match dtype.scalar {
+            Scalar::Void => "void",
+            Scalar::Bool => "bool",
+            Scalar::Int8 => "signed char",
+            Scalar::Int16 => "short",
+            Scalar::Int32 => "int",
+            Scalar::Int64 | Scalar::Index => "long long",
+            Scalar::UInt8 => "unsigned char",
+            Scalar::UInt16 | Scalar::Float16 | Scalar::BFloat16 => "unsigned short",
+            Scalar::UInt32 => "unsigned int",
+            Scalar::UInt64 => "unsigned long long",
+            Scalar::Float32 => "float",
+            Scalar::Float64 => "double",
+        }
+        .into()
+    }
+    fn storage_only(&self, dtype: DType) -> Option<&'static str> {
+        match dtype.scalar {
+            Scalar::BFloat16 => Some("bf16"),
+            Scalar::Float16 => Some("half"),
+            _ => None,
+        }
+    }
+    fn prelude(&self) -> String {
+        concat!(
+            "#define INFINITY (__int_as_float(0x7f800000))\n",
+            "#define NAN (__int_as_float(0x7fffffff))\n",
+            // bfloat16 is stored as its 16 bits; conversions round to nearest even, NaN stays NaN
+            "__device__ float lg_bf16_to_f32(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }\n",
+            "__device__ unsigned short lg_f32_to_bf16(float f) { unsigned int u = __float_as_uint(f); ",
+            "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); ",
+            "u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }\n",
+            // float16 through PTX's conversions (to nearest even)
+            "__device__ float lg_half_to_f32(unsigned short h) { float f; ",
+            "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n",
+            "__device__ unsigned short lg_f32_to_half(float f) { unsigned short h; ",
+            "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n",
+        )
+        .into()
+    }
+    fn signature(&self, name: &str, params: &[Param]) -> String {
+        let args: Vec<String> = params
+            .iter()
+            .map(|p| format!("{}{}* __restrict__ {}", if p.written { "" } else { "const " }, p.ty, p.name))
+            .collect();
+        format!("extern \"C\" __global__ void __launch_bounds__({}) {name}({})", self.block_threads, args.join(", "))
+    }
+    fn epilogue(&self, _name: &str, _params: &[Param]) -> String {
+        String::new()
+    }
+    fn vector_typedef(&self, _dtype: DType) -> String {
+        String::new()
+    }
+    fn vector_where(&self, _dtype: DType, _a: &[String]) -> String {
+        scalar_only("a select")
+    }
+    fn vector_max(&self, _dtype: DType, _a: &[String]) -> String {
+        scalar_only("a max")
+    }
+    fn vector_max_over(&self, _dtype: DType, _a: &[String]) -> String {
+        scalar_only("a max")
+    }
+    fn vector_cast(&self, _dtype: DType, _from: DType, _a: &str) -> String {
+        scalar_only("a cast")
+    }
+    fn negate(&self, _dtype: DType, a: &str) -> String {
+        format!("(-{a})")
+    }
+    fn vector_slice(&self, _dtype: DType, _name: &str, _v: &str, _first: usize) -> String {
+        scalar_only("a slice")
+    }
+    fn vector_sqrt(&self, _dtype: DType, _a: &str) -> String {
+        scalar_only("a square root")
+    }
+    fn vector_fma(&self, _dtype: DType, _a: &[String]) -> String {
+        scalar_only("an FMA")
+    }
+    fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String {
+        format!("*({}*)({addr}) = {value};", self.type_name(dtype))
+    }
+    fn masked_load(&self, _dtype: DType, _addr: &str, _mask: &str) -> String {
+        scalar_only("a masked load")
+    }
+    fn masked_store(&self, _dtype: DType, _addr: &str, _value: &str, _mask: &str) -> String {
+        scalar_only("a masked store")
+    }
+    fn stream_fence(&self) -> String {
+        String::new()
+    }
+    fn keep_in_register(&self, _value: &str) -> String {
+        String::new()
+    }
+    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
+        let joined = args.join(", ");
+        match dtype.scalar {
+            Scalar::Float64 => format!("{f}({joined})"),
+            // CUDA's float functions carry an f (`sqrtf`); fma and friends too
+            Scalar::Float32 => format!("{f}f({joined})"),
+            _ => {
+                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
+                format!("(({}){f}f({}))", self.type_name(dtype), widened.join(", "))
+            }
+        }
+    }
+    fn bitcast(&self, from: DType, to: DType, a: &str) -> String {
+        let (from_ty, to_ty) = (self.type_name(from), self.type_name(to));
+        format!("([&]{{ {from_ty} v = {a}; {to_ty} r; memcpy(&r, &v, sizeof(r)); return r; }}())")
+    }
+    fn special(&self, which: Special) -> String {
+        const DIMS: [char; 3] = ['x', 'y', 'z'];
+        match which {
+            Special::Group(d) => format!("(long long)blockIdx.{}", DIMS[d]),
+            Special::Local(d) => format!("(long long)threadIdx.{}", DIMS[d]),
+            other => panic!("CUDA renderer: no launch index {other} on a GPU"),
+        }
+    }
+    fn local_array(&self, dtype: DType, name: &str, size: &str) -> String {
+        format!("__shared__ {} {name}[{size}];", self.type_name(dtype))
+    }
+    fn barrier(&self) -> String {
+        "__syncthreads();".into()
+    }
+}
+
+impl Renderer for CudaRenderer {
+    fn language(&self) -> &'static str {
+        "cu"
+    }
+    fn target(&self) -> Target {
+        self.target.clone()
+    }
+    fn supports(&self, _op: Ops) -> bool {
+        true
+    }
+    fn render(&self, name: &str, uops: &[UOp]) -> String {
+        cstyle::render(&Cuda { block_threads: block_threads(uops) }, &self.target, name, uops)
+    }
+}

@@ -1,0 +1,332 @@
+//! The CUDA device (`CUDA`, `CUDA:1`): CUDA C from the shared C-family renderer, compiled by NVRTC
+//! to a cubin for the device's architecture (kept in the verified artifact cache), loaded as a
+//! module and launched as blocks of threads on one stream, timed with events. libcuda and
+//! libnvrtc load at run time (`cudarc`'s dynamic loading, which panics on first use of a missing
+//! library, so both are looked for first): a machine without them gets an error value.
+
+use std::any::Any;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cudarc::driver::result as cu;
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunction, CUmodule};
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
+
+use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use crate::codegen::ProgramSpec;
+use crate::error::{Error, Result};
+use crate::helpers::cache::ArtifactCache;
+use crate::renderer::cuda::CudaRenderer;
+use crate::renderer::Renderer;
+use crate::uop::{Arg, Ops};
+
+fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Device(format!("CUDA {what}: {e}"))
+}
+
+/// Whether the driver library is there (without it, cudarc's first call panics).
+fn driver_present() -> std::result::Result<(), String> {
+    // SAFETY: loads libcuda to look for it and unloads it again; no symbol is called.
+    match unsafe { cudarc::driver::sys::is_culib_present() } {
+        true => Ok(()),
+        false => Err("CUDA unavailable: no libcuda.so (the NVIDIA driver) on this machine".into()),
+    }
+}
+
+/// Whether a CUDA device is there to default to.
+pub fn available() -> std::result::Result<(), String> {
+    driver_present()?;
+    cu::init().map_err(|e| format!("CUDA unavailable: {e}"))?;
+    match cu::device::get_count() {
+        Ok(n) if n > 0 => Ok(()),
+        Ok(_) => Err("CUDA unavailable: no CUDA device".into()),
+        Err(e) => Err(format!("CUDA unavailable: {e}")),
+    }
+}
+
+/// Open CUDA device number `ordinal`.
+pub fn open(ordinal: usize) -> Result<Arc<dyn Device>> {
+    available().map_err(Error::Device)?;
+    Ok(Arc::new(CudaDevice::new(ordinal)?))
+}
+
+/// `src` compiled by NVRTC into a cubin for architecture `arch` (`sm_90`), or the compile log;
+/// kept in the verified artifact cache under the NVRTC version, the architecture and the source.
+pub fn nvrtc_compile(src: &str, arch: &str) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result as rtc, sys};
+    // SAFETY: loads libnvrtc to look for it and unloads it again; no symbol is called.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::Compile("NVRTC unavailable: no libnvrtc.so on the library path".into()));
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two ints written by the call; the library is present (checked above).
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| Error::Compile(format!("NVRTC: {e}")))?;
+    static CACHE: std::sync::LazyLock<ArtifactCache> = std::sync::LazyLock::new(|| ArtifactCache::new("cuda"));
+    let version = format!("NVRTC {major}.{minor}");
+    let inputs = [version.as_str(), arch, src];
+    if let Some((_, cubin)) = CACHE.load(&inputs) {
+        return Ok(cubin);
+    }
+    let text = CString::new(src).map_err(|_| Error::Compile("CUDA source holds a NUL byte".into()))?;
+    let program = rtc::create_program(&text, None).map_err(|e| Error::Compile(format!("NVRTC: {e}")))?;
+    let options = [format!("--gpu-architecture={arch}"), "-default-device".into(), "-std=c++17".into()];
+    // SAFETY: `program` was created above and is destroyed once, below; `text` outlives it.
+    let built = unsafe { rtc::compile_program(program, &options) };
+    // SAFETY: as above; the log and the cubin are copied out before the program is destroyed.
+    let result = unsafe {
+        match built {
+            Err(e) => {
+                let log = rtc::get_program_log(program).unwrap_or_default();
+                let log: Vec<u8> = log.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+                Err(Error::Compile(format!(
+                    "NVRTC ({arch}) failed ({e}):\n{}\n--- source ---\n{src}",
+                    String::from_utf8_lossy(&log)
+                )))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                let mut cubin = vec![];
+                let status = sys::nvrtcGetCUBINSize(program, &mut size).result().and_then(|()| {
+                    cubin = vec![0u8; size];
+                    sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr().cast()).result()
+                });
+                status.map(|()| cubin).map_err(|e| Error::Compile(format!("NVRTC cubin: {e}")))
+            }
+        }
+    };
+    // SAFETY: created above, not destroyed before.
+    let _ = unsafe { rtc::destroy_program(program) };
+    if let Ok(cubin) = &result {
+        // a cache that cannot be written only costs the next run a compile
+        let _ = CACHE.store(&inputs, cubin);
+    }
+    result
+}
+
+/// A device allocation, freed when the last buffer or view of it goes.
+struct Allocation {
+    ctx: Arc<CudaContext>,
+    ptr: CUdeviceptr,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from `malloc_sync` in this context and is freed once, here.
+            let _ = unsafe { cu::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// Bytes of an allocation from `offset` on (a whole buffer or a view of one).
+struct CudaMemory {
+    allocation: Arc<Allocation>,
+    offset: usize,
+}
+
+impl CudaMemory {
+    fn ptr(&self) -> CUdeviceptr {
+        self.allocation.ptr + self.offset as u64
+    }
+}
+
+impl RawBuffer for CudaMemory {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn memory_of(raw: &dyn RawBuffer) -> Result<&CudaMemory> {
+    raw.as_any()
+        .downcast_ref::<CudaMemory>()
+        .ok_or_else(|| Error::Device("a buffer of another device where CUDA memory was expected".into()))
+}
+
+/// Plain device allocations (never managed memory); copies synchronous on the context.
+struct CudaAllocator {
+    ctx: Arc<CudaContext>,
+}
+
+impl Allocator for CudaAllocator {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+        // SAFETY: a fresh allocation of at least one byte, zeroed over its whole length before
+        // anyone reads it.
+        let ptr = unsafe {
+            let ptr = cu::malloc_sync(bytes.max(1))
+                .map_err(|e| Error::Device(format!("CUDA cannot allocate {bytes} bytes: {e}")))?;
+            cu::memset_d8_sync(ptr, 0, bytes.max(1)).map_err(cu_err("zero fill"))?;
+            ptr
+        };
+        Ok(Box::new(CudaMemory { allocation: Arc::new(Allocation { ctx: self.ctx.clone(), ptr }), offset: 0 }))
+    }
+    fn view(&self, base: &dyn RawBuffer, offset: usize, _bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        let base = memory_of(base)?;
+        Ok(Box::new(CudaMemory { allocation: base.allocation.clone(), offset: base.offset + offset }))
+    }
+    fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
+        let dst = memory_of(dst)?;
+        self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+        // SAFETY: `Buffer` checked that `src` fits in the destination's bytes.
+        unsafe { cu::memcpy_htod_sync(dst.ptr(), src) }.map_err(cu_err("copy in"))
+    }
+    fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
+        let src = memory_of(src)?;
+        self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+        // SAFETY: `Buffer` checked that `dst` is no longer than the source's bytes.
+        unsafe { cu::memcpy_dtoh_sync(dst, src.ptr()) }.map_err(cu_err("copy out"))
+    }
+}
+
+/// One CUDA device.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    renderer: CudaRenderer,
+    allocator: LruAllocator<CudaAllocator>,
+}
+
+impl CudaDevice {
+    fn new(ordinal: usize) -> Result<CudaDevice> {
+        let ctx = CudaContext::new(ordinal).map_err(cu_err("context"))?;
+        let attr = |a: CUdevice_attribute| ctx.attribute(a).map(|v| v as usize).map_err(cu_err("device info"));
+        use CUdevice_attribute::*;
+        let (major, minor) = ctx.compute_capability().map_err(cu_err("device info"))?;
+        let renderer = CudaRenderer::new(
+            (major as u32, minor as u32),
+            attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            [
+                attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            [
+                attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+            attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        );
+        Ok(CudaDevice {
+            stream: ctx.default_stream(),
+            allocator: LruAllocator::new(CudaAllocator { ctx: ctx.clone() }, 1 << 32),
+            ctx,
+            renderer,
+        })
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &str {
+        "CUDA"
+    }
+    fn allocator(&self) -> &dyn Allocator {
+        &self.allocator
+    }
+    fn renderer(&self) -> &dyn Renderer {
+        &self.renderer
+    }
+    fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
+        let start = Instant::now();
+        let cubin = nvrtc_compile(&spec.src, &self.renderer.arch_name())?;
+        if crate::helpers::debug() >= 3 {
+            eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
+        }
+        self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+        let name = CString::new(spec.name.to_string()).map_err(|_| Error::Compile("kernel name holds a NUL".into()))?;
+        // SAFETY: the image is a whole cubin NVRTC produced (or the cache verified against the
+        // source it was built from); the function is looked up in the module just loaded.
+        let (module, function) = unsafe {
+            let module = cu::module::load_data(cubin.as_ptr().cast()).map_err(cu_err("module"))?;
+            (module, cu::module::get_function(module, name).map_err(cu_err("kernel"))?)
+        };
+        let mut slots: Vec<usize> = spec
+            .uops
+            .iter()
+            .filter_map(|u| match (u.op(), u.arg()) {
+                (Ops::Param, Arg::Int(slot)) => Some(*slot as usize),
+                _ => None,
+            })
+            .collect();
+        slots.sort();
+        slots.dedup();
+        let local = spec.local_size.unwrap_or([1; 3]);
+        Ok(Arc::new(CudaKernel {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            module,
+            function,
+            launch: Mutex::new(()),
+            slots,
+            grid: spec.global_size,
+            block: local,
+        }))
+    }
+}
+
+/// A loaded kernel and its launch.
+struct CudaKernel {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: CUmodule,
+    function: CUfunction,
+    /// One launch at a time: the events and argument array are per launch.
+    launch: Mutex<()>,
+    /// The buffer slot of each kernel argument, in order.
+    slots: Vec<usize>,
+    grid: [usize; 3],
+    block: [usize; 3],
+}
+
+// SAFETY: the module and function handles are plain driver handles, valid in any thread that
+// binds the context (every use does first), and launches are serialized by `launch`.
+unsafe impl Send for CudaKernel {}
+// SAFETY: as for Send: no shared mutable state outside the mutex.
+unsafe impl Sync for CudaKernel {}
+
+impl Drop for CudaKernel {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the module was loaded in this context and is unloaded once, here.
+            let _ = unsafe { cu::module::unload(self.module) };
+        }
+    }
+}
+
+impl Program for CudaKernel {
+    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+        let _one = self.launch.lock().unwrap_or_else(|e| e.into_inner());
+        self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+        let mut pointers: Vec<CUdeviceptr> = Vec::with_capacity(self.slots.len());
+        for &slot in &self.slots {
+            let buf = bufs
+                .get(slot)
+                .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
+            pointers.push(memory_of(buf.raw()?)?.ptr());
+        }
+        let mut params: Vec<*mut c_void> = pointers.iter_mut().map(|p| (p as *mut CUdeviceptr).cast()).collect();
+        let dims = |d: [usize; 3]| (d[0] as u32, d[1] as u32, d[2] as u32);
+        let stream = self.stream.cu_stream();
+        // SAFETY: each parameter points at a device pointer that lives until the launch has
+        // been enqueued (the driver copies the values), one per `__global` pointer the kernel
+        // declares, in slot order; the events are created, recorded on this stream, waited for
+        // and destroyed here.
+        unsafe {
+            let (start, end) = (
+                cu::event::create(CUevent_flags::CU_EVENT_DEFAULT).map_err(cu_err("event"))?,
+                cu::event::create(CUevent_flags::CU_EVENT_DEFAULT).map_err(cu_err("event"))?,
+            );
+            let timed = cu::event::record(start, stream)
+                .and_then(|()| {
+                    cu::launch_kernel(self.function, dims(self.grid), dims(self.block), 0, stream, &mut params)
+                })
+                .and_then(|()| cu::event::record(end, stream))
+                .and_then(|()| cu::event::synchronize(end))
+                .and_then(|()| cu::event::elapsed(start, end));
+            let _ = (cu::event::destroy(start), cu::event::destroy(end));
+            let ms = timed.map_err(cu_err("launch"))?;
+            Ok(Duration::from_secs_f64(ms as f64 / 1e3))
+        }
+    }
+}
