@@ -215,6 +215,39 @@ fn search_order_env_then_cache_then_system() {
 }
 
 #[test]
+fn cached_files_are_checked_against_the_published_md5_sums() {
+    // the standard search knows MNIST's sums (the .gz files', and the raw digit files' that
+    // tools/setup.sh --demo installs): a damaged cache is passed over, and the reason listed
+    let dir = TempDir::new("md5");
+    let (cache, system) = (dir.path("cache"), dir.path("system"));
+    write_mnist(&cache, 3, 1, false, 2);
+    write_mnist(&system, 4, 1, true, 3);
+    let mut s = search(&cache);
+    s.system_dir = Some(system);
+    assert_eq!(s.load().unwrap().y_train.shape(), vec![3], "no sums: the cache is used");
+    s.md5 = MnistSearch::new(false).md5;
+    assert_eq!(s.load().unwrap().y_train.shape(), vec![4], "a raw file that is not MNIST's is passed over");
+    std::fs::remove_dir_all(dir.path("system")).unwrap();
+    let msg = s.load().unwrap_err().to_string();
+    assert!(msg.contains("MD5 differs from the published 6bbc9ace898e44ae57da46a324031adb"), "{msg}");
+}
+
+#[test]
+#[ignore = "needs the MNIST digits in the user cache (tools/setup.sh --demo installs them); run with --ignored"]
+fn mnist_digits_from_the_user_cache() {
+    let mut s = MnistSearch::new(false);
+    s.env_dir = None;
+    s.mirrors = vec![];
+    let m = s.load().unwrap();
+    assert_eq!(m.x_train.shape(), vec![60000, 1, 28, 28]);
+    assert_eq!(m.x_test.shape(), vec![10000, 1, 28, 28]);
+    let mut counts = [0usize; 10];
+    m.y_test.to_vec::<u8>().iter().for_each(|&l| counts[l as usize] += 1);
+    // MNIST's test set: 980 zeros, 1135 ones, ... (its published class counts)
+    assert_eq!(counts, [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]);
+}
+
+#[test]
 fn nothing_found_lists_what_was_tried() {
     let dir = TempDir::new("none");
     let cache = dir.path("cache");

