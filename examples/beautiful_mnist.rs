@@ -46,8 +46,15 @@ fn main() -> lazygrad::Result<()> {
         Box::new(adam(&params, lr(0.001)))
     };
 
-    let mut jit_step =
-        Jit::new(|batch: &[Tensor]| train_step(&|x| model.forward(x), opt.as_mut(), &batch[0], &batch[1]));
+    // the batch is sampled inside the JIT'd step: the random counter lives on the device, so
+    // each replay draws a new batch
+    let n_train = data.x_train.shape()[0] as i64;
+    let mut jit_step = Jit::new(|train: &[Tensor]| {
+        let samples = Tensor::randint(&[bs], 0, n_train);
+        let x = train[0].index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
+        let y = train[1].index(&[Idx::Tensor(samples)]).cast(DType::INT32);
+        train_step(&|x| model.forward(x), opt.as_mut(), &x, &y)
+    });
     let mut test_acc = Jit::new(|test: &[Tensor]| {
         let pred = model.forward(&test[0]).argmax(Some(1), false);
         vec![pred.eq(&test[1]).cast(DType::FLOAT32).mean(None, false) * 100.0]
@@ -60,10 +67,7 @@ fn main() -> lazygrad::Result<()> {
     for i in 0..steps {
         let t0 = Instant::now();
         let kernels_before = GlobalCounters::kernel_count();
-        let samples = Tensor::randint(&[bs], 0, data.x_train.shape()[0] as i64);
-        let x = data.x_train.index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
-        let y = data.y_train.index(&[Idx::Tensor(samples)]).cast(DType::INT32);
-        let out = jit_step.call(&[x, y])?;
+        let out = jit_step.call(&[data.x_train.clone(), data.y_train.clone()])?;
         let loss = out[0].item::<f32>();
         step_times.push(t0.elapsed().as_secs_f64());
         kernels_per_step = GlobalCounters::kernel_count() - kernels_before;

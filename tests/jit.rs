@@ -44,6 +44,24 @@ fn changed_inputs_and_empty_functions_are_errors() {
     assert!(err.to_string().contains("inputs changed"), "{err}");
     let mut empty = Jit::new(|inp: &[Tensor]| vec![inp[0].clone()]);
     empty.call(&[Tensor::new([1.0f32])]).unwrap();
-    let err = empty.call(&[Tensor::new([1.0f32])]).unwrap_err();
-    assert!(err.to_string().contains("nothing to capture"), "{err}");
+    // a failed capture leaves the JIT returning errors (it tries again), never panicking
+    for _ in 0..3 {
+        let err = empty.call(&[Tensor::new([1.0f32])]).unwrap_err();
+        assert!(err.to_string().contains("nothing to capture"), "{err}");
+    }
+}
+
+#[test]
+fn random_draws_inside_a_jit_are_new_on_every_replay() {
+    // the counter lives on the device and the captured kernels advance it: five calls draw
+    // what five eager draws would, in the same order
+    let draw = |inp: &[Tensor]| vec![&inp[0] + Tensor::rand(&[6])];
+    let x = Tensor::new([10.0f32; 6]).realize();
+    Tensor::manual_seed(11);
+    let want: Vec<Vec<f32>> = (0..5).map(|_| draw(std::slice::from_ref(&x))[0].to_vec()).collect();
+    Tensor::manual_seed(11);
+    let mut jit = Jit::new(draw);
+    let got: Vec<Vec<f32>> = (0..5).map(|_| jit.call(std::slice::from_ref(&x)).unwrap()[0].to_vec()).collect();
+    assert_eq!(got, want);
+    assert!(want.windows(2).all(|w| w[0] != w[1]), "each call draws new numbers");
 }

@@ -51,7 +51,8 @@ fn capture_writes_every_kernel_source_the_same_way_each_run() {
     assert!(first.len() >= 3, "expected a file per kernel, got {:?}", first.keys().collect::<Vec<_>>());
     for (file, src) in &first {
         let (name, key) = file.strip_suffix(".c").and_then(|f| f.rsplit_once('-')).expect("<name>-<key>.c");
-        assert!(name.starts_with("E_") || name.starts_with("r_"), "kernel name {name}");
+        // a one-element kernel (the random counter's) has no loops to name
+        assert!(name == "E" || name.starts_with("E_") || name.starts_with("r_"), "kernel name {name}");
         assert_eq!(key.len(), 16, "a 64-bit hex key in {file}");
         assert!(src.contains(&format!(" {name}(")), "{file} holds the kernel's source:\n{src}");
     }

@@ -79,6 +79,15 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
             _ => {}
         }
         let in_bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+        let result = self.run(inputs, &in_bufs);
+        if result.is_err() && self.captured.is_none() {
+            // the first call or the capture failed: the next call runs it again
+            self.calls -= 1;
+        }
+        result
+    }
+
+    fn run(&mut self, inputs: &[Tensor], in_bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
         self.calls += 1;
         match self.calls {
             1 => {
@@ -116,7 +125,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 Ok(out)
             }
             _ => {
-                let cap = self.captured.as_ref().expect("captured on the second call");
+                let cap = self.captured.as_ref().ok_or_else(|| Error::Invalid("JIT: nothing was captured".into()))?;
                 let resolve = |s: &Slot| match s {
                     Slot::Input(i) => in_bufs[*i].clone(),
                     Slot::Fixed(b) => b.clone(),

@@ -1,6 +1,12 @@
 //! Seeded, reproducible random tensors from a counter-based generator (Threefry-2x32).
+//!
+//! The counter lives on the device (as tinygrad's does): a one-element uint64 buffer per device
+//! that each draw advances in place. A JIT captures those advances with the draws, so every
+//! replay of a captured function draws new numbers.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 
 use std::f64::consts::PI;
 
@@ -9,7 +15,8 @@ use crate::dtype::DType;
 use crate::helpers::getenv;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Each device's counter: its next draw starts there.
+static COUNTERS: LazyLock<Mutex<HashMap<String, Tensor>>> = LazyLock::new(Default::default);
 
 /// Threefry-2x32's rotation constants (20 rounds, as in Random123 and JAX).
 const ROT: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
@@ -38,7 +45,7 @@ impl Tensor {
     /// Reset the random stream: the same seed gives the same tensors in the same order.
     pub fn manual_seed(seed: u64) {
         SEED.store(seed, Ordering::Relaxed);
-        COUNTER.store(0, Ordering::Relaxed);
+        COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
     /// Uniform floats in `[0, 1)` (float32), generated on the device: the top 24 bits of
     /// Threefry-2x32 of consecutive counters.
@@ -48,13 +55,30 @@ impl Tensor {
         // that updating one in place (a parameter) never changes the other
         (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape).contiguous()
     }
-    /// The two uint32 words of Threefry-2x32 for the next `numel(shape)` counters (flat).
+    /// The two uint32 words of Threefry-2x32 for the next `numel(shape)` counters (flat), on
+    /// the default device.
     fn random_words(shape: &[usize]) -> (Tensor, Tensor) {
         let n: usize = shape.iter().product();
-        let (key, base) = (SEED.load(Ordering::Relaxed), COUNTER.fetch_add(n as u64, Ordering::Relaxed));
-        let counter = Tensor::arange(n).cast(DType::UINT64) + base as i64;
+        let base = Tensor::advance_counter(n);
+        let counter = Tensor::arange(n).cast(DType::UINT64) + base.expand(&[n]);
         let (lo, hi) = (counter.cast(DType::UINT32), counter.rshift(32).cast(DType::UINT32));
-        threefry(&lo, &hi, key)
+        threefry(&lo, &hi, SEED.load(Ordering::Relaxed))
+    }
+    /// The default device's counter before a draw of `n`, which it then advances by `n`: two
+    /// one-element kernels run now (the next value into a buffer of its own, copied into the
+    /// counter), and the draw's value reads that buffer. A realize that fails panics, as a draw
+    /// has no error to return; on a device that computes at all, these two do.
+    fn advance_counter(n: usize) -> Tensor {
+        let device = crate::runtime::default_device();
+        let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+        let counter = counters
+            .entry(device)
+            .or_insert_with(|| Tensor::zeros(&[1]).cast(DType::UINT64).contiguous().realize())
+            .clone();
+        let next = (&counter + n as i64).contiguous();
+        counter.assign(&next);
+        Tensor::realize_all(&[next.clone(), counter]).unwrap_or_else(|e| panic!("random counter: {e}"));
+        next - n as i64
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
