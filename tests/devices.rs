@@ -208,3 +208,24 @@ fn cuda_kernels_render_for_blocks_of_threads_and_nvrtc_builds_them() {
         assert!(err.to_string().contains("CUDA unavailable"), "{err}");
     }
 }
+
+#[test]
+fn equal_constant_graphs_on_two_devices_stay_on_their_devices() {
+    // equal constant graphs built on CPU and on INTERP: their constants carry the device, so
+    // they are two graphs, and realizing one never hands the other a buffer of the wrong device
+    use lazygrad::runtime::DefaultDevice;
+    use lazygrad::schedule::view_buffer;
+    let build = |dev: &str| {
+        let _on = DefaultDevice::scoped(dev);
+        Tensor::full(&[4], 2.5) * 2.0
+    };
+    let (cpu, interp) = (build("CPU"), build("INTERP"));
+    assert_ne!(cpu.uop(), interp.uop(), "one graph per device");
+    cpu.realize();
+    assert_eq!(cpu.to_vec::<f32>(), vec![5.0; 4]);
+    assert_eq!(interp.device(), "INTERP");
+    assert_eq!(interp.to_vec::<f32>(), vec![5.0; 4]);
+    for (t, dev) in [(&cpu, "CPU"), (&interp, "INTERP")] {
+        assert_eq!(view_buffer(&t.uop()).expect("realized").device(), dev);
+    }
+}

@@ -113,11 +113,12 @@ impl Tensor {
     pub fn full_dtype(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
         super::check_dtype("Tensor::full", dtype);
         super::checked_numel("Tensor::full", shape, dtype);
-        let c = UOp::constant(dtype, value.into().value());
+        let device = default_device();
+        let c = super::device_const(dtype, value.into().value(), &device);
         let ones = vec![1; shape.len()];
         let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(ones));
         let u = UOp::new(Ops::Expand, dtype, vec![u], Arg::Shape(shape.to_vec()));
-        Tensor::from_uop(u, &default_device())
+        Tensor::from_uop(u, &device)
     }
     pub fn zeros(shape: &[usize]) -> Tensor {
         Tensor::full(shape, 0.0f32)

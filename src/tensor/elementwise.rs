@@ -141,7 +141,7 @@ fn floor_fix(r: &Tensor, b: &Tensor) -> Tensor {
 impl Tensor {
     /// A scalar constant of `dtype` with this tensor's rank (all dims 1), on its device.
     pub(crate) fn const_tensor(&self, s: Scalar, dtype: DType) -> Tensor {
-        let c = UOp::constant(dtype, s.value());
+        let c = super::device_const(dtype, s.value(), self.device());
         let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(vec![1; self.ndim()]));
         self.lift(u)
     }

@@ -54,6 +54,13 @@ impl TensorInner {
     }
 }
 
+/// A tensor-level constant on `device`: a CONST whose source names the device, so that equal
+/// constants on two devices are two nodes (realizing one never hands the other its buffer).
+pub(crate) fn device_const(dtype: DType, value: crate::uop::ConstValue, device: &str) -> UOp {
+    let device = UOp::new(Ops::Device, DType::VOID, vec![], crate::uop::Arg::Str(device.to_string()));
+    UOp::new(Ops::Const, dtype, vec![device], crate::uop::Arg::Const(value))
+}
+
 /// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
 #[derive(Clone)]
 pub struct Tensor(Arc<TensorInner>);
@@ -145,7 +152,7 @@ impl Tensor {
             }
             let (mut stack, mut seen) = (vec![u.clone()], std::collections::HashSet::new());
             while let Some(n) = stack.pop() {
-                if let (Ops::Copy, crate::uop::Arg::Str(d)) = (n.op(), n.arg()) {
+                if let (Ops::Copy | Ops::Device, crate::uop::Arg::Str(d)) = (n.op(), n.arg()) {
                     return d.clone();
                 }
                 if let Some(b) = n.buffer() {

@@ -9,6 +9,9 @@ pub enum Ops {
     Noop,
     // tensor level: data
     Buffer,
+    /// A tensor-level CONST's device (`Arg::Str`), its one source: equal constants on two
+    /// devices are two graphs, as buffers on two devices are.
+    Device,
     Const,
     Contiguous,
     Detach,
