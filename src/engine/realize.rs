@@ -1,7 +1,7 @@
 //! Run a schedule: compile (or fetch) each kernel's program and launch it, copy across devices.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -25,9 +25,10 @@ pub struct CompiledKernel {
     pub reads_output: bool,
 }
 
-/// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`).
+/// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
+/// 4096 used last (a JIT holds its own).
 type CacheKey = (String, UOp, (i64, usize, crate::renderer::Target));
-type Cache = Mutex<HashMap<CacheKey, Arc<CompiledKernel>>>;
+type Cache = Mutex<crate::helpers::lru::Lru<CacheKey, Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();

@@ -263,6 +263,21 @@ impl Device for CudaDevice {
             block: local,
         }))
     }
+    /// The new kernels' cubins built by NVRTC on every core at once (each lands in the artifact
+    /// cache; a failure is reported by the load that follows), then each loaded in order.
+    fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
+        let (arch, next) = (self.renderer.arch_name(), std::sync::atomic::AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..super::pool::cpu_threads().min(specs.len()) {
+                scope.spawn(|| {
+                    while let Some(spec) = specs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        let _ = nvrtc_compile(&spec.src, &arch);
+                    }
+                });
+            }
+        });
+        specs.iter().map(|s| self.compile(s)).collect()
+    }
 }
 
 /// A loaded kernel and its launch.

@@ -15,10 +15,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 use super::kernel::ScheduleItem;
 use crate::dtype::DType;
 use crate::helpers::getenv;
+use crate::helpers::lru::Lru;
 use crate::runtime::Buffer;
 use crate::uop::{Arg, FastHasher, Ops, UOp, UOpMap};
 
-/// Entries kept before the cache starts over (a program builds few distinct graphs).
+/// Entries kept, the least recently used dropped first (a program builds few distinct graphs).
 const MAX_ENTRIES: usize = 256;
 
 /// One node of a normalized graph: op, dtype, argument (buffers and CONTIGUOUS ids replaced by
@@ -66,10 +67,10 @@ pub fn stats() -> (usize, usize) {
 }
 
 /// Keys are hashed with `FastHasher`: they are the program's own graphs, and long.
-type Cache = HashMap<Key, Template, BuildHasherDefault<FastHasher>>;
+type Cache = Lru<Key, Template, BuildHasherDefault<FastHasher>>;
 
 fn cache() -> &'static Mutex<Cache> {
-    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
+    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Lru::new(MAX_ENTRIES)));
     &CACHE
 }
 
@@ -115,7 +116,7 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
 /// The cached schedule for `key` over this call's `inputs` (fresh buffers for the rest), and
 /// what each output became.
 pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec<ScheduleItem>, UOpMap<UOp>)> {
-    let cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+    let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
     let Some(t) = cache.get(key) else {
         MISSES.fetch_add(1, Ordering::Relaxed);
         return None;
@@ -173,9 +174,5 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
             _ => becomes.get(o).and_then(super::view_buffer).map(&mut slot),
         })
         .collect();
-    let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() >= MAX_ENTRIES {
-        cache.clear();
-    }
-    cache.insert(key, Template { items, fresh, becomes });
+    cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, Template { items, fresh, becomes });
 }

@@ -15,6 +15,7 @@ use super::{apply_opt, kernel_ranges, Opt};
 use crate::codegen::{lower, optimizable, KernelName, ProgramSpec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::helpers::lru::Lru;
 use crate::helpers::{cache::cache_dir, debug, getenv, Context};
 use crate::renderer::Target;
 use crate::runtime::{Buffer, Device, Program};
@@ -95,8 +96,9 @@ impl Beam {
     }
 }
 
-fn memory() -> &'static Mutex<HashMap<u64, Vec<Opt>>> {
-    static MEMORY: OnceLock<Mutex<HashMap<u64, Vec<Opt>>>> = OnceLock::new();
+/// The opts BEAM found in this process, by `cache_key` (the 4096 used last).
+fn memory() -> &'static Mutex<Lru<u64, Vec<Opt>>> {
+    static MEMORY: OnceLock<Mutex<Lru<u64, Vec<Opt>>>> = OnceLock::new();
     MEMORY.get_or_init(Default::default)
 }
 
