@@ -100,6 +100,8 @@ def main():
         opt.step()
         loss = loss.item()
         step_times.append(time.perf_counter() - t0)
+        # the same per-step line as the lazygrad example's, on stderr
+        print(f"\rstep {i + 1:4}/{steps} loss {loss:6.3f}", end="", file=sys.stderr, flush=True)
         if i % 10 == 9 or i + 1 == steps:
             acc = test_accuracy()
     wall = time.perf_counter() - start
