@@ -42,6 +42,24 @@ pub struct ProgramSpec {
     pub local_size: Option<[usize; 3]>,
 }
 
+impl ProgramSpec {
+    /// The buffer slots the kernel uses, ascending: its pointer arguments, in order, on devices
+    /// whose kernels take one argument per used buffer (OpenCL, CUDA).
+    pub fn param_slots(&self) -> Vec<usize> {
+        let mut slots: Vec<usize> = self
+            .uops
+            .iter()
+            .filter_map(|u| match (u.op(), u.arg()) {
+                (Ops::Param, Arg::Int(slot)) => Some(*slot as usize),
+                _ => None,
+            })
+            .collect();
+        slots.sort();
+        slots.dedup();
+        slots
+    }
+}
+
 /// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
 /// loops an address really depends on, and after them, for the split loops).
 fn simplify_valid(ast: &UOp) -> UOp {

@@ -238,16 +238,8 @@ impl Dialect for CRenderer {
     fn keep_in_register(&self, value: &str) -> String {
         format!("LG_IN_REGISTER({value});")
     }
-    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
-        let joined = args.join(", ");
-        match dtype.scalar {
-            Scalar::Float64 => format!("__builtin_{f}({joined})"),
-            Scalar::Float32 => format!("__builtin_{f}f({joined})"),
-            _ => {
-                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
-                format!("(({})__builtin_{f}f({}))", self.type_name(dtype), widened.join(", "))
-            }
-        }
+    fn math_name(&self, f: &str, float32: bool) -> String {
+        format!("__builtin_{f}{}", if float32 { "f" } else { "" })
     }
 }
 

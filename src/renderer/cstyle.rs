@@ -52,9 +52,21 @@ pub trait Dialect {
     /// A statement after which vector `value` stays in a register: the compiler may not load it
     /// again at each use.
     fn keep_in_register(&self, value: &str) -> String;
-    /// The call of a math function (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`, `fma`) for
-    /// `dtype`.
-    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String;
+    /// The name of math function `f` (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`,
+    /// `fma`) for float32 arguments, else for float64 ones.
+    fn math_name(&self, f: &str, float32: bool) -> String;
+    /// The call of math function `f` for `dtype`: in float64 or float32, and for narrower types
+    /// in float32, cast back.
+    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
+        match dtype.scalar {
+            Scalar::Float64 => format!("{}({})", self.math_name(f, false), args.join(", ")),
+            Scalar::Float32 => format!("{}({})", self.math_name(f, true), args.join(", ")),
+            _ => {
+                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
+                format!("(({}){}({}))", self.type_name(dtype), self.math_name(f, true), widened.join(", "))
+            }
+        }
+    }
     /// The bits of `a` (of `from`) read as `to`, of the same size.
     fn bitcast(&self, from: DType, to: DType, a: &str) -> String;
     /// The value of a launch index.

@@ -175,17 +175,9 @@ impl Dialect for Cuda {
     fn keep_in_register(&self, _value: &str) -> String {
         String::new()
     }
-    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
-        let joined = args.join(", ");
-        match dtype.scalar {
-            Scalar::Float64 => format!("{f}({joined})"),
-            // CUDA's float functions carry an f (`sqrtf`); fma and friends too
-            Scalar::Float32 => format!("{f}f({joined})"),
-            _ => {
-                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
-                format!("(({}){f}f({}))", self.type_name(dtype), widened.join(", "))
-            }
-        }
+    fn math_name(&self, f: &str, float32: bool) -> String {
+        // CUDA's float functions carry an f (`sqrtf`); fma and friends too
+        format!("{f}{}", if float32 { "f" } else { "" })
     }
     fn bitcast(&self, from: DType, to: DType, a: &str) -> String {
         let (from_ty, to_ty) = (self.type_name(from), self.type_name(to));

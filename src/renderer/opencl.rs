@@ -151,15 +151,9 @@ impl Dialect for OpenClRenderer {
     fn keep_in_register(&self, _value: &str) -> String {
         String::new()
     }
-    fn math(&self, f: &str, dtype: DType, args: &[String]) -> String {
-        let joined = args.join(", ");
-        match dtype.scalar {
-            Scalar::Float32 | Scalar::Float64 => format!("{f}({joined})"),
-            _ => {
-                let widened: Vec<String> = args.iter().map(|a| format!("(float){a}")).collect();
-                format!("(({}){f}({}))", self.type_name(dtype), widened.join(", "))
-            }
-        }
+    fn math_name(&self, f: &str, _float32: bool) -> String {
+        // OpenCL's math functions are overloaded
+        f.to_string()
     }
     fn bitcast(&self, _from: DType, to: DType, a: &str) -> String {
         format!("as_{}({a})", self.type_name(to))

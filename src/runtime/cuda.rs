@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::cuda::CudaRenderer;
 use crate::renderer::Renderer;
-use crate::uop::{Arg, Ops};
 
 fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("CUDA {what}: {e}"))
@@ -241,16 +240,7 @@ impl Device for CudaDevice {
             let module = cu::module::load_data(cubin.as_ptr().cast()).map_err(cu_err("module"))?;
             (module, cu::module::get_function(module, name).map_err(cu_err("kernel"))?)
         };
-        let mut slots: Vec<usize> = spec
-            .uops
-            .iter()
-            .filter_map(|u| match (u.op(), u.arg()) {
-                (Ops::Param, Arg::Int(slot)) => Some(*slot as usize),
-                _ => None,
-            })
-            .collect();
-        slots.sort();
-        slots.dedup();
+        let slots = spec.param_slots();
         let local = spec.local_size.unwrap_or([1; 3]);
         Ok(Arc::new(CudaKernel {
             ctx: self.ctx.clone(),

@@ -27,7 +27,6 @@ use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::opencl::OpenClRenderer;
 use crate::renderer::{DTypeSupport, Renderer, Target, Workgroups};
-use crate::uop::{Arg, Ops};
 
 fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> Error + '_ {
     move |e| Error::Device(format!("OpenCL {what}: {e}"))
@@ -263,16 +262,7 @@ impl ClDevice {
 
     fn load(&self, program: &Arc<ClProgram>, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let kernel = Kernel::create(program, &spec.name.to_string()).map_err(cl_err("kernel"))?;
-        let mut slots: Vec<usize> = spec
-            .uops
-            .iter()
-            .filter_map(|u| match (u.op(), u.arg()) {
-                (Ops::Param, Arg::Int(slot)) => Some(*slot as usize),
-                _ => None,
-            })
-            .collect();
-        slots.sort();
-        slots.dedup();
+        let slots = spec.param_slots();
         let local = spec.local_size.unwrap_or([1; 3]);
         let global = [0, 1, 2].map(|d| spec.global_size[d] * local[d]);
         Ok(Arc::new(ClKernel {
