@@ -52,6 +52,21 @@ fn fuse_mulacc() -> crate::uop::pattern::Rule {
     })
 }
 
+/// `c + WMMA(a, b, 0)` as `WMMA(a, b, c)`: a tensor core adds into its accumulator itself.
+#[track_caller]
+fn fuse_wmma_accumulate() -> crate::uop::pattern::Rule {
+    let wmma = UPat::op(Ops::Wmma, [UPat::var("a"), UPat::var("b"), UPat::var("zero")]).named("w");
+    rule(UPat::comm(Ops::Add, wmma, UPat::var("c")), |m| {
+        let zero = &m["zero"];
+        let lanes = match zero.op() {
+            Ops::Vectorize => zero.src().to_vec(),
+            _ => vec![zero.clone()],
+        };
+        let zeros = lanes.iter().all(|l| l.const_value().is_some_and(|v| v.as_f64() == 0.0));
+        zeros.then(|| m["w"].replace_src(vec![m["a"].clone(), m["b"].clone(), m["c"].clone()]))
+    })
+}
+
 /// A scalar integer dtype: what the total-arithmetic rules below rewrite.
 fn scalar_int(d: DType) -> bool {
     d.is_int() && d.count == 1
@@ -187,6 +202,7 @@ pub fn pm_decompose() -> PatternMatcher {
         total_division(),
         total_shift(),
         fuse_mulacc(),
+        fuse_wmma_accumulate(),
         rule_ctx(UPat::var("x"), |m, sup: &mut Supported| {
             sup.storage_only.iter().find_map(|d| emulate_16bit(&m["x"], *d))
         }),

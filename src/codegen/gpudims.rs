@@ -6,9 +6,10 @@
 //! Output stores that no group thread changes are made by the group's first thread only. Then
 //! the output loops become the grid's dims (`gidx`) and the LOCAL and GROUP parts a workgroup's
 //! thread dims (`lidx`): `SPECIAL`s the device launches, at most three of each, the innermost
-//! loop in dim 0 (x). Where a kernel has more loops, the outermost share the last dim, each
-//! recovered from it by division and remainder; where a dim would pass the device's limit, the
-//! loops fill the dims in turn, one split over two where it must (tinygrad's `gpudims`).
+//! loop in dim 0 (x), a tensor core's warp lanes innermost of all. Where a kernel has more loops,
+//! the outermost share the last dim, each recovered from it by division and remainder; where a
+//! dim would pass the device's limit, the loops fill the dims in turn, one split over two where it
+//! must (tinygrad's `gpudims`).
 
 use crate::dtype::{AddrSpace, DType};
 use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
@@ -29,11 +30,12 @@ pub fn gpudims(ast: &UOp, limits: Option<&crate::renderer::Workgroups>) -> crate
             .into_iter()
             .filter(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(_, k) if kinds.contains(k)))
             .collect();
-        rs.sort_by_key(range_id);
+        // a warp's lanes innermost: consecutive threads
+        rs.sort_by_key(|r| (matches!(r.arg(), Arg::Range(_, AxisKind::Warp)), range_id(r)));
         rs
     };
     let mut ctx = GroupCtx {
-        threads: of_kind(&[AxisKind::Local, AxisKind::GroupReduce]),
+        threads: of_kind(&[AxisKind::Local, AxisKind::GroupReduce, AxisKind::Warp]),
         next_range: crate::codegen::opt::kernel_ranges(ast).last().map_or(0, |r| r.0 + 1),
         next_local: 0,
     };

@@ -142,9 +142,9 @@ fn terms(val: &UOp) -> Vec<&UOp> {
 /// values of 0.1 was off by 2.6e-4), while a float64 one is exact to float32 in the end; a long
 /// sum is bound by the latency of its accumulator chain, which the float64 halves of a vector
 /// split in two, so it costs no speed. Dot products (matmul, convolution) keep float32
-/// multiply-adds, and so do GPU-like targets (`f64_lanes` 0).
+/// multiply-adds (tensor cores' too), and so do GPU-like targets (`f64_lanes` 0).
 fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
-    let plain = terms(&red.src()[0]).iter().all(|t| !matches!(t.op(), Ops::Mul | Ops::MulAcc));
+    let plain = terms(&red.src()[0]).iter().all(|t| !matches!(t.op(), Ops::Mul | Ops::MulAcc | Ops::Wmma));
     let lanes = red.dtype().count as usize;
     match op == Ops::Add && red.dtype().base() == DType::FLOAT32 && plain && f64_lanes > 0 {
         true => (DType::FLOAT64, lanes.min(f64_lanes)),

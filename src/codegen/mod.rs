@@ -116,6 +116,10 @@ fn finish(
             target.name
         )));
     }
+    let missing_tc = opts.iter().find(|o| matches!(o, Opt::TensorCore { tc, .. } if !target.tensor_cores.contains(tc)));
+    if let Some(opt) = missing_tc {
+        return Err(Error::Invalid(format!("opt {opt} needs a tensor core the {} target lacks", target.name)));
+    }
     let ast = opt::apply_opts(ast, opts);
     if debug() >= 3 {
         let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
@@ -199,6 +203,13 @@ fn count_ops(uops: &[UOp]) -> u64 {
             }
             Ops::End => {
                 trips.pop();
+            }
+            Ops::Wmma => {
+                if let Arg::Wmma(tc) = u.arg() {
+                    // one thread's share of the warp's multiply-adds
+                    let [m, n, k] = tc.dims;
+                    total += trips.last().unwrap() * (2 * m * n * k / crate::uop::wmma::WARP) as u64;
+                }
             }
             op if op.is_alu() && u.dtype().base() != DType::INDEX => {
                 // a fused multiply-add is two operations

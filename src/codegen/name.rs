@@ -48,7 +48,7 @@ impl From<AxisKind> for NameAxis {
             AxisKind::Reduce => NameAxis::Reduce,
             AxisKind::Upcast => NameAxis::Upcast,
             AxisKind::Unroll => NameAxis::Unroll,
-            AxisKind::Local => NameAxis::Local,
+            AxisKind::Local | AxisKind::Warp => NameAxis::Local,
             AxisKind::GroupReduce => NameAxis::GroupReduce,
         }
     }

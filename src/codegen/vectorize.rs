@@ -244,7 +244,7 @@ pub fn vector_math(u: &UOp) -> bool {
         // index math, and gates computed from it
         op if op.is_alu() => n.src().iter().all(|s| s.dtype() == DType::INDEX) || vector_op(n),
         Ops::Cast => vector_op(n),
-        _ => n.op() != Ops::Bitcast,
+        _ => !matches!(n.op(), Ops::Bitcast | Ops::Wmma),
     })
 }
 

@@ -92,6 +92,11 @@ pub trait Dialect {
     fn vector_store(&self, _dtype: DType, addr: &str, value: &str) -> String {
         format!("__builtin_memcpy({addr}, &{value}, sizeof({value}));")
     }
+    /// The definition of `lg_<tc.name>(a, b, c)`, tensor core `tc`'s instruction on a thread's
+    /// fragments (`uop/wmma.rs`), for a dialect whose target lists it.
+    fn tensor_core(&self, tc: &crate::uop::wmma::TensorCore) -> String {
+        panic!("C renderer: this dialect has no tensor core {}", tc.name)
+    }
     /// The element type of a buffer of `dtype` as a kernel parameter.
     fn buffer_type(&self, dtype: DType) -> String {
         self.type_name(dtype)
@@ -446,6 +451,11 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                 None
             }
             (Ops::Sink, _) => None,
+            (Ops::Wmma, Arg::Wmma(tc)) => {
+                let n = fresh("wmma");
+                line(format!("{ty} {n} = lg_{}({}, {}, {});", tc.name, src[0], src[1], src[2]));
+                Some(n)
+            }
             (op, _) if op.is_alu() => {
                 let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };
                 let n = fresh("alu");
@@ -469,7 +479,18 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
     vectors.extend(masks);
     vectors.sort_by_key(|t| (t.scalar, t.count));
     vectors.dedup();
-    let typedefs: String = vectors.into_iter().map(|t| include_once(&format!("{t:?}"), &d.vector_typedef(t))).collect();
+    let mut typedefs: String =
+        vectors.into_iter().map(|t| include_once(&format!("{t:?}"), &d.vector_typedef(t))).collect();
+    let mut tensor_cores: Vec<&crate::uop::wmma::TensorCore> = uops
+        .iter()
+        .filter_map(|u| match u.arg() {
+            Arg::Wmma(tc) => Some(*tc),
+            _ => None,
+        })
+        .collect();
+    tensor_cores.sort_by_key(|tc| tc.name);
+    tensor_cores.dedup();
+    typedefs.extend(tensor_cores.into_iter().map(|tc| include_once(tc.name, &d.tensor_core(tc))));
     let prelude = include_once("prelude", &d.prelude());
     format!("{prelude}{typedefs}{} {{\n{body}}}\n{}", d.signature(name, &params), d.epilogue(name, &params))
 }

@@ -1,12 +1,14 @@
 //! The CUDA C dialect for NVRTC: kernels launched as blocks of threads (`blockIdx`,
 //! `threadIdx`), `__shared__` arrays and `__syncthreads`, `__launch_bounds__` from the block
-//! size. Scalar code: a GPU's threads fill its SIMD lanes, so the target has no vectors. Half and
+//! size. Scalar code: a GPU's threads fill its SIMD lanes, so the target has no vectors; only a
+//! tensor core's fragments are vectors, small structs its `mma.sync` helper takes apart. Half and
 //! bfloat16 are stored as their bits and computed in float32 (PTX conversions, no CUDA headers,
 //! which NVRTC does not carry).
 
 use super::cstyle::{self, Dialect, Param};
 use super::{DTypeSupport, Renderer, Target, Workgroups};
 use crate::dtype::{DType, Scalar};
+use crate::uop::wmma::TensorCore;
 use crate::uop::{Arg, Ops, Special, UOp};
 
 /// Renders kernels as CUDA C for a device described by `target`.
@@ -40,7 +42,10 @@ impl CudaRenderer {
             }),
             gpu: true,
             dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
-            tensor_cores: vec![],
+            tensor_cores: match arch >= (8, 0) {
+                true => crate::uop::wmma::NVIDIA_SM80.to_vec(),
+                false => vec![],
+            },
         };
         CudaRenderer { target, arch }
     }
@@ -73,15 +78,26 @@ fn block_threads(uops: &[UOp]) -> usize {
         .max(1) as usize
 }
 
-/// Vector hooks are never reached: the target has no vector registers, so codegen makes none.
+/// Vector math hooks are never reached: the target has no vector registers, so codegen makes no
+/// vectors but tensor-core fragments, which are only built, read by lane and passed to `mma`.
 fn scalar_only(what: &str) -> ! {
     panic!("CUDA renderer: {what} of a vector, but CUDA kernels are scalar (the target has no vector registers)")
+}
+
+/// The PTX name of a tensor core's element type.
+fn ptx_type(dtype: DType) -> &'static str {
+    match dtype.scalar {
+        Scalar::Float16 => "f16",
+        Scalar::BFloat16 => "bf16",
+        Scalar::Float32 => "f32",
+        _ => panic!("CUDA renderer: no tensor core takes {dtype:?}"),
+    }
 }
 
 impl Dialect for Cuda {
     fn type_name(&self, dtype: DType) -> String {
         if dtype.count > 1 {
-            scalar_only("a type");
+            return format!("lg_{}x{}", format!("{:?}", dtype.scalar).to_lowercase(), dtype.count);
         }
         match dtype.scalar {
             Scalar::Void => "void",
@@ -133,8 +149,53 @@ impl Dialect for Cuda {
     fn epilogue(&self, _name: &str, _params: &[Param]) -> String {
         String::new()
     }
-    fn vector_typedef(&self, _dtype: DType) -> String {
-        String::new()
+    fn vector_typedef(&self, dtype: DType) -> String {
+        format!("struct {} {{ {} v[{}]; }};\n", self.type_name(dtype), self.type_name(dtype.base()), dtype.count)
+    }
+    fn vector_literal(&self, ty: &str, lanes: &[String]) -> String {
+        if lanes.len() == 1 {
+            scalar_only("a broadcast");
+        }
+        format!("{ty}{{{{{}}}}}", lanes.join(", "))
+    }
+    fn lane(&self, v: &str, k: usize) -> String {
+        format!("{v}.v[{k}]")
+    }
+    /// `lg_<name>(a, b, c)`: the fragments' bits handed to `mma.sync` in 32-bit registers (16-bit
+    /// elements two to a register, the lower-numbered in the low half), C's floats updated in
+    /// place into D.
+    fn tensor_core(&self, tc: &TensorCore) -> String {
+        assert_eq!(tc.accumulate, DType::FLOAT32, "CUDA renderer: mma accumulates float32 here");
+        let registers = |elements: usize, dtype: DType| elements * dtype.itemsize() / 4;
+        let (na, nb, nc) =
+            (registers(tc.a.elements(), tc.input), registers(tc.b.elements(), tc.input), tc.c.elements());
+        let operands =
+            |first: usize, n: usize| (first..first + n).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+        let [m, n, k] = tc.dims;
+        let (acc, input) = (ptx_type(tc.accumulate), ptx_type(tc.input));
+        let mma = format!(
+            "mma.sync.aligned.m{m}n{n}k{k}.row.col.{acc}.{input}.{input}.{acc} {{{d}}}, {{{a}}}, {{{b}}}, {{{d}}};",
+            d = operands(0, nc),
+            a = operands(nc, na),
+            b = operands(nc + na, nb)
+        );
+        let outputs: Vec<String> = (0..nc).map(|i| format!("\"+f\"(c.v[{i}])")).collect();
+        let inputs: Vec<String> = (0..na)
+            .map(|i| format!("\"r\"(a_bits[{i}])"))
+            .chain((0..nb).map(|i| format!("\"r\"(b_bits[{i}])")))
+            .collect();
+        let ty = |f: &crate::uop::wmma::Fragment, d: DType| self.type_name(d.vec(f.elements() as u16));
+        format!(
+            "__device__ {tc_ty} lg_{name}({a_ty} a, {b_ty} b, {tc_ty} c) {{\n  unsigned int a_bits[{na}], b_bits[{nb}];\n  \
+             memcpy(a_bits, &a, sizeof(a_bits)); memcpy(b_bits, &b, sizeof(b_bits));\n  \
+             asm volatile(\"{mma}\" : {outputs} : {inputs});\n  return c;\n}}\n",
+            tc_ty = ty(&tc.c, tc.accumulate),
+            a_ty = ty(&tc.a, tc.input),
+            b_ty = ty(&tc.b, tc.input),
+            name = tc.name,
+            outputs = outputs.join(", "),
+            inputs = inputs.join(", "),
+        )
     }
     fn vector_where(&self, _dtype: DType, _a: &[String]) -> String {
         scalar_only("a select")

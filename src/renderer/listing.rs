@@ -5,7 +5,9 @@ use super::{DTypeSupport, Renderer, Target, Workgroups};
 use crate::uop::{Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
-/// (so that the same opts apply on CPU and INTERP, LOCAL and GROUP too).
+/// (so that the same opts apply on CPU and INTERP, LOCAL and GROUP too); with `EMULATE_CUDA=1`
+/// also NVIDIA's tensor cores, which INTERP runs warp by warp (tinygrad's `EMULATE`), so that the
+/// TC opt is checked without a GPU.
 pub struct ListingRenderer;
 
 impl Renderer for ListingRenderer {
@@ -23,6 +25,10 @@ impl Renderer for ListingRenderer {
                 simd_threads: false,
             }),
             dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
+            tensor_cores: match crate::helpers::getenv("EMULATE_CUDA", 0) {
+                0 => vec![],
+                _ => crate::uop::wmma::NVIDIA_SM80.to_vec(),
+            },
             ..Target::host_cpu("INTERP")
         }
     }

@@ -30,14 +30,7 @@ pub struct DTypeSupport {
     pub int64: bool,
 }
 
-/// A tensor-core instruction: an `m x n x k` matrix multiply-accumulate of `input` elements into
-/// `accumulate` ones (none yet: kept so that targets state they have none).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TensorCore {
-    pub dims: [usize; 3],
-    pub input: crate::dtype::DType,
-    pub accumulate: crate::dtype::DType,
-}
+pub use crate::uop::wmma::TensorCore;
 
 /// A device as codegen, the opts, the heuristics and BEAM see it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -59,7 +52,8 @@ pub struct Target {
     /// INTERP has workgroups but is not GPU-like: it makes the CPU's choices, to be its oracle.
     pub gpu: bool,
     pub dtypes: DTypeSupport,
-    pub tensor_cores: Vec<TensorCore>,
+    /// The tensor-core instructions the TC opt may use (`uop/wmma.rs`).
+    pub tensor_cores: Vec<&'static TensorCore>,
 }
 
 impl Target {

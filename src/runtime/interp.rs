@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::renderer::listing::ListingRenderer;
 use crate::renderer::Renderer;
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
-use crate::uop::{Arg, ConstValue, Ops, UOp};
+use crate::uop::wmma::WARP;
+use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
 
 /// The reference interpreter device.
 pub struct InterpDevice {
@@ -107,9 +108,10 @@ impl Value {
 /// A linear program prepared for interpretation.
 ///
 /// It runs as a grid of workgroups (one per value of its `core_id` or `gidx` launch dims, one
-/// after the other), each a set of threads (one per value of its `lidx` dims) that share the
-/// workgroup's local memory. The threads take turns: each runs until it reaches a BARRIER or
-/// the end, and once all have, they go on together.
+/// after the other), each a set of threads (one per value of its `lidx` dims, dim 0 counting
+/// fastest, as on a GPU) that share the workgroup's local memory. The threads take turns: each
+/// runs until it reaches a BARRIER, a WMMA or the end, and once all have, they go on together;
+/// at a WMMA, each warp of 32 consecutive threads first computes its tensor-core product.
 pub struct InterpProgram {
     insts: Vec<Inst>,
     /// (slot of the SPECIAL, size) of the grid's dims and of a workgroup's thread dims.
@@ -138,6 +140,9 @@ struct Thread {
 enum Stop {
     /// At the BARRIER at this pc (the thread resumes after it).
     Barrier(usize),
+    /// At the WMMA at this pc, which its warp runs together (the thread resumes after it, with
+    /// the result in its slot).
+    Warp(usize),
     Done,
 }
 
@@ -178,12 +183,19 @@ impl InterpProgram {
         let (mut grid, mut local, mut shared) = (vec![], vec![], vec![]);
         for (i, u) in uops.iter().enumerate() {
             match (u.op(), u.arg()) {
-                (Ops::Special, Arg::Special(crate::uop::Special::Local(_))) => local.push((i, size(u))),
+                (Ops::Special, Arg::Special(Special::Local(_))) => local.push((i, size(u))),
                 (Ops::Special, _) => grid.push((i, size(u))),
                 (Ops::DefineLocal, _) => shared.push((i, size(u) as usize, u.dtype().base())),
                 _ => {}
             }
         }
+        // dim 0 last: it varies fastest in a thread's or workgroup's number
+        let dim = |&(slot, _): &(usize, i64)| match uops[slot].arg() {
+            Arg::Special(Special::Local(d) | Special::Group(d)) => std::cmp::Reverse(*d),
+            _ => std::cmp::Reverse(0),
+        };
+        grid.sort_by_key(dim);
+        local.sort_by_key(dim);
         Ok(InterpProgram { insts, grid, local, shared })
     }
 
@@ -220,9 +232,10 @@ impl InterpProgram {
                 match &stops[..] {
                     [Stop::Done, ..] if stops.iter().all(|s| *s == Stop::Done) => break,
                     [Stop::Barrier(pc), ..] if stops.iter().all(|s| *s == Stop::Barrier(*pc)) => {}
+                    [Stop::Warp(pc), ..] if stops.iter().all(|s| *s == Stop::Warp(*pc)) => self.wmma(*pc, &mut team)?,
                     _ => {
                         return Err(Error::Device(
-                            "INTERP: the threads of a workgroup reached different barriers".into(),
+                            "INTERP: the threads of a workgroup reached different barriers or tensor-core ops".into(),
                         ))
                     }
                 }
@@ -231,7 +244,33 @@ impl InterpProgram {
         Ok(())
     }
 
-    /// Run `t` until it passes a BARRIER or ends.
+    /// Each warp of `team` runs the WMMA at `pc`: its threads' fragments of A, B and C in, their
+    /// fragments of D out (into the WMMA's slot), and on after it.
+    fn wmma(&self, pc: usize, team: &mut [Thread]) -> Result<()> {
+        let inst = &self.insts[pc];
+        let Arg::Wmma(tc) = inst.arg else { unreachable!("a warp stops only at a WMMA") };
+        if !team.len().is_multiple_of(WARP) {
+            return Err(Error::Device(format!(
+                "INTERP: {} runs on whole warps of {WARP} threads, but the workgroup has {}",
+                tc.name,
+                team.len()
+            )));
+        }
+        for warp in team.chunks_mut(WARP) {
+            let operand = |i: usize| -> Vec<Vec<f64>> {
+                let lanes = |v: &Value| (0..v.width()).map(|k| v.lane(k).as_f64()).collect();
+                warp.iter().map(|t| lanes(&t.vals[inst.src[i]])).collect()
+            };
+            let d = tc.run(&operand(0), &operand(1), &operand(2));
+            for (t, lanes) in warp.iter_mut().zip(d) {
+                t.vals[pc] = Value::Lanes(lanes.into_iter().map(ConstValue::Float).collect());
+                t.pc = pc + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `t` until it reaches a BARRIER or a WMMA, or ends.
     fn run(&self, t: &mut Thread, mem: &[Region]) -> Result<Stop> {
         let vals = &mut t.vals;
         let mut pc = t.pc;
@@ -256,6 +295,10 @@ impl InterpProgram {
                 (Ops::Barrier, _) => {
                     t.pc = pc + 1;
                     return Ok(Stop::Barrier(pc));
+                }
+                (Ops::Wmma, _) => {
+                    t.pc = pc;
+                    return Ok(Stop::Warp(pc));
                 }
                 (Ops::Range, _) => {
                     if s(0).scalar().as_i64() <= 0 {

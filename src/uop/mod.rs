@@ -11,6 +11,7 @@ pub mod symbolic;
 #[allow(clippy::module_inception)]
 pub mod uop;
 pub mod valid;
+pub mod wmma;
 
 pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};

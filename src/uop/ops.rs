@@ -51,6 +51,9 @@ pub enum Ops {
     Vectorize,
     /// Lane `arg` of a vector.
     Gep,
+    /// A warp's tensor-core multiply-accumulate (`Arg::Wmma`): sources are this thread's
+    /// fragments of A, B and C as vectors, the value its fragment of `A·B + C`.
+    Wmma,
     // unary ALU
     Exp2,
     Log2,

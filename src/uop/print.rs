@@ -22,6 +22,7 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::Store(mode) => format!("{mode:?}"),
         Arg::Call(call, params) => format!("{call:?}{params:?}"),
         Arg::NoLocals => "NOLOCALS".into(),
+        Arg::Wmma(tc) => tc.name.into(),
     }
 }
 

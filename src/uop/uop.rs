@@ -88,6 +88,9 @@ pub enum AxisKind {
     /// Part of a reduce axis spread over the threads of a workgroup, each reducing its share,
     /// the shares then combined through shared memory.
     GroupReduce,
+    /// The lanes of a warp that run a tensor-core instruction together (`uop/wmma.rs`): always
+    /// the innermost thread dim, so that they are consecutive threads.
+    Warp,
 }
 
 /// What a SPECIAL index is: one of the launch's indices, or a stand-in for a bounded expression.
@@ -176,6 +179,8 @@ pub enum Arg {
     /// SINK of a kernel launched without local dims (the NOLOCALS opt): no LOCAL or GROUP may
     /// follow, and each workgroup is one thread.
     NoLocals,
+    /// WMMA: the tensor-core instruction.
+    Wmma(&'static super::wmma::TensorCore),
 }
 
 /// A shared device buffer compared and hashed by identity.

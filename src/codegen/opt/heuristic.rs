@@ -102,6 +102,9 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
     }
+    if let Some(opts) = super::tensor_core::tensor_core_opts(ast, target) {
+        return opts;
+    }
     if target.simd_workgroups() {
         return gpu_optimizations(ast, target);
     }

@@ -11,6 +11,7 @@
 
 pub mod heuristic;
 pub mod search;
+pub mod tensor_core;
 
 pub use heuristic::{hand_coded_optimizations, matmul_panel};
 
@@ -19,6 +20,7 @@ use std::fmt;
 use super::name::KernelName;
 use crate::dtype::DType;
 use crate::renderer::Target;
+use crate::uop::wmma::TensorCore;
 use crate::uop::{Arg, AxisKind, Ops, Special, UOp, UOpMap};
 
 /// One optimization action on the range with id `range`.
@@ -51,12 +53,19 @@ pub enum Opt {
     /// Launch the kernel without local dims: each workgroup is one thread, and no LOCAL or GROUP
     /// may follow.
     NoLocals,
+    /// Compute the matmul-shaped reduce with tensor core `tc`: output loops `m` and `n` and reduce
+    /// loop `k` split into the instruction's tiles, one warp of threads per tile
+    /// (`tensor_core.rs`). It comes first, before any other opt.
+    TensorCore { tc: &'static TensorCore, m: usize, n: usize, k: usize },
 }
 
 impl Opt {
     /// Whether the opt needs a target with workgroups and local memory.
     pub fn needs_local(&self) -> bool {
-        matches!(self, Opt::Local { .. } | Opt::Group { .. } | Opt::GroupTop { .. } | Opt::NoLocals)
+        matches!(
+            self,
+            Opt::Local { .. } | Opt::Group { .. } | Opt::GroupTop { .. } | Opt::NoLocals | Opt::TensorCore { .. }
+        )
     }
 }
 
@@ -72,6 +81,7 @@ impl fmt::Display for Opt {
             Opt::Group { range, amount } => write!(f, "GROUP(range={range}, amount={amount})"),
             Opt::GroupTop { range, amount } => write!(f, "GROUPTOP(range={range}, amount={amount})"),
             Opt::NoLocals => write!(f, "NOLOCALS"),
+            Opt::TensorCore { tc, m, n, k } => write!(f, "TC({}, m={m}, n={n}, k={k})", tc.name),
         }
     }
 }
@@ -128,7 +138,7 @@ fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
 }
 
 /// A loop of `size` (the constant 0 for a single iteration).
-fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
+pub(super) fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
     if size == 1 {
         return UOp::index_const(0);
     }
@@ -212,10 +222,13 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             let no_locals = ast.arg() == &Arg::NoLocals;
             let threads: usize = kernel_ranges(ast)
                 .iter()
-                .filter(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce))
+                .filter(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce | AxisKind::Warp))
                 .map(|r| r.2)
                 .product();
+            // a tensor core's warps reduce on their own
+            let warps = kernel_ranges(ast).iter().any(|r| r.1 == AxisKind::Warp);
             if *kind != want
+                || (warps && !local)
                 || amount < 2
                 || !size.is_multiple_of(amount)
                 || threads * amount > MAX_WORKGROUP
@@ -231,6 +244,7 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
                 _ => split(ast, &r, rest, amount, part),
             })
         }
+        Opt::TensorCore { tc, m, n, k } => tensor_core::apply(ast, tc, m, n, k),
         Opt::NoLocals => {
             if ast.arg() == &Arg::NoLocals || workgroups(ast) || threaded(ast) {
                 return None;
@@ -262,14 +276,14 @@ fn padded_terms_vanish(ast: &UOp, padded: &UOp, gate: &UOp) -> bool {
 pub const MAX_WORKGROUP: usize = 1024;
 
 /// Whether THREAD split the kernel over CPU cores.
-fn threaded(ast: &UOp) -> bool {
+pub(super) fn threaded(ast: &UOp) -> bool {
     ast.toposort().iter().any(|u| u.op() == Ops::Special && u.arg() == &Arg::Special(Special::Core))
 }
 
 /// Whether the kernel is launched as GPU workgroups: it has LOCAL or GROUP parts, or NOLOCALS.
 pub fn workgroups(ast: &UOp) -> bool {
     ast.arg() == &Arg::NoLocals
-        || kernel_ranges(ast).iter().any(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce))
+        || kernel_ranges(ast).iter().any(|r| matches!(r.1, AxisKind::Local | AxisKind::GroupReduce | AxisKind::Warp))
 }
 
 /// `ast` with `opts` applied in order (an opt that does not apply is a bug in whoever chose it).

@@ -261,10 +261,15 @@ fn confirm(
 /// Every single opt tried on `ast`: UPCAST of each output loop, UNROLL of each reduce loop and
 /// PADTO of each loop by each amount, SWAP of each pair of output loops; on a target with
 /// workgroups LOCAL, GROUP and GROUPTOP by each amount and NOLOCALS, else THREAD by each thread
-/// count up to the target's (`apply_opt` rejects those that do not fit).
+/// count up to the target's (`apply_opt` rejects those that do not fit); and each way the target's
+/// tensor cores apply (on a kernel no opt has touched yet).
 pub fn actions(ast: &UOp, target: &Target) -> Vec<Opt> {
     let (threads, has_local) = (target.threads, target.has_local());
     let mut out = vec![];
+    for tc in &target.tensor_cores {
+        let ways = super::tensor_core::candidates(ast, tc).into_iter();
+        out.extend(ways.map(|(m, n, k)| Opt::TensorCore { tc, m, n, k }));
+    }
     let ranges = kernel_ranges(ast);
     let loops: Vec<usize> = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).collect();
     for (i, &range) in loops.iter().enumerate() {
@@ -289,7 +294,7 @@ pub fn actions(ast: &UOp, target: &Target) -> Vec<Opt> {
                     out.extend(GROUP_AMOUNTS.map(|amount| Opt::GroupTop { range, amount }));
                 }
             }
-            AxisKind::Upcast | AxisKind::Unroll | AxisKind::Local | AxisKind::GroupReduce => {}
+            AxisKind::Upcast | AxisKind::Unroll | AxisKind::Local | AxisKind::GroupReduce | AxisKind::Warp => {}
         }
     }
     match has_local {
@@ -413,6 +418,7 @@ fn format_opts(opts: &[Opt]) -> String {
         Opt::Group { range, amount } => format!("GROUP {range} {amount}\n"),
         Opt::GroupTop { range, amount } => format!("GROUPTOP {range} {amount}\n"),
         Opt::NoLocals => "NOLOCALS\n".to_string(),
+        Opt::TensorCore { tc, m, n, k } => format!("TC {} {m} {n} {k}\n", tc.name),
     });
     format!("{CACHE_HEADER}\n{}", lines.collect::<String>())
 }
@@ -437,6 +443,12 @@ fn parse_opts(text: &str) -> Option<Vec<Opt>> {
                 (Some("GROUP"), 3) => Some(Opt::Group { range: num(1)?, amount: num(2)? }),
                 (Some("GROUPTOP"), 3) => Some(Opt::GroupTop { range: num(1)?, amount: num(2)? }),
                 (Some("NOLOCALS"), 1) => Some(Opt::NoLocals),
+                (Some("TC"), 5) => Some(Opt::TensorCore {
+                    tc: crate::uop::wmma::by_name(words[1])?,
+                    m: num(2)?,
+                    n: num(3)?,
+                    k: num(4)?,
+                }),
                 _ => None,
             }
         })

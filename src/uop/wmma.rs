@@ -1,0 +1,206 @@
+//! Tensor cores: one warp computes `D = A·B + C` on small matrix tiles in one instruction (the
+//! WMMA op). Each of the warp's 32 threads holds a few elements of every operand, as a vector;
+//! where each element lies in its tile is the instruction's fragment layout, written here as
+//! data so that codegen (which builds the vectors), the CUDA renderer (which emits the
+//! instruction) and INTERP (which emulates it) read one description.
+
+use super::{Ops, UOp};
+use crate::dtype::DType;
+
+/// The threads that run one tensor-core instruction together.
+pub const WARP: usize = 32;
+
+/// Where a warp's threads hold the elements of one operand tile: bit `i` of the thread's lane
+/// (its id within the warp) adds `lane[i]` to the element's (row, column), and bit `j` of the
+/// element's index within the thread's vector adds `element[j]`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Fragment {
+    pub lane: [(usize, usize); 5],
+    pub element: &'static [(usize, usize)],
+}
+
+impl Fragment {
+    /// Elements each thread holds.
+    pub fn elements(&self) -> usize {
+        1 << self.element.len()
+    }
+
+    /// The (row, column) of element `e` of lane `lane`.
+    pub fn coord(&self, lane: usize, e: usize) -> (usize, usize) {
+        let bits = self.lane.iter().enumerate().map(|(i, w)| (lane >> i & 1, w));
+        let bits = bits.chain(self.element.iter().enumerate().map(|(j, w)| (e >> j & 1, w)));
+        bits.fold((0, 0), |(r, c), (bit, w)| (r + bit * w.0, c + bit * w.1))
+    }
+
+    /// `coord` for the index `lane` (a value in `0..WARP`) as index expressions: each run of
+    /// lane bits that steps one coordinate by doubling weights is one digit `(lane / 2^i) % 2^n`.
+    pub fn coord_of(&self, lane: &UOp, e: usize) -> (UOp, UOp) {
+        let (row, col) = self.coord(0, e);
+        let mut out = [UOp::index_const(row as i64), UOp::index_const(col as i64)];
+        // each lane bit moves one coordinate: (axis, weight)
+        let step = |i: usize| match self.lane[i] {
+            (w, 0) => (0, w),
+            (0, w) => (1, w),
+            _ => panic!("{self:?}: a lane bit moves both coordinates"),
+        };
+        let mut i = 0;
+        while i < self.lane.len() {
+            let (axis, weight) = step(i);
+            let mut n = 1;
+            while i + n < self.lane.len() && step(i + n) == (axis, weight << n) {
+                n += 1;
+            }
+            let digit = lane
+                .alu(Ops::IDiv, &[&UOp::index_const(1 << i)])
+                .alu(Ops::Mod, &[&UOp::index_const(1 << n)])
+                .alu(Ops::Mul, &[&UOp::index_const(weight as i64)]);
+            out[axis] = out[axis].alu(Ops::Add, &[&digit]);
+            i += n;
+        }
+        let [row, col] = out;
+        (row, col)
+    }
+}
+
+/// One tensor-core instruction: an `m x n x k` product of `input` tiles `A` (`m x k`) and `B`
+/// (`k x n`) added to an `accumulate` tile `C` (`m x n`), each held by the warp as its fragment
+/// says.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TensorCore {
+    /// The instruction's name in DEBUG output, opts and the renderers' helpers.
+    pub name: &'static str,
+    /// `[m, n, k]`.
+    pub dims: [usize; 3],
+    pub input: DType,
+    pub accumulate: DType,
+    pub a: Fragment,
+    pub b: Fragment,
+    pub c: Fragment,
+}
+
+/// A fragment of a 16-row tile of NVIDIA's `mma.sync` `m16n8k*` instructions whose lanes hold
+/// pairs of neighbouring columns: lane bits 0-1 pick the pair (columns 2, 4), bits 2-4 the row.
+const ROWS_BY_GROUP_PAIRS_BY_THREAD: [(usize, usize); 5] = [(0, 2), (0, 4), (1, 0), (2, 0), (4, 0)];
+
+/// `mma.sync.m16n8k16` with 16-bit float inputs (float16 or bfloat16) and float32 accumulators:
+/// A's 8 elements per thread are two pairs of rows `g` and `g + 8`, then the same 8 columns on;
+/// B's 4 are two pairs of rows of column `g`; C's 4 a pair in row `g` and one in row `g + 8`
+/// (`g` the lane's group of 4, as PTX's ISA draws them).
+const fn m16n8k16(name: &'static str, input: DType) -> TensorCore {
+    TensorCore {
+        name,
+        dims: [16, 8, 16],
+        input,
+        accumulate: DType::FLOAT32,
+        a: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0), (0, 8)] },
+        b: Fragment { lane: [(2, 0), (4, 0), (0, 1), (0, 2), (0, 4)], element: &[(1, 0), (8, 0)] },
+        c: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0)] },
+    }
+}
+
+/// float16 inputs, float32 accumulators (sm_80 and newer).
+pub static MMA_M16N8K16_F16_F32: TensorCore = m16n8k16("mma_m16n8k16_f16_f32", DType::FLOAT16);
+/// bfloat16 inputs, float32 accumulators (sm_80 and newer).
+pub static MMA_M16N8K16_BF16_F32: TensorCore = m16n8k16("mma_m16n8k16_bf16_f32", DType::BFLOAT16);
+
+/// The tensor cores of NVIDIA GPUs of compute capability 8.0 and newer.
+pub static NVIDIA_SM80: [&TensorCore; 2] = [&MMA_M16N8K16_F16_F32, &MMA_M16N8K16_BF16_F32];
+
+/// Every tensor core codegen knows, to find one by name (an opt read back from BEAM's cache).
+pub fn by_name(name: &str) -> Option<&'static TensorCore> {
+    NVIDIA_SM80.iter().copied().find(|tc| tc.name == name)
+}
+
+impl TensorCore {
+    /// What the warp's instruction computes, lane by lane: `a[lane]`, `b[lane]` and `c[lane]`
+    /// are each thread's fragments; the result is each thread's fragment of `D`, summed exactly
+    /// (products of 16-bit floats are exact in float64) and rounded once to `accumulate`.
+    pub fn run(&self, a: &[Vec<f64>], b: &[Vec<f64>], c: &[Vec<f64>]) -> Vec<Vec<f64>> {
+        let [m, n, k] = self.dims;
+        let tile = |f: &Fragment, vals: &[Vec<f64>], cols: usize, rows: usize| {
+            let mut t = vec![0.0; rows * cols];
+            for (lane, v) in vals.iter().enumerate() {
+                for (e, x) in v.iter().enumerate() {
+                    let (r, col) = f.coord(lane, e);
+                    t[r * cols + col] = *x;
+                }
+            }
+            t
+        };
+        let (ta, tb, tc) = (tile(&self.a, a, k, m), tile(&self.b, b, n, k), tile(&self.c, c, n, m));
+        (0..WARP)
+            .map(|lane| {
+                (0..self.c.elements())
+                    .map(|e| {
+                        let (r, col) = self.c.coord(lane, e);
+                        let sum = (0..k).fold(tc[r * n + col], |s, i| s + ta[r * k + i] * tb[i * n + col]);
+                        crate::uop::exec::cast_value(super::ConstValue::Float(sum), DType::FLOAT64, self.accumulate)
+                            .as_f64()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each operand's fragments cover its tile: every (row, column) held by exactly one lane.
+    #[test]
+    fn fragments_cover_their_tiles_once() {
+        for tc in NVIDIA_SM80 {
+            let [m, n, k] = tc.dims;
+            for (f, rows, cols) in [(&tc.a, m, k), (&tc.b, k, n), (&tc.c, m, n)] {
+                let mut seen = vec![0; rows * cols];
+                for lane in 0..WARP {
+                    for e in 0..f.elements() {
+                        let (r, c) = f.coord(lane, e);
+                        seen[r * cols + c] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&s| s == 1), "{}: {seen:?}", tc.name);
+            }
+        }
+    }
+
+    /// The PTX ISA's tables for `m16n8k16`: lane 5 is group 1, thread 1 of its group.
+    #[test]
+    fn m16n8k16_layout_is_ptxs() {
+        let tc = &MMA_M16N8K16_F16_F32;
+        let a: Vec<_> = (0..8).map(|e| tc.a.coord(5, e)).collect();
+        assert_eq!(a, [(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)]);
+        let b: Vec<_> = (0..4).map(|e| tc.b.coord(5, e)).collect();
+        assert_eq!(b, [(2, 1), (3, 1), (10, 1), (11, 1)]);
+        let c: Vec<_> = (0..4).map(|e| tc.c.coord(5, e)).collect();
+        assert_eq!(c, [(1, 2), (1, 3), (9, 2), (9, 3)]);
+    }
+
+    /// The index expressions give `coord` for every lane.
+    #[test]
+    fn index_expressions_agree_with_coord() {
+        let lane = UOp::new(
+            Ops::Range,
+            DType::INDEX,
+            vec![UOp::index_const(32)],
+            super::super::Arg::Range(0, super::super::AxisKind::Warp),
+        );
+        for tc in NVIDIA_SM80 {
+            for f in [&tc.a, &tc.b, &tc.c] {
+                for e in 0..f.elements() {
+                    let (r, c) = f.coord_of(&lane, e);
+                    for l in 0..WARP {
+                        let at = |x: &UOp| {
+                            let mut map = super::super::UOpMap::from_iter([(lane.clone(), UOp::index_const(l as i64))]);
+                            crate::uop::symbolic::simplify(&crate::uop::substitute(x, &mut map, "lane"))
+                                .const_int_value()
+                                .unwrap() as usize
+                        };
+                        assert_eq!((at(&r), at(&c)), f.coord(l, e), "{} lane {l} element {e}", tc.name);
+                    }
+                }
+            }
+        }
+    }
+}

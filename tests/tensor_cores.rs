@@ -1,0 +1,167 @@
+//! Tensor cores (the TC opt, `codegen/opt/tensor_core.rs`): on INTERP with `EMULATE_CUDA=1`,
+//! which runs each WMMA warp by warp from the fragment layouts of `uop/wmma.rs`, float16 and
+//! bfloat16 matmuls computed by tensor cores give the exact products (summed in float64, rounded
+//! as the instruction rounds), alone and with the opts that may follow TC; the heuristics and
+//! BEAM offer TC where the target has tensor cores; the CUDA renderer emits `mma.sync`, which
+//! NVRTC builds for sm_90 under `NVRTC_CHECK`.
+
+use std::sync::Arc;
+
+use lazygrad::codegen::opt::{hand_coded_optimizations, search::actions, Opt};
+use lazygrad::codegen::{get_program, get_program_opts, optimizable};
+use lazygrad::dtype::DType;
+use lazygrad::renderer::cuda::CudaRenderer;
+use lazygrad::renderer::listing::ListingRenderer;
+use lazygrad::renderer::Renderer;
+use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::uop::wmma::{TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32};
+use lazygrad::uop::{Ops, UOp};
+use lazygrad::{Context, Tensor};
+
+/// The one kernel computing `t` (its inputs realized first), with its buffers.
+fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
+    let mut items = Tensor::schedule(std::slice::from_ref(t));
+    assert_eq!(items.len(), 1, "one kernel");
+    match items.remove(0) {
+        ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
+        ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
+    }
+}
+
+/// The kernel's float32 output after INTERP runs it with `opts`.
+fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
+    let dev = get_device("INTERP").unwrap();
+    let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
+    dev.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// `[batch, m, k] @ [batch, k, n]` of values exact in `dtype`, as float32 (from `dtype`), and the
+/// exact products rounded to float32.
+fn inputs(shape: [usize; 4], dtype: DType, seed: u64) -> (Tensor, Tensor, Vec<f32>) {
+    let [batch, m, k, n] = shape;
+    Tensor::manual_seed(seed);
+    let a = Tensor::randn(&[batch, m, k]).cast(dtype).realize();
+    let b = Tensor::randn(&[batch, k, n]).cast(dtype).realize();
+    let (av, bv) = (a.cast(DType::FLOAT32).to_vec::<f32>(), b.cast(DType::FLOAT32).to_vec::<f32>());
+    let exact = (0..batch * m * n)
+        .map(|o| {
+            let (p, i, j) = (o / (m * n), o / n % m, o % n);
+            let dot: f64 = (0..k).map(|t| av[(p * m + i) * k + t] as f64 * bv[(p * k + t) * n + j] as f64).sum();
+            dot as f32
+        })
+        .collect();
+    (a, b, exact)
+}
+
+/// Within float32 rounding of the partial sums (one per `k` step of 16).
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{what}: [{i}] {g}, want {w}");
+    }
+}
+
+fn emulate() -> Context {
+    Context::new(&[("EMULATE_CUDA", 1)])
+}
+
+#[test]
+fn tensor_core_matmuls_give_the_exact_products() {
+    let _tc = emulate();
+    for (dtype, tc) in [(DType::FLOAT16, &MMA_M16N8K16_F16_F32), (DType::BFLOAT16, &MMA_M16N8K16_BF16_F32)] {
+        // loops: 0 rows (32), 1 columns (16), 2 the reduce (48)
+        let (a, b, exact) = inputs([1, 32, 48, 16], dtype, 41);
+        let (a, b) = (a.reshape(&[32, 48]), b.reshape(&[48, 16]));
+        let (ast, bufs) = kernel(&a.cast(DType::FLOAT32).matmul(&b.cast(DType::FLOAT32)));
+        let tc_opt = |m, n| Opt::TensorCore { tc, m, n, k: 2 };
+        let cases: Vec<Vec<Opt>> = vec![
+            vec![tc_opt(0, 1)],
+            // the transposed product: B's factor as A
+            vec![tc_opt(1, 0)],
+            // two tiles per warp along the columns, two along the rows with the k steps unrolled
+            vec![tc_opt(0, 1), Opt::Upcast { range: 1, amount: 2 }],
+            vec![tc_opt(0, 1), Opt::Upcast { range: 0, amount: 2 }, Opt::Unroll { range: 2, amount: 3 }],
+            // two warps to a workgroup
+            vec![tc_opt(0, 1), Opt::Local { range: 0, amount: 2 }, Opt::Unroll { range: 2, amount: 3 }],
+        ];
+        for opts in cases {
+            assert_close(&run(&ast, &bufs, &opts), &exact, &format!("{dtype:?} {opts:?}"));
+        }
+    }
+}
+
+#[test]
+fn tensor_cores_take_batches_half_outputs_and_single_k_steps() {
+    let _tc = emulate();
+    let tc = &MMA_M16N8K16_F16_F32;
+    // a batch of 2 (loop 0) of 16x16 @ 16x24: k is one tile, so no reduce loop is left
+    let (a, b, exact) = inputs([2, 16, 16, 24], DType::FLOAT16, 42);
+    let (ast, bufs) = kernel(&a.matmul(&b).cast(DType::FLOAT32));
+    let opts = hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target());
+    assert!(matches!(opts[0], Opt::TensorCore { tc: t, .. } if std::ptr::eq(t, tc)), "{opts:?}");
+    // the float16 output rounds the float32 sums once more
+    let want: Vec<f32> = exact.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect();
+    assert_close(&run(&ast, &bufs, &opts), &want, &format!("{opts:?}"));
+}
+
+#[test]
+fn the_heuristics_and_beam_offer_tensor_cores_only_where_the_target_has_them() {
+    let (a, b, _) = inputs([1, 64, 32, 32], DType::FLOAT16, 43);
+    let (a, b) = (a.reshape(&[64, 32]), b.reshape(&[32, 32]));
+    let (ast, _) = kernel(&a.matmul(&b));
+    let ast = optimizable(&ast);
+    let is_tc = |o: &Opt| matches!(o, Opt::TensorCore { .. });
+    let plain = ListingRenderer.target();
+    assert!(!hand_coded_optimizations(&ast, &plain).iter().any(is_tc));
+    assert!(!actions(&ast, &plain).iter().any(is_tc));
+    let err = get_program_opts(
+        &ast,
+        &ListingRenderer,
+        &[Opt::TensorCore { tc: &MMA_M16N8K16_F16_F32, m: 0, n: 1, k: 2 }],
+        "",
+    );
+    assert!(err.unwrap_err().to_string().contains("tensor core"), "a target without tensor cores refuses TC");
+    let _tc = emulate();
+    let with = ListingRenderer.target();
+    let opts = hand_coded_optimizations(&ast, &with);
+    assert!(is_tc(&opts[0]), "{opts:?}");
+    let offered: Vec<Opt> = actions(&ast, &with).into_iter().filter(is_tc).collect();
+    // m and n each of the two loops, the float16 tensor core only (the inputs are float16)
+    let tc: &'static TensorCore = &MMA_M16N8K16_F16_F32;
+    assert_eq!(
+        offered,
+        [Opt::TensorCore { tc, m: 0, n: 1, k: 2 }, Opt::TensorCore { tc, m: 1, n: 0, k: 2 }],
+        "the innermost loop as n first"
+    );
+    // a float32 matmul and a reduce that is no product get none
+    let f = Tensor::rand(&[32, 32]).realize();
+    for t in [f.matmul(&f), a.cast(DType::FLOAT32).sum(1, false)] {
+        let (ast, _) = kernel(&t);
+        assert!(!actions(&optimizable(&ast), &with).iter().any(is_tc));
+    }
+}
+
+#[test]
+fn cuda_renders_mma_sync_and_nvrtc_builds_it() {
+    let renderer = CudaRenderer::for_arch("sm_90").unwrap();
+    assert_eq!(renderer.target().tensor_cores.len(), 2, "sm_90 has the float16 and bfloat16 mma");
+    assert!(CudaRenderer::for_arch("sm_75").unwrap().target().tensor_cores.is_empty());
+    for (dtype, ptx) in [(DType::FLOAT16, "f16"), (DType::BFLOAT16, "bf16")] {
+        let (a, b, _) = inputs([1, 64, 64, 64], dtype, 44);
+        let (a, b) = (a.reshape(&[64, 64]), b.reshape(&[64, 64]));
+        let (ast, _) = kernel(&a.matmul(&b));
+        let spec = get_program(&ast, &renderer).unwrap();
+        let src = &spec.src;
+        let mma = format!("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32");
+        assert!(src.contains(&mma), "{src}");
+        let threads: usize = spec.local_size.unwrap().iter().product();
+        assert!(threads.is_multiple_of(32), "whole warps: {:?}", spec.local_size);
+        if std::env::var("NVRTC_CHECK").is_ok() {
+            let cubin = lazygrad::runtime::cuda::nvrtc_compile(src, "sm_90").unwrap_or_else(|e| panic!("{e}\n{src}"));
+            assert_eq!(&cubin[..4], b"\x7fELF", "a cubin is an ELF image");
+        }
+    }
+}
