@@ -15,7 +15,7 @@ use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
-use lazygrad::uop::wmma::{TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32};
+use lazygrad::uop::wmma::{TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32};
 use lazygrad::uop::{Ops, UOp};
 use lazygrad::{Context, Tensor};
 
@@ -144,19 +144,55 @@ fn the_heuristics_and_beam_offer_tensor_cores_only_where_the_target_has_them() {
     }
 }
 
+/// `x` rounded to TF32: 10 mantissa bits, ties away from zero.
+fn tf32(x: f32) -> f32 {
+    f32::from_bits(x.to_bits().wrapping_add(1 << 12) & !((1 << 13) - 1))
+}
+
+#[test]
+fn float32_matmuls_take_tf32_tensor_cores_only_when_allowed() {
+    let _tc = emulate();
+    Tensor::manual_seed(45);
+    let (a, b) = (Tensor::randn(&[32, 48]).realize(), Tensor::randn(&[48, 16]).realize());
+    let (ast, bufs) = kernel(&a.matmul(&b));
+    let is_tc = |o: &Opt| matches!(o, Opt::TensorCore { .. });
+    assert!(
+        !hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target()).iter().any(is_tc),
+        "off by default"
+    );
+    let _tf32 = Context::new(&[("ALLOW_TF32", 1)]);
+    let opts = hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target());
+    assert!(matches!(opts[0], Opt::TensorCore { tc, .. } if std::ptr::eq(tc, &MMA_M16N8K8_TF32_F32)), "{opts:?}");
+    let (av, bv) = (a.to_vec::<f32>(), b.to_vec::<f32>());
+    let product = |round: fn(f32) -> f32| -> Vec<f32> {
+        let dot = |i: usize, j: usize| {
+            (0..48).map(|t| round(av[i * 48 + t]) as f64 * round(bv[t * 16 + j]) as f64).sum::<f64>()
+        };
+        (0..32 * 16).map(|o| dot(o / 16, o % 16) as f32).collect()
+    };
+    let got = run(&ast, &bufs, &opts);
+    assert_close(&got, &product(tf32), &format!("{opts:?}"));
+    let float32 = product(|x| x);
+    assert!(got.iter().zip(&float32).any(|(g, f)| (g - f).abs() > 1e-4), "the inputs were read as TF32");
+}
+
 #[test]
 fn cuda_renders_mma_sync_and_nvrtc_builds_it() {
     let renderer = CudaRenderer::for_arch("sm_90").unwrap();
-    assert_eq!(renderer.target().tensor_cores.len(), 2, "sm_90 has the float16 and bfloat16 mma");
+    assert_eq!(renderer.target().tensor_cores.len(), 2, "sm_90 has the float16 and bfloat16 mma, TF32 when allowed");
     assert!(CudaRenderer::for_arch("sm_75").unwrap().target().tensor_cores.is_empty());
-    for (dtype, ptx) in [(DType::FLOAT16, "f16"), (DType::BFLOAT16, "bf16")] {
+    let _tf32 = Context::new(&[("ALLOW_TF32", 1)]);
+    for (dtype, mma) in [
+        (DType::FLOAT16, "m16n8k16.row.col.f32.f16.f16.f32"),
+        (DType::BFLOAT16, "m16n8k16.row.col.f32.bf16.bf16.f32"),
+        (DType::FLOAT32, "m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ] {
         let (a, b, _) = inputs([1, 64, 64, 64], dtype, 44);
         let (a, b) = (a.reshape(&[64, 64]), b.reshape(&[64, 64]));
         let (ast, _) = kernel(&a.matmul(&b));
         let spec = get_program(&ast, &renderer).unwrap();
         let src = &spec.src;
-        let mma = format!("mma.sync.aligned.m16n8k16.row.col.f32.{ptx}.{ptx}.f32");
-        assert!(src.contains(&mma), "{src}");
+        assert!(src.contains(&format!("mma.sync.aligned.{mma}")), "{src}");
         let threads: usize = spec.local_size.unwrap().iter().product();
         assert!(threads.is_multiple_of(32), "whole warps: {:?}", spec.local_size);
         if std::env::var("NVRTC_CHECK").is_ok() {

@@ -42,10 +42,7 @@ impl CudaRenderer {
             }),
             gpu: true,
             dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
-            tensor_cores: match arch >= (8, 0) {
-                true => crate::uop::wmma::NVIDIA_SM80.to_vec(),
-                false => vec![],
-            },
+            tensor_cores: vec![],
         };
         CudaRenderer { target, arch }
     }
@@ -161,9 +158,9 @@ impl Dialect for Cuda {
     fn lane(&self, v: &str, k: usize) -> String {
         format!("{v}.v[{k}]")
     }
-    /// `lg_<name>(a, b, c)`: the fragments' bits handed to `mma.sync` in 32-bit registers (16-bit
-    /// elements two to a register, the lower-numbered in the low half), C's floats updated in
-    /// place into D.
+    /// `lg_<name>(a, b, c)`: the fragments handed to `mma.sync` in 32-bit registers (16-bit
+    /// elements two to a register, the lower-numbered in the low half; float32 ones as TF32),
+    /// C's floats updated in place into D.
     fn tensor_core(&self, tc: &TensorCore) -> String {
         assert_eq!(tc.accumulate, DType::FLOAT32, "CUDA renderer: mma accumulates float32 here");
         let registers = |elements: usize, dtype: DType| elements * dtype.itemsize() / 4;
@@ -172,7 +169,16 @@ impl Dialect for Cuda {
         let operands =
             |first: usize, n: usize| (first..first + n).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
         let [m, n, k] = tc.dims;
-        let (acc, input) = (ptx_type(tc.accumulate), ptx_type(tc.input));
+        let acc = ptx_type(tc.accumulate);
+        let input = if tc.input == DType::FLOAT32 { "tf32" } else { ptx_type(tc.input) };
+        // TF32 inputs are float32 registers rounded by PTX's own conversion; 16-bit ones their bits
+        let bits = match tc.input == DType::FLOAT32 {
+            true => format!(
+                "for (int i = 0; i < {na}; i++) asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(a_bits[i]) : \"f\"(a.v[i]));\n  \
+                 for (int i = 0; i < {nb}; i++) asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(b_bits[i]) : \"f\"(b.v[i]));"
+            ),
+            false => "memcpy(a_bits, &a, sizeof(a_bits)); memcpy(b_bits, &b, sizeof(b_bits));".into(),
+        };
         let mma = format!(
             "mma.sync.aligned.m{m}n{n}k{k}.row.col.{acc}.{input}.{input}.{acc} {{{d}}}, {{{a}}}, {{{b}}}, {{{d}}};",
             d = operands(0, nc),
@@ -187,8 +193,7 @@ impl Dialect for Cuda {
         let ty = |f: &crate::uop::wmma::Fragment, d: DType| self.type_name(d.vec(f.elements() as u16));
         format!(
             "__device__ {tc_ty} lg_{name}({a_ty} a, {b_ty} b, {tc_ty} c) {{\n  unsigned int a_bits[{na}], b_bits[{nb}];\n  \
-             memcpy(a_bits, &a, sizeof(a_bits)); memcpy(b_bits, &b, sizeof(b_bits));\n  \
-             asm volatile(\"{mma}\" : {outputs} : {inputs});\n  return c;\n}}\n",
+             {bits}\n  asm volatile(\"{mma}\" : {outputs} : {inputs});\n  return c;\n}}\n",
             tc_ty = ty(&tc.c, tc.accumulate),
             a_ty = ty(&tc.a, tc.input),
             b_ty = ty(&tc.b, tc.input),
@@ -264,8 +269,14 @@ impl Renderer for CudaRenderer {
     fn language(&self) -> &'static str {
         "cu"
     }
+    /// The device's target with the tensor cores of its architecture (read afresh: `ALLOW_TF32`
+    /// may change within a scope).
     fn target(&self) -> Target {
-        self.target.clone()
+        let tensor_cores = match self.arch >= (8, 0) {
+            true => crate::uop::wmma::nvidia_sm80(),
+            false => vec![],
+        };
+        Target { tensor_cores, ..self.target.clone() }
     }
     fn supports(&self, _op: Ops) -> bool {
         true

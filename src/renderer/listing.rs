@@ -27,7 +27,7 @@ impl Renderer for ListingRenderer {
             dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
             tensor_cores: match crate::helpers::getenv("EMULATE_CUDA", 0) {
                 0 => vec![],
-                _ => crate::uop::wmma::NVIDIA_SM80.to_vec(),
+                _ => crate::uop::wmma::nvidia_sm80(),
             },
             ..Target::host_cpu("INTERP")
         }

@@ -102,32 +102,64 @@ const fn m16n8k16(name: &'static str, input: DType) -> TensorCore {
 pub static MMA_M16N8K16_F16_F32: TensorCore = m16n8k16("mma_m16n8k16_f16_f32", DType::FLOAT16);
 /// bfloat16 inputs, float32 accumulators (sm_80 and newer).
 pub static MMA_M16N8K16_BF16_F32: TensorCore = m16n8k16("mma_m16n8k16_bf16_f32", DType::BFLOAT16);
+/// `mma.sync.m16n8k8` on float32 inputs read as TF32 (rounded to 10 mantissa bits), float32
+/// accumulators (sm_80 and newer): A's 4 elements per thread are rows `g` and `g + 8` of
+/// column `t`, then of column `t + 4`; B's 2 are rows `t` and `t + 4` of column `g`; C as above.
+pub static MMA_M16N8K8_TF32_F32: TensorCore = TensorCore {
+    name: "mma_m16n8k8_tf32_f32",
+    dims: [16, 8, 8],
+    input: DType::FLOAT32,
+    accumulate: DType::FLOAT32,
+    a: Fragment { lane: [(0, 1), (0, 2), (1, 0), (2, 0), (4, 0)], element: &[(8, 0), (0, 4)] },
+    b: Fragment { lane: [(1, 0), (2, 0), (0, 1), (0, 2), (0, 4)], element: &[(4, 0)] },
+    c: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0)] },
+};
 
-/// The tensor cores of NVIDIA GPUs of compute capability 8.0 and newer.
-pub static NVIDIA_SM80: [&TensorCore; 2] = [&MMA_M16N8K16_F16_F32, &MMA_M16N8K16_BF16_F32];
+/// Every tensor core codegen knows.
+static ALL: [&TensorCore; 3] = [&MMA_M16N8K16_F16_F32, &MMA_M16N8K16_BF16_F32, &MMA_M16N8K8_TF32_F32];
 
-/// Every tensor core codegen knows, to find one by name (an opt read back from BEAM's cache).
+/// The tensor cores of NVIDIA GPUs of compute capability 8.0 and newer that kernels may use: the
+/// float16 and bfloat16 ones, and with `ALLOW_TF32=1` the TF32 one, which rounds float32
+/// matmuls' inputs to 10 mantissa bits (off by default, as PyTorch's `allow_tf32`).
+pub fn nvidia_sm80() -> Vec<&'static TensorCore> {
+    let tf32 = crate::helpers::getenv("ALLOW_TF32", 0) != 0;
+    ALL.iter().copied().filter(|tc| tf32 || tc.input != DType::FLOAT32).collect()
+}
+
+/// A tensor core by name (an opt read back from BEAM's cache).
 pub fn by_name(name: &str) -> Option<&'static TensorCore> {
-    NVIDIA_SM80.iter().copied().find(|tc| tc.name == name)
+    ALL.iter().copied().find(|tc| tc.name == name)
+}
+
+/// `x` as the instruction reads an input of `dtype`: float32 as TF32, rounded to nearest with
+/// ties away from zero (PTX's `cvt.rna.tf32.f32`); 16-bit floats as they are.
+fn read_input(x: f64, dtype: DType) -> f64 {
+    if dtype != DType::FLOAT32 || !x.is_finite() {
+        return x;
+    }
+    let bits = (x as f32).to_bits();
+    f32::from_bits(bits.wrapping_add(1 << 12) & !((1 << 13) - 1)) as f64
 }
 
 impl TensorCore {
     /// What the warp's instruction computes, lane by lane: `a[lane]`, `b[lane]` and `c[lane]`
     /// are each thread's fragments; the result is each thread's fragment of `D`, summed exactly
-    /// (products of 16-bit floats are exact in float64) and rounded once to `accumulate`.
+    /// (products of 16-bit floats and of TF32 values are exact in float64) and rounded once to
+    /// `accumulate`.
     pub fn run(&self, a: &[Vec<f64>], b: &[Vec<f64>], c: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let [m, n, k] = self.dims;
-        let tile = |f: &Fragment, vals: &[Vec<f64>], cols: usize, rows: usize| {
+        let tile = |f: &Fragment, vals: &[Vec<f64>], cols: usize, rows: usize, dtype: DType| {
             let mut t = vec![0.0; rows * cols];
             for (lane, v) in vals.iter().enumerate() {
                 for (e, x) in v.iter().enumerate() {
                     let (r, col) = f.coord(lane, e);
-                    t[r * cols + col] = *x;
+                    t[r * cols + col] = read_input(*x, dtype);
                 }
             }
             t
         };
-        let (ta, tb, tc) = (tile(&self.a, a, k, m), tile(&self.b, b, n, k), tile(&self.c, c, n, m));
+        let (ta, tb) = (tile(&self.a, a, k, m, self.input), tile(&self.b, b, n, k, self.input));
+        let tc = tile(&self.c, c, n, m, DType::FLOAT64);
         (0..WARP)
             .map(|lane| {
                 (0..self.c.elements())
@@ -150,7 +182,7 @@ mod tests {
     /// Each operand's fragments cover its tile: every (row, column) held by exactly one lane.
     #[test]
     fn fragments_cover_their_tiles_once() {
-        for tc in NVIDIA_SM80 {
+        for tc in ALL {
             let [m, n, k] = tc.dims;
             for (f, rows, cols) in [(&tc.a, m, k), (&tc.b, k, n), (&tc.c, m, n)] {
                 let mut seen = vec![0; rows * cols];
@@ -175,6 +207,22 @@ mod tests {
         assert_eq!(b, [(2, 1), (3, 1), (10, 1), (11, 1)]);
         let c: Vec<_> = (0..4).map(|e| tc.c.coord(5, e)).collect();
         assert_eq!(c, [(1, 2), (1, 3), (9, 2), (9, 3)]);
+        let tf32 = &MMA_M16N8K8_TF32_F32;
+        let a: Vec<_> = (0..4).map(|e| tf32.a.coord(5, e)).collect();
+        assert_eq!(a, [(1, 1), (9, 1), (1, 5), (9, 5)]);
+        let b: Vec<_> = (0..2).map(|e| tf32.b.coord(5, e)).collect();
+        assert_eq!(b, [(1, 1), (5, 1)]);
+    }
+
+    /// TF32 keeps 10 mantissa bits, rounding half away from zero.
+    #[test]
+    fn float32_inputs_are_read_as_tf32() {
+        let ulp = 2f64.powi(-10);
+        assert_eq!(read_input(1.0 + ulp, DType::FLOAT32), 1.0 + ulp);
+        assert_eq!(read_input(1.0 + ulp / 2.0, DType::FLOAT32), 1.0 + ulp, "a tie goes away from zero");
+        assert_eq!(read_input(-(1.0 + ulp / 2.0), DType::FLOAT32), -(1.0 + ulp));
+        assert_eq!(read_input(1.0 + ulp / 4.0, DType::FLOAT32), 1.0);
+        assert_eq!(read_input(1.0 + ulp / 2.0, DType::FLOAT16), 1.0 + ulp / 2.0, "16-bit inputs are exact");
     }
 
     /// The index expressions give `coord` for every lane.
@@ -186,7 +234,7 @@ mod tests {
             vec![UOp::index_const(32)],
             super::super::Arg::Range(0, super::super::AxisKind::Warp),
         );
-        for tc in NVIDIA_SM80 {
+        for tc in ALL {
             for f in [&tc.a, &tc.b, &tc.c] {
                 for e in 0..f.elements() {
                     let (r, c) = f.coord_of(&lane, e);
