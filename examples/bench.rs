@@ -106,6 +106,25 @@ fn matmul(n: usize) -> lazygrad::Result<()> {
     Ok(())
 }
 
+/// The GPU rows (run only when asked for by name, `bench gpu`): 4096² matmuls in float32,
+/// float16 and bfloat16 (16-bit inputs summed in float32: tensor cores where the device has them),
+/// and `relu(a*b+c)` over 64M floats, 4 arrays counted.
+fn gpu_matmul(name: &str, dtype: DType) -> lazygrad::Result<()> {
+    let n = 4096;
+    let [a, b] = [(); 2].map(|_| Tensor::rand(&[n, n]).cast(dtype).realize());
+    let seconds = best_kernel_seconds(5, None, || a.matmul(&b))?;
+    report(name, 2.0 * (n * n * n) as f64 / seconds * 1e-12, "TFLOP/s");
+    Ok(())
+}
+
+fn gpu_elementwise() -> lazygrad::Result<()> {
+    let len = 64 << 20;
+    let [a, b, c] = [(); 3].map(|_| realized_rand(&[len]));
+    let seconds = best_kernel_seconds(10, None, || (&a * &b + &c).relu())?;
+    report("gpu_elementwise_64m", (4 * len * 4) as f64 / seconds * 1e-9, "GB/s");
+    Ok(())
+}
+
 /// GB/s of a workload over `STREAM_LEN` floats that moves `tensors_moved` tensors of that size.
 fn report_stream(name: &str, tensors_moved: usize, seconds: f64) {
     report(name, (tensors_moved * STREAM_LEN * 4) as f64 / seconds * 1e-9, "GB/s");
@@ -309,6 +328,10 @@ const WORKLOADS: &[Workload] = &[
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),
     ("mnist_compile", mnist_compile),
+    ("gpu_matmul_4096_float32", || gpu_matmul("gpu_matmul_4096_float32", DType::FLOAT32)),
+    ("gpu_matmul_4096_float16", || gpu_matmul("gpu_matmul_4096_float16", DType::FLOAT16)),
+    ("gpu_matmul_4096_bfloat16", || gpu_matmul("gpu_matmul_4096_bfloat16", DType::BFLOAT16)),
+    ("gpu_elementwise_64m", gpu_elementwise),
 ];
 
 fn main() -> lazygrad::Result<()> {
@@ -319,7 +342,11 @@ fn main() -> lazygrad::Result<()> {
         Some(SCHEDULE_CODEGEN_MODE) => return mnist_schedule_codegen(),
         _ => {}
     }
-    let chosen = |name: &str| args.is_empty() || args.iter().any(|a| name.starts_with(a.as_str()));
+    // the GPU rows only when named: they are sized for a GPU
+    let chosen = |name: &str| match args.is_empty() {
+        true => !name.starts_with("gpu_"),
+        false => args.iter().any(|a| name.starts_with(a.as_str())),
+    };
     for (name, run) in WORKLOADS.iter().filter(|(name, _)| chosen(name)) {
         eprintln!("lazygrad: {name}");
         run()?;

@@ -1,5 +1,6 @@
 //! Tensor cores (the TC opt, `codegen/opt/tensor_core.rs`): on INTERP with `EMULATE_CUDA=1`,
-//! which runs each WMMA warp by warp from the fragment layouts of `uop/wmma.rs`, float16 and
+//! which runs each WMMA warp by warp from the fragment layouts of `uop/wmma.rs` (or with
+//! `DEV=CUDA` on the GPU's own tensor cores), float16 and
 //! bfloat16 matmuls computed by tensor cores give the exact products (summed in float64, rounded
 //! as the instruction rounds), alone and with the opts that may follow TC; the heuristics and
 //! BEAM offer TC where the target has tensor cores; the CUDA renderer emits `mma.sync`, which
@@ -29,9 +30,14 @@ fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
     }
 }
 
-/// The kernel's float32 output after INTERP runs it with `opts`.
+/// The kernel's float32 output after running it with `opts` on the device its buffers are on
+/// when that has tensor cores (`DEV=CUDA` on a GPU), else on INTERP (host memory, which INTERP
+/// reads too).
 fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
-    let dev = get_device("INTERP").unwrap();
+    let dev = match get_device(bufs[0].device()).unwrap() {
+        d if !d.renderer().target().tensor_cores.is_empty() => d,
+        _ => get_device("INTERP").unwrap(),
+    };
     let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
     dev.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));

@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-suites=(devices torch_ref ops schedule jit train)
+suites=(devices torch_ref ops schedule jit train tensor_cores)
 if [ "${1:-}" = "--build" ]; then
   set -e
   rm -rf gpu_bin && mkdir -p gpu_bin
@@ -65,7 +65,8 @@ for t in "${suites[@]}"; do run "CUDA $t" env DEV=CUDA "gpu_bin/$t"; done
 run "CUDA beautiful_mnist" env DEV=CUDA FASHION=1 gpu_bin/beautiful_mnist
 run "CL devices" env DEV=CL DEBUG=1 gpu_bin/devices --test-threads=1
 for dev in CUDA CL; do
-  DEV=$dev gpu_bin/bench matmul > "/tmp/gpu_check_bench_$dev.log" 2>&1
+  rows_for=$([ "$dev" = CUDA ] && echo "matmul gpu_" || echo matmul)
+  DEV=$dev timeout 240 gpu_bin/bench $rows_for > "/tmp/gpu_check_bench_$dev.log" 2>&1
   grep '^bench' "/tmp/gpu_check_bench_$dev.log" | while read -r _ name value unit; do echo "| $dev $name | $value $unit | |"; done
 done
 grep -E '^(step_s|wall_s|test_accuracy_pct) ' /tmp/gpu_check_CUDA_beautiful_mnist.log 2>/dev/null | while read -r k v; do echo "| CUDA beautiful_mnist $k | $v | |"; done
