@@ -3,8 +3,10 @@
 //! `cargo run --release --example beautiful_mnist`; settings: `BS` (512), `STEPS` (70),
 //! `FASHION=1` (Fashion-MNIST; when unset, MNIST digits if they can be found or downloaded, else
 //! Fashion-MNIST), `SGD=1` / `MUON=1` (optimizer; Adam by default), `LR`,
-//! `TARGET_EVAL_ACC_PCT` (exit non-zero below it), `SEED`. Prints its figures as `key value`
-//! lines (tools/mnist_compare.sh puts them beside PyTorch's).
+//! `TARGET_EVAL_ACC_PCT` (exit non-zero below it), `SEED`, `INIT` (a safetensors file of initial
+//! weights and each step's batch indices, `samples`, written by tools/mnist_torch.py's
+//! `SAVE_INIT`: both frameworks then train from the same start on the same batches). Prints its
+//! figures as `key value` lines (tools/mnist_compare.sh puts them beside PyTorch's).
 
 use std::io::Write;
 use std::time::Instant;
@@ -12,7 +14,7 @@ use std::time::Instant;
 use lazygrad::helpers::{getenv, getenv_str, peak_rss_bytes, GlobalCounters};
 use lazygrad::nn::datasets::mnist;
 use lazygrad::nn::optim::{adam, muon, Optimizer, SGD};
-use lazygrad::nn::state::get_parameters;
+use lazygrad::nn::state::{get_parameters, load_state_dict, safe_load};
 use lazygrad::tensor::Idx;
 use lazygrad::{DType, Jit, Tensor};
 
@@ -36,6 +38,24 @@ fn main() -> lazygrad::Result<()> {
     let (bs, steps) = (getenv("BS", 512) as usize, getenv("STEPS", 70) as usize);
     Tensor::manual_seed(getenv("SEED", 42) as u64);
     let model = Model::new();
+    // row i of `samples`: step i's batch
+    let given_batches: Option<Vec<Tensor>> = match getenv_str("INIT") {
+        Some(path) => {
+            let mut state = safe_load(&path)?;
+            let samples = state.remove("samples").ok_or_else(|| {
+                lazygrad::Error::Invalid(format!("INIT={path}: no `samples` (each step's batch indices)"))
+            })?;
+            if samples.shape() != [steps, bs] {
+                let msg = format!("INIT={path}: `samples` is {:?}, not [STEPS, BS] = [{steps}, {bs}]", samples.shape());
+                return Err(lazygrad::Error::Invalid(msg));
+            }
+            load_state_dict(&model, &state, true)?;
+            let rows =
+                (0..steps).map(|i| samples.index(&[Idx::I(i as isize)]).cast(DType::INT32).contiguous().realize());
+            Some(rows.collect())
+        }
+        None => None,
+    };
     let params = get_parameters(&model);
     let lr = |default: f64| getenv_str("LR").and_then(|v| v.parse().ok()).unwrap_or(default);
     let mut opt: Box<dyn Optimizer> = if getenv("SGD", 0) != 0 {
@@ -47,10 +67,10 @@ fn main() -> lazygrad::Result<()> {
     };
 
     // the batch is sampled inside the JIT'd step: the random counter lives on the device, so
-    // each replay draws a new batch
+    // each replay draws a new batch (unless INIT gives the batches, as a third input)
     let n_train = data.x_train.shape()[0] as i64;
     let mut jit_step = Jit::new(|train: &[Tensor]| {
-        let samples = Tensor::randint(&[bs], 0, n_train);
+        let samples = train.get(2).cloned().unwrap_or_else(|| Tensor::randint(&[bs], 0, n_train));
         let x = train[0].index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
         let y = train[1].index(&[Idx::Tensor(samples)]).cast(DType::INT32);
         train_step(&|x| model.forward(x), opt.as_mut(), &x, &y)
@@ -67,7 +87,9 @@ fn main() -> lazygrad::Result<()> {
     for i in 0..steps {
         let t0 = Instant::now();
         let kernels_before = GlobalCounters::kernel_count();
-        let out = jit_step.call(&[data.x_train.clone(), data.y_train.clone()])?;
+        let mut inputs = vec![data.x_train.clone(), data.y_train.clone()];
+        inputs.extend(given_batches.as_ref().map(|rows| rows[i].clone()));
+        let out = jit_step.call(&inputs)?;
         let loss = out[0].item::<f32>();
         step_times.push(t0.elapsed().as_secs_f64());
         kernels_per_step = GlobalCounters::kernel_count() - kernels_before;

@@ -4,7 +4,10 @@ Same model, optimizer, batch size, steps and evaluation as the lazygrad example,
 IDX files. Prints one `key value` line per figure (read by tools/mnist_compare.sh):
 steps, wall time, step time after warm-up, test accuracy, peak RSS. Settings by env var as in the
 example: BS (512), STEPS (70), FASHION, SGD / MUON (Muon is not in torch: falls back to SGD), LR,
-SEED, THREADS (torch threads, default: all cores). Runs in tools/.venv-torch (created on first use).
+SEED, THREADS (torch threads, default: all cores). SAVE_INIT=<file>: write the initial weights and
+every step's batch indices (`samples`, [STEPS, BS] int32) as safetensors before training;
+INIT=<file>: train from such a file instead of drawing them (the lazygrad example reads the same
+file: tools/accuracy_parity.sh PAIRED=1). Runs in tools/.venv-torch (created on first use).
 """
 
 import os
@@ -23,6 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 
 def env(name, default):
@@ -77,6 +81,16 @@ def main():
     x_train, y_train, x_test, y_test = load(fashion)
     x_test = x_test.float()
     model = Model()
+    samples_all = torch.randint(0, x_train.shape[0], (steps, bs))
+    if os.environ.get("INIT"):
+        state = load_file(os.environ["INIT"])
+        samples_all = state.pop("samples").long()
+        own = model.state_dict()
+        model.load_state_dict({k: v.to(own[k].dtype).reshape(own[k].shape) for k, v in state.items()})
+    if os.environ.get("SAVE_INIT"):
+        # scalars (BatchNorm's num_batches_tracked) as lazygrad (and tinygrad) shape them: [1]
+        state = {k: v.reshape(-1) if v.dim() == 0 else v.contiguous() for k, v in model.state_dict().items()}
+        save_file({**state, "samples": samples_all.int()}, os.environ["SAVE_INIT"])
     if env("SGD", 0) or env("MUON", 0):
         opt = torch.optim.SGD(model.parameters(), lr=env("LR", 0.01), momentum=0.9, nesterov=True)
     else:
@@ -92,7 +106,7 @@ def main():
     start, step_times, acc = time.perf_counter(), [], float("nan")
     for i in range(steps):
         t0 = time.perf_counter()
-        samples = torch.randint(0, x_train.shape[0], (bs,))
+        samples = samples_all[i]
         x, y = x_train[samples].float(), y_train[samples]
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)

@@ -1,0 +1,96 @@
+//! The GGUF reader (`nn/gguf.rs`) against tests/fixtures/gguf/small.gguf, written by llama.cpp's
+//! `gguf` package (tools/gen_gguf_fixture.py): the metadata of every value type, and each tensor
+//! type's values equal to what `gguf.quants.dequantize` gives; every truncation of the file and
+//! corrupt headers give `Error::Format`.
+
+use std::path::PathBuf;
+
+use lazygrad::nn::gguf::{gguf_load, parse_header, GgmlType, GgufValue};
+use lazygrad::nn::state::safe_load;
+use lazygrad::{DType, Error};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf").join(name)
+}
+
+#[test]
+fn metadata_of_every_value_type_reads_back() {
+    let bytes = std::fs::read(fixture("small.gguf")).unwrap();
+    let header = parse_header(&bytes).unwrap();
+    assert_eq!(header.version, 3);
+    let m = &header.metadata;
+    assert_eq!(m["general.architecture"].as_str(), Some("llama"));
+    assert_eq!(m["test.u32"], GgufValue::U32(123456));
+    assert_eq!(m["test.i32"], GgufValue::I32(-42));
+    assert_eq!(m["test.f32"], GgufValue::F32(0.5));
+    assert_eq!(m["test.u64"].as_int(), Some(1 << 40));
+    assert_eq!(m["test.bool"], GgufValue::Bool(true));
+    assert_eq!(m["test.string"].as_str(), Some("héllo gguf"));
+    let strings = ["a", "bc", ""].map(|s| GgufValue::Str(s.into())).to_vec();
+    assert_eq!(m["test.strings"], GgufValue::Array(strings));
+    assert_eq!(m["test.ints"], GgufValue::Array(vec![GgufValue::I32(1), GgufValue::I32(-2), GgufValue::I32(3)]));
+    let types: Vec<(&str, GgmlType, Vec<usize>)> =
+        header.tensors.iter().map(|t| (t.name.as_str(), t.ggml_type, t.shape.clone())).collect();
+    assert_eq!(types[0], ("f32", GgmlType::F32, vec![3, 5]), "shapes row-major: GGUF lists dims innermost first");
+    assert_eq!(types[7], ("q6_k", GgmlType::Q6K, vec![1, 512]));
+}
+
+#[test]
+fn every_tensor_type_dequantizes_to_ggmls_values() {
+    let (_, tensors) = gguf_load(fixture("small.gguf")).unwrap();
+    let expected = safe_load(fixture("small.expected.safetensors")).unwrap();
+    assert_eq!(tensors.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    for (name, want) in &expected {
+        let got = &tensors[name];
+        assert_eq!(got.shape(), want.shape(), "{name}");
+        let native = match name.as_str() {
+            "f32" => DType::FLOAT32,
+            "f16" => DType::FLOAT16,
+            "bf16" => DType::BFLOAT16,
+            _ => DType::FLOAT32,
+        };
+        assert_eq!(got.dtype(), native, "{name}: plain types as stored, quantized ones as float32");
+        let (got, want) = (got.cast(DType::FLOAT32).to_vec::<f32>(), want.to_vec::<f32>());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{name}[{i}]: {g}, ggml gives {w}");
+        }
+    }
+}
+
+#[test]
+fn every_truncation_and_corrupt_header_is_a_format_error() {
+    let bytes = std::fs::read(fixture("small.gguf")).unwrap();
+    // the last tensor's data (q6_k's 420 bytes, at 800 of the data section, which starts at
+    // 704) ends before the file's final alignment padding
+    let data_end = 704 + 800 + 420;
+    for len in 0..bytes.len() {
+        match (parse_header(&bytes[..len]), len < data_end) {
+            (Err(Error::Format(_)), true) | (Ok(_), false) => {}
+            (other, _) => panic!("truncated to {len} bytes: {other:?}"),
+        }
+    }
+    let corrupt = |at: usize, with: &[u8]| {
+        let mut b = bytes.clone();
+        b[at..at + with.len()].copy_from_slice(with);
+        parse_header(&b).map(|_| ())
+    };
+    let cases: [(&str, usize, &[u8]); 5] = [
+        ("magic", 0, b"GGUG"),
+        ("version 1", 4, &1u32.to_le_bytes()),
+        ("a tensor count of 2^60", 8, &(1u64 << 60).to_le_bytes()),
+        ("a metadata count of 2^60", 16, &(1u64 << 60).to_le_bytes()),
+        ("a key length of 2^63", 24, &(1u64 << 63).to_le_bytes()),
+    ];
+    for (what, at, with) in cases {
+        match corrupt(at, with) {
+            Err(Error::Format(m)) => assert!(m.starts_with("GGUF"), "{what}: {m}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // a file whose tensor lies past its end, through gguf_load: the error names the file
+    let path = std::env::temp_dir().join(format!("lazygrad-truncated-{}.gguf", std::process::id()));
+    std::fs::write(&path, &bytes[..data_end - 1]).unwrap();
+    let loaded = gguf_load(&path).map(|_| ());
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(&loaded, Err(Error::Format(m)) if m.contains("lazygrad-truncated")), "{loaded:?}");
+}
