@@ -1,14 +1,18 @@
 //! Real models against their reference implementations. Ignored by default (they need the model
 //! files): `tools/setup.sh --models && cargo test --test models -- --ignored` (`.ci/run` does).
 //! all-MiniLM-L6-v2's sentence embeddings of tests/fixtures/minilm/sentences.txt against
-//! sentence-transformers' (tools/gen_minilm_ref.py).
+//! sentence-transformers' (tools/gen_minilm_ref.py); SmolLM2-135M-Instruct's prompt tokens, first
+//! logits and 64 greedy tokens for tests/fixtures/llama/prompts.txt against Hugging Face
+//! transformers running the same GGUF file (tools/gen_llama_ref.py).
 
 use lazygrad::models::bert::{encode_batch, Bert};
+use lazygrad::models::llama::{chat_prompt, gguf_tokenizer, Llama};
 use lazygrad::models::model_dir;
 use lazygrad::nn::state::safe_load;
+use lazygrad::{Jit, Tensor};
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm").join(name)
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 #[test]
@@ -17,11 +21,11 @@ fn minilm_sentence_embeddings_match_sentence_transformers() {
     let dir = model_dir("all-MiniLM-L6-v2", "MINILM_DIR");
     let model = Bert::load(&dir).unwrap_or_else(|e| panic!("{}: {e} (run tools/setup.sh --models)", dir.display()));
     let tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-    let text = std::fs::read_to_string(fixture("sentences.txt")).unwrap();
+    let text = std::fs::read_to_string(fixture("minilm/sentences.txt")).unwrap();
     let sentences: Vec<&str> = text.lines().collect();
     let (ids, mask) = encode_batch(&tokenizer, &sentences).unwrap();
     let got = model.sentence_embedding(&ids, &mask).to_vec::<f32>();
-    let want = safe_load(fixture("embeddings.safetensors")).unwrap()["embeddings"].to_vec::<f32>();
+    let want = safe_load(fixture("minilm/embeddings.safetensors")).unwrap()["embeddings"].to_vec::<f32>();
     assert_eq!(got.len(), want.len());
     let (width, mut lowest) = (384, 1.0f64);
     for (i, (g, w)) in got.chunks(width).zip(want.chunks(width)).enumerate() {
@@ -32,4 +36,53 @@ fn minilm_sentence_embeddings_match_sentence_transformers() {
         lowest = lowest.min(cosine);
     }
     println!("{} sentences, lowest cosine similarity to sentence-transformers: {lowest:.7}", sentences.len());
+}
+
+#[test]
+#[ignore = "needs the model: tools/setup.sh --models"]
+fn smollm2_greedy_decoding_matches_transformers() {
+    let path = model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let (model, meta) = Llama::load(&path, 128).unwrap_or_else(|e| panic!("{e} (run tools/setup.sh --models)"));
+    let tokenizer = gguf_tokenizer(&meta).unwrap();
+    let reference = safe_load(fixture("llama/reference.safetensors")).unwrap();
+    let prompts = std::fs::read_to_string(fixture("llama/prompts.txt")).unwrap();
+    let scalar = |v: i32| Tensor::from_vec(vec![v], &[1]).realize();
+    let mut step = Jit::new(|io: &[Tensor]| model.decode_step(&io[0], &io[1]));
+    let kernels_per_step = |step: &mut Jit<_>, token: i32, pos: usize| {
+        let before = lazygrad::GlobalCounters::kernel_count();
+        let logits = step.call(&[scalar(token), scalar(pos as i32)]).unwrap().remove(0);
+        (logits, lazygrad::GlobalCounters::kernel_count() - before)
+    };
+    let mut counts = std::collections::BTreeSet::new();
+    for (i, prompt) in prompts.lines().enumerate() {
+        let ids: Vec<i32> =
+            tokenizer.encode(chat_prompt(prompt), false).unwrap().get_ids().iter().map(|&t| t as i32).collect();
+        assert_eq!(ids, reference[&format!("prompt_{i}")].to_vec::<i32>(), "{prompt:?}: prompt tokens");
+        let mut logits = Tensor::zeros(&[1]);
+        for (pos, &t) in ids.iter().enumerate() {
+            let (l, n) = kernels_per_step(&mut step, t, pos);
+            (logits, _) = (l, counts.insert(n));
+        }
+        let (got, want) = (logits.to_vec::<f32>(), reference[&format!("logits_{i}")].to_vec::<f32>());
+        let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-3, "{prompt:?}: first-step logits differ by up to {worst}");
+        let mut greedy = vec![];
+        for k in 0..64 {
+            let next = logits.argmax(None, false).item::<i32>();
+            greedy.push(next);
+            let (l, n) = kernels_per_step(&mut step, next, ids.len() + k);
+            (logits, _) = (l, counts.insert(n));
+        }
+        let want = reference[&format!("greedy_{i}")].to_vec::<i32>();
+        assert_eq!(
+            greedy,
+            want,
+            "{prompt:?}: {:?} vs {:?}",
+            tokenizer.decode(&greedy.iter().map(|&t| t as u32).collect::<Vec<_>>(), false),
+            tokenizer.decode(&want.iter().map(|&t| t as u32).collect::<Vec<_>>(), false)
+        );
+        println!("{prompt:?}: logits within {worst:.2e}, 64 greedy tokens equal");
+    }
+    // the first two calls run eagerly and capture; every replay, at every position, is one set
+    assert_eq!(counts.len(), 1, "kernels per decode step at the positions: {counts:?}");
 }

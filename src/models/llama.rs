@@ -1,0 +1,268 @@
+//! LLaMA (SmolLM2, TinyLlama, Llama 2/3 ...) from a GGUF file: RMSNorm, rotary position
+//! embeddings, grouped-query attention with a KV cache, a SwiGLU feed-forward, and tied or
+//! separate output embeddings. Weights keep the GGUF's names; each is dequantized from its
+//! blocks (`nn/gguf.rs`) once, at load, into float32.
+//!
+//! The KV cache holds `max_context` positions. A decode step takes its token and position as
+//! one-element tensors and works on the whole cache, masking the positions past it, so every
+//! step is the same graph: the JIT captures it once and replays it at every position (symbolic
+//! shapes, tinygrad's Variables, are the way to stop paying for the masked positions).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::nn::gguf::{gguf_load, GgufValue};
+use crate::tensor::Tensor;
+use crate::DType;
+
+/// The sizes of a LLaMA model, from its GGUF metadata (`llama.*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    pub dim: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub hidden_dim: usize,
+    pub vocab_size: usize,
+    pub norm_eps: f64,
+    pub rope_theta: f64,
+    /// Positions the KV cache holds.
+    pub max_context: usize,
+}
+
+impl LlamaConfig {
+    /// The config a GGUF's metadata gives, with a cache of `max_context` positions (at most the
+    /// model's context length).
+    pub fn from_gguf(meta: &BTreeMap<String, GgufValue>, max_context: usize) -> Result<LlamaConfig> {
+        let arch = meta.get("general.architecture").and_then(GgufValue::as_str).unwrap_or("");
+        if arch != "llama" {
+            return Err(Error::Format(format!("GGUF: architecture {arch:?}, not llama")));
+        }
+        let get =
+            |key: &str| meta.get(&format!("llama.{key}")).ok_or_else(|| Error::Format(format!("GGUF: no llama.{key}")));
+        let size = |key: &str| {
+            get(key)?
+                .as_int()
+                .map(|v| v as usize)
+                .ok_or_else(|| Error::Format(format!("GGUF: llama.{key} is not a size")))
+        };
+        let float =
+            |key: &str| get(key)?.as_f64().ok_or_else(|| Error::Format(format!("GGUF: llama.{key} is not a number")));
+        let n_heads = size("attention.head_count")?;
+        let vocab_size = match meta.get("tokenizer.ggml.tokens") {
+            Some(GgufValue::Array(tokens)) => tokens.len(),
+            _ => size("vocab_size")?,
+        };
+        Ok(LlamaConfig {
+            dim: size("embedding_length")?,
+            n_layers: size("block_count")?,
+            n_heads,
+            n_kv_heads: size("attention.head_count_kv").unwrap_or(n_heads),
+            hidden_dim: size("feed_forward_length")?,
+            vocab_size,
+            norm_eps: float("attention.layer_norm_rms_epsilon")?,
+            rope_theta: float("rope.freq_base").unwrap_or(10000.0),
+            max_context: max_context.min(size("context_length")?),
+        })
+    }
+    fn head_dim(&self) -> usize {
+        self.dim / self.n_heads
+    }
+}
+
+/// One transformer block's weights, by their GGUF names.
+struct Block {
+    attn_norm: Tensor,
+    attn_q: Tensor,
+    attn_k: Tensor,
+    attn_v: Tensor,
+    attn_output: Tensor,
+    ffn_norm: Tensor,
+    ffn_gate: Tensor,
+    ffn_up: Tensor,
+    ffn_down: Tensor,
+    cache_k: Tensor,
+    cache_v: Tensor,
+}
+
+/// A LLaMA model with its KV cache.
+pub struct Llama {
+    pub config: LlamaConfig,
+    token_embd: Tensor,
+    blocks: Vec<Block>,
+    output_norm: Tensor,
+    /// The output projection; the token embedding when tied (absent from the file).
+    output: Tensor,
+    /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`.
+    rope: (Tensor, Tensor),
+}
+
+/// `x @ w.T` for a weight stored `[out, in]`.
+fn linear(x: &Tensor, w: &Tensor) -> Tensor {
+    x.matmul(&w.T())
+}
+
+fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Tensor {
+    x * &(x * x).mean(-1isize, true).add(eps).rsqrt() * weight
+}
+
+impl Llama {
+    /// The model in GGUF file `path`, with a KV cache of `max_context` positions (zeros, on the
+    /// default device), and the file's metadata (its tokenizer for `LlamaTokenizer`).
+    pub fn load(path: &Path, max_context: usize) -> Result<(Llama, BTreeMap<String, GgufValue>)> {
+        let (meta, mut weights) = gguf_load(path)?;
+        let config = LlamaConfig::from_gguf(&meta, max_context)?;
+        let mut take = |name: &str| {
+            weights
+                .remove(name)
+                .map(|w| w.cast(DType::FLOAT32).contiguous().realize())
+                .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
+        };
+        let (ctx, kv_dim) = (config.max_context, config.n_kv_heads * config.head_dim());
+        let cache = || Tensor::zeros(&[ctx, kv_dim]).contiguous().realize();
+        let blocks = (0..config.n_layers)
+            .map(|i| {
+                let mut w = |part: &str| take(&format!("blk.{i}.{part}.weight"));
+                Ok(Block {
+                    attn_norm: w("attn_norm")?,
+                    attn_q: w("attn_q")?,
+                    attn_k: w("attn_k")?,
+                    attn_v: w("attn_v")?,
+                    attn_output: w("attn_output")?,
+                    ffn_norm: w("ffn_norm")?,
+                    ffn_gate: w("ffn_gate")?,
+                    ffn_up: w("ffn_up")?,
+                    ffn_down: w("ffn_down")?,
+                    cache_k: cache(),
+                    cache_v: cache(),
+                })
+            })
+            .collect::<Result<Vec<Block>>>()?;
+        let token_embd = take("token_embd.weight")?;
+        let output = take("output.weight").unwrap_or_else(|_| token_embd.clone());
+        let half = config.head_dim() / 2;
+        let freqs: Vec<f32> =
+            (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
+        let angles =
+            Tensor::arange(ctx).cast(DType::FLOAT32).reshape(&[ctx as isize, 1]) * &Tensor::from_vec(freqs, &[1, half]);
+        let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
+        let model = Llama { token_embd, blocks, output_norm: take("output_norm.weight")?, output, rope, config };
+        Ok((model, meta))
+    }
+
+    /// One decode step, lazily: the token `token` (`[1]` int32) at position `pos` (`[1]` int32,
+    /// below `max_context`) goes into every layer's KV cache, and the logits of the next token
+    /// come out, `[vocab]` float32. Returns the logits followed by the caches' in-place updates:
+    /// realize them all together (or call this inside a `Jit`).
+    pub fn decode_step(&self, token: &Tensor, pos: &Tensor) -> Vec<Tensor> {
+        let c = &self.config;
+        let (hd, ctx) = (c.head_dim(), c.max_context);
+        let (nh, nkv) = (c.n_heads as isize, c.n_kv_heads as isize);
+        let positions = Tensor::arange(ctx).to(pos.device());
+        // the position as a one-hot row `[1, ctx]`, and which cache rows it may attend to
+        let here = positions.eq(pos).reshape(&[1, ctx as isize]);
+        let visible = positions.le(pos).reshape(&[1, 1, ctx as isize]);
+        let gather_row = |table: &Tensor| here.cast(DType::FLOAT32).matmul(table);
+        let (cos, sin) = (gather_row(&self.rope.0), gather_row(&self.rope.1));
+        let rotate = |x: Tensor, heads: isize| {
+            // adjacent pairs (a, b) turn by the position's angles
+            let pairs = x.reshape(&[heads, (hd / 2) as isize, 2]);
+            let (a, b) = (
+                pairs.shrink(&[(0, heads as usize), (0, hd / 2), (0, 1)]),
+                pairs.shrink(&[(0, heads as usize), (0, hd / 2), (1, 2)]),
+            );
+            let (cos, sin) = (cos.reshape(&[1, (hd / 2) as isize, 1]), sin.reshape(&[1, (hd / 2) as isize, 1]));
+            Tensor::cat(&[&(&a * &cos - &(&b * &sin)), &(&a * &sin + &(&b * &cos))], 2)
+                .reshape(&[1, heads * hd as isize])
+        };
+        let mut x = self.token_embd_row(token);
+        let mut updates = vec![];
+        for b in &self.blocks {
+            let h = rms_norm(&x, &b.attn_norm, c.norm_eps);
+            let q = rotate(linear(&h, &b.attn_q), nh);
+            let k = rotate(linear(&h, &b.attn_k), nkv);
+            let v = linear(&h, &b.attn_v);
+            // this position's row of each cache replaced by the new key and value
+            let write = here.T();
+            let keys = b.cache_k.assign(&write.where_(&k, &b.cache_k));
+            let values = b.cache_v.assign(&write.where_(&v, &b.cache_v));
+            updates.extend([keys.clone(), values.clone()]);
+            // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
+            let group = nh / nkv;
+            let q = q.reshape(&[nkv, group, 1, hd as isize]);
+            let kh = keys.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
+            let vh = values.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
+            let attended =
+                q.scaled_dot_product_attention(&kh, &vh, Some(&visible.reshape(&[1, 1, 1, ctx as isize])), false);
+            x = &x + &linear(&attended.reshape(&[1, c.dim as isize]), &b.attn_output);
+            let h = rms_norm(&x, &b.ffn_norm, c.norm_eps);
+            let gated = linear(&h, &b.ffn_gate).silu() * &linear(&h, &b.ffn_up);
+            x = &x + &linear(&gated, &b.ffn_down);
+        }
+        let logits =
+            linear(&rms_norm(&x, &self.output_norm, c.norm_eps), &self.output).reshape(&[c.vocab_size as isize]);
+        [vec![logits], updates].concat()
+    }
+
+    /// The embedding of `token` (`[1]` int32), `[1, dim]`.
+    fn token_embd_row(&self, token: &Tensor) -> Tensor {
+        let vocab = Tensor::arange(self.config.vocab_size).to(token.device());
+        vocab.eq(token).reshape(&[1, self.config.vocab_size as isize]).cast(DType::FLOAT32).matmul(&self.token_embd)
+    }
+}
+
+/// The GGUF's byte-level BPE tokenizer (`tokenizer.ggml.model` "gpt2": its tokens and merges),
+/// with its control tokens (`<|im_start|>` ...) as special tokens, as Hugging Face's conversion
+/// of a GGUF builds it.
+pub fn gguf_tokenizer(meta: &BTreeMap<String, GgufValue>) -> Result<tokenizers::Tokenizer> {
+    use tokenizers::models::bpe::{Vocab, BPE};
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let strings = |key: &str| -> Result<Vec<&str>> {
+        match meta.get(key) {
+            Some(GgufValue::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().ok_or_else(|| Error::Format(format!("GGUF: {key} holds a non-string"))))
+                .collect(),
+            _ => Err(Error::Format(format!("GGUF: no {key}"))),
+        }
+    };
+    let model = meta.get("tokenizer.ggml.model").and_then(GgufValue::as_str);
+    if model != Some("gpt2") {
+        return Err(Error::Format(format!("GGUF: tokenizer model {model:?}; lazygrad reads gpt2 (byte-level BPE)")));
+    }
+    let tokens = strings("tokenizer.ggml.tokens")?;
+    let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+    let merges = strings("tokenizer.ggml.merges")?
+        .iter()
+        .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| Error::Format("GGUF: a merge is not two tokens".into()))?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|e| Error::Format(format!("GGUF: tokenizer: {e}")))?;
+    let mut tokenizer = tokenizers::Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    tokenizer.with_decoder(Some(ByteLevel::default()));
+    // token type 3: control tokens, never split and matched before BPE
+    if let Some(GgufValue::Array(types)) = meta.get("tokenizer.ggml.token_type") {
+        let control: Vec<tokenizers::AddedToken> = types
+            .iter()
+            .zip(&tokens)
+            .filter(|(ty, _)| ty.as_int() == Some(3))
+            .map(|(_, t)| tokenizers::AddedToken::from(t.to_string(), true))
+            .collect();
+        tokenizer.add_special_tokens(&control);
+    }
+    Ok(tokenizer)
+}
+
+/// A user message in ChatML, as SmolLM2's chat template renders it with its default system
+/// prompt and the assistant's turn opened.
+pub fn chat_prompt(user: &str) -> String {
+    format!(
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+    )
+}
