@@ -11,6 +11,12 @@ use lazygrad::models::model_dir;
 use lazygrad::nn::state::safe_load;
 use lazygrad::{Jit, Tensor};
 
+/// One model test at a time: the LLaMA test counts kernels with the process-wide counters.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
@@ -18,6 +24,7 @@ fn fixture(name: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs the model: tools/setup.sh --models"]
 fn minilm_sentence_embeddings_match_sentence_transformers() {
+    let _serial = serial();
     let dir = model_dir("all-MiniLM-L6-v2", "MINILM_DIR");
     let model = Bert::load(&dir).unwrap_or_else(|e| panic!("{}: {e} (run tools/setup.sh --models)", dir.display()));
     let tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
@@ -41,6 +48,7 @@ fn minilm_sentence_embeddings_match_sentence_transformers() {
 #[test]
 #[ignore = "needs the model: tools/setup.sh --models"]
 fn smollm2_greedy_decoding_matches_transformers() {
+    let _serial = serial();
     let path = model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf");
     let (model, meta) = Llama::load(&path, 128).unwrap_or_else(|e| panic!("{e} (run tools/setup.sh --models)"));
     let tokenizer = gguf_tokenizer(&meta).unwrap();
