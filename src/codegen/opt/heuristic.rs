@@ -177,7 +177,10 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
                             _ if small_or_odd(a) => lanes * a <= vl * small_accumulators,
                             _ => lanes * a <= MAX_UPCAST,
                         };
-                        let amount = amount(r.0, r.2).filter(cap)?;
+                        // vector accumulators that 4 lanes would overfill take 2: `x @ w.T`'s
+                        // 4 columns by 2 rows are FMA_CHAINS sums, twice the speed of 4 columns
+                        let halved = || Some(2).filter(|_| reduce_lanes.is_some() && r.2 > 2 && r.2.is_multiple_of(2));
+                        let amount = amount(r.0, r.2).filter(cap).or_else(|| halved().filter(cap))?;
                         let reused: HashSet<usize> = (0..loads.len()).filter(|&i| !loads[i].contains(&r.0)).collect();
                         Some((reused.difference(&shared).count(), reused.len(), r.0, amount, reused))
                     })
