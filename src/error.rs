@@ -31,6 +31,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl Error {
+    /// The error with the file it is about named in front of its message (I/O and format errors;
+    /// the others as they are).
+    pub fn at(self, path: &std::path::Path) -> Error {
+        match self {
+            Error::Format(m) => Error::Format(format!("{}: {m}", path.display())),
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            e => e,
+        }
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
         Error::Io(e)

@@ -56,20 +56,21 @@ fn smollm2_greedy_decoding_matches_transformers() {
     let prompts = std::fs::read_to_string(fixture("llama/prompts.txt")).unwrap();
     let scalar = |v: i32| Tensor::from_vec(vec![v], &[1]).realize();
     let mut step = Jit::new(|io: &[Tensor]| model.decode_step(&io[0], &io[1]));
-    let kernels_per_step = |step: &mut Jit<_>, token: i32, pos: usize| {
+    // each step's logits; the kernels it ran go into `counts`
+    let mut counts = std::collections::BTreeSet::new();
+    let mut decode = |token: i32, pos: usize| {
         let before = lazygrad::GlobalCounters::kernel_count();
         let logits = step.call(&[scalar(token), scalar(pos as i32)]).unwrap().remove(0);
-        (logits, lazygrad::GlobalCounters::kernel_count() - before)
+        counts.insert(lazygrad::GlobalCounters::kernel_count() - before);
+        logits
     };
-    let mut counts = std::collections::BTreeSet::new();
     for (i, prompt) in prompts.lines().enumerate() {
         let ids: Vec<i32> =
             tokenizer.encode(chat_prompt(prompt), false).unwrap().get_ids().iter().map(|&t| t as i32).collect();
         assert_eq!(ids, reference[&format!("prompt_{i}")].to_vec::<i32>(), "{prompt:?}: prompt tokens");
         let mut logits = Tensor::zeros(&[1]);
         for (pos, &t) in ids.iter().enumerate() {
-            let (l, n) = kernels_per_step(&mut step, t, pos);
-            (logits, _) = (l, counts.insert(n));
+            logits = decode(t, pos);
         }
         let (got, want) = (logits.to_vec::<f32>(), reference[&format!("logits_{i}")].to_vec::<f32>());
         let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
@@ -78,8 +79,7 @@ fn smollm2_greedy_decoding_matches_transformers() {
         for k in 0..64 {
             let next = logits.argmax(None, false).item::<i32>();
             greedy.push(next);
-            let (l, n) = kernels_per_step(&mut step, next, ids.len() + k);
-            (logits, _) = (l, counts.insert(n));
+            logits = decode(next, ids.len() + k);
         }
         let want = reference[&format!("greedy_{i}")].to_vec::<i32>();
         assert_eq!(

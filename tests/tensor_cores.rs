@@ -15,20 +15,12 @@ use lazygrad::renderer::cuda::CudaRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::wmma::{TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32};
 use lazygrad::uop::{Ops, UOp};
 use lazygrad::{Context, Tensor};
 
-/// The one kernel computing `t` (its inputs realized first), with its buffers.
-fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
-    let mut items = Tensor::schedule(std::slice::from_ref(t));
-    assert_eq!(items.len(), 1, "one kernel");
-    match items.remove(0) {
-        ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
-        ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
-    }
-}
+mod common;
+use common::only_kernel;
 
 /// The kernel's float32 output after running it with `opts` on the device its buffers are on
 /// when that has tensor cores (`DEV=CUDA` on a GPU), else on INTERP (host memory, which INTERP
@@ -81,7 +73,7 @@ fn tensor_core_matmuls_give_the_exact_products() {
         // loops: 0 rows (32), 1 columns (16), 2 the reduce (48)
         let (a, b, exact) = inputs([1, 32, 48, 16], dtype, 41);
         let (a, b) = (a.reshape(&[32, 48]), b.reshape(&[48, 16]));
-        let (ast, bufs) = kernel(&a.cast(DType::FLOAT32).matmul(&b.cast(DType::FLOAT32)));
+        let (ast, bufs) = only_kernel(&a.cast(DType::FLOAT32).matmul(&b.cast(DType::FLOAT32)));
         let tc_opt = |m, n| Opt::TensorCore { tc, m, n, k: 2 };
         let cases: Vec<Vec<Opt>> = vec![
             vec![tc_opt(0, 1)],
@@ -105,7 +97,7 @@ fn tensor_cores_take_batches_half_outputs_and_single_k_steps() {
     let tc = &MMA_M16N8K16_F16_F32;
     // a batch of 2 (loop 0) of 16x16 @ 16x24: k is one tile, so no reduce loop is left
     let (a, b, exact) = inputs([2, 16, 16, 24], DType::FLOAT16, 42);
-    let (ast, bufs) = kernel(&a.matmul(&b).cast(DType::FLOAT32));
+    let (ast, bufs) = only_kernel(&a.matmul(&b).cast(DType::FLOAT32));
     let opts = hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target());
     assert!(matches!(opts[0], Opt::TensorCore { tc: t, .. } if std::ptr::eq(t, tc)), "{opts:?}");
     // the float16 output rounds the float32 sums once more
@@ -117,7 +109,7 @@ fn tensor_cores_take_batches_half_outputs_and_single_k_steps() {
 fn the_heuristics_and_beam_offer_tensor_cores_only_where_the_target_has_them() {
     let (a, b, _) = inputs([1, 64, 32, 32], DType::FLOAT16, 43);
     let (a, b) = (a.reshape(&[64, 32]), b.reshape(&[32, 32]));
-    let (ast, _) = kernel(&a.matmul(&b));
+    let (ast, _) = only_kernel(&a.matmul(&b));
     let ast = optimizable(&ast);
     let is_tc = |o: &Opt| matches!(o, Opt::TensorCore { .. });
     let plain = ListingRenderer.target();
@@ -145,7 +137,7 @@ fn the_heuristics_and_beam_offer_tensor_cores_only_where_the_target_has_them() {
     // a float32 matmul and a reduce that is no product get none
     let f = Tensor::rand(&[32, 32]).realize();
     for t in [f.matmul(&f), a.cast(DType::FLOAT32).sum(1, false)] {
-        let (ast, _) = kernel(&t);
+        let (ast, _) = only_kernel(&t);
         assert!(!actions(&optimizable(&ast), &with).iter().any(is_tc));
     }
 }
@@ -160,7 +152,7 @@ fn float32_matmuls_take_tf32_tensor_cores_only_when_allowed() {
     let _tc = emulate();
     Tensor::manual_seed(45);
     let (a, b) = (Tensor::randn(&[32, 48]).realize(), Tensor::randn(&[48, 16]).realize());
-    let (ast, bufs) = kernel(&a.matmul(&b));
+    let (ast, bufs) = only_kernel(&a.matmul(&b));
     let is_tc = |o: &Opt| matches!(o, Opt::TensorCore { .. });
     assert!(
         !hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target()).iter().any(is_tc),
@@ -195,7 +187,7 @@ fn cuda_renders_mma_sync_and_nvrtc_builds_it() {
     ] {
         let (a, b, _) = inputs([1, 64, 64, 64], dtype, 44);
         let (a, b) = (a.reshape(&[64, 64]), b.reshape(&[64, 64]));
-        let (ast, _) = kernel(&a.matmul(&b));
+        let (ast, _) = only_kernel(&a.matmul(&b));
         let spec = get_program(&ast, &renderer).unwrap();
         let src = &spec.src;
         assert!(src.contains(&format!("mma.sync.aligned.{mma}")), "{src}");

@@ -12,19 +12,11 @@ use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::{Renderer, Target, Workgroups};
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{Arg, Ops, UOp};
 use lazygrad::Tensor;
 
-/// The one kernel computing `t` (its inputs realized first), with its buffers.
-fn kernel(t: &Tensor) -> (UOp, Vec<Arc<Buffer>>) {
-    let mut items = Tensor::schedule(std::slice::from_ref(t));
-    assert_eq!(items.len(), 1, "one kernel");
-    match items.remove(0) {
-        ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
-        ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
-    }
-}
+mod common;
+use common::only_kernel;
 
 fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
     get_program_opts(ast, &ListingRenderer, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
@@ -70,7 +62,7 @@ fn workgroup_matmuls_compute_the_exact_products() {
     // loops: 0 rows (32), 1 columns (40), 2 the reduce (48)
     let (m, k, n) = (32, 48, 40);
     let (a, b, c) = matmul(m, k, n);
-    let (ast, bufs) = kernel(&c);
+    let (ast, bufs) = only_kernel(&c);
     let exact = exact_product(&a, &b);
     let cases: Vec<Vec<Opt>> = vec![
         vec![Opt::Local { range: 0, amount: 4 }, Opt::Local { range: 1, amount: 8 }],
@@ -105,7 +97,7 @@ fn grouped_reduces_combine_partials_through_local_memory() {
     for (t, what) in
         [(x.sum(1, false), "row sums"), (x.max(1, false), "row maxes"), (x.sum(None, false), "the full sum")]
     {
-        let (ast, bufs) = kernel(&t);
+        let (ast, bufs) = only_kernel(&t);
         let want = run(&ast, &bufs, &[]);
         let reduce = lazygrad::codegen::opt::kernel_ranges(&ast)
             .iter()
@@ -134,7 +126,7 @@ fn more_than_three_loops_share_the_last_launch_dim() {
     Tensor::manual_seed(27);
     let a = Tensor::rand(&[2, 3, 4, 5]).realize();
     let b = a.permute(&[3, 1, 2, 0]).add(1.0);
-    let (ast, bufs) = kernel(&b);
+    let (ast, bufs) = only_kernel(&b);
     let spec = program(&ast, &[Opt::NoLocals]);
     let mut dims: Vec<(String, i64)> = spec
         .uops
@@ -154,7 +146,7 @@ fn more_than_three_loops_share_the_last_launch_dim() {
 fn launch_dims_name_the_grid_and_the_threads() {
     Tensor::manual_seed(23);
     let (_, _, c) = matmul(16, 24, 16);
-    let (ast, _) = kernel(&c);
+    let (ast, _) = only_kernel(&c);
     let specials = |opts: &[Opt]| -> Vec<String> {
         let spec = program(&ast, opts);
         let mut names: Vec<String> = spec
@@ -186,7 +178,7 @@ fn launch_dims_name_the_grid_and_the_threads() {
 fn workgroup_opts_apply_only_where_they_are_legal() {
     Tensor::manual_seed(24);
     let (_, _, c) = matmul(32, 48, 40);
-    let (ast, _) = kernel(&c);
+    let (ast, _) = only_kernel(&c);
     let after = |opts: &[Opt]| opts.iter().try_fold(ast.clone(), |a, o| apply_opt(&a, *o));
     assert!(after(&[Opt::Local { range: 2, amount: 4 }]).is_none(), "LOCAL splits output loops only");
     assert!(after(&[Opt::Group { range: 0, amount: 4 }]).is_none(), "GROUP splits reduce loops only");
@@ -210,7 +202,7 @@ fn workgroup_opts_apply_only_where_they_are_legal() {
 fn targets_without_local_memory_reject_workgroup_opts() {
     Tensor::manual_seed(25);
     let (_, _, c) = matmul(16, 24, 16);
-    let (ast, _) = kernel(&c);
+    let (ast, _) = only_kernel(&c);
     for opt in [Opt::Local { range: 0, amount: 4 }, Opt::Group { range: 2, amount: 4 }, Opt::NoLocals] {
         let err = get_program_opts(&ast, &CRenderer, &[opt], "").unwrap_err().to_string();
         assert!(err.contains(&opt.to_string()) && err.contains("the CPU target"), "{err}");
@@ -222,7 +214,7 @@ fn targets_without_local_memory_reject_workgroup_opts() {
 fn every_beam_action_for_workgroup_targets_computes_the_same_result() {
     Tensor::manual_seed(26);
     let (_, _, c) = matmul(16, 24, 16);
-    let (ast, bufs) = kernel(&c);
+    let (ast, bufs) = only_kernel(&c);
     let want = run(&ast, &bufs, &[]);
     let cpu_target = Target { threads: 2, ..CRenderer.target() };
     let gpu_target = Target { threads: 1, ..ListingRenderer.target() };
@@ -270,7 +262,7 @@ fn gpu_heuristics_spread_outputs_over_workgroup_threads() {
     Tensor::manual_seed(23);
     let (m, k, n) = (32, 48, 40);
     let (a, b, c) = matmul(m, k, n);
-    let (ast, bufs) = kernel(&c);
+    let (ast, bufs) = only_kernel(&c);
     let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &simd_gpu());
     assert!(opts.iter().any(|o| matches!(o, Opt::Local { .. })), "output loops over a workgroup's threads: {opts:?}");
     assert!(opts.iter().any(|o| matches!(o, Opt::Upcast { .. })), "each thread a register tile: {opts:?}");
@@ -278,7 +270,7 @@ fn gpu_heuristics_spread_outputs_over_workgroup_threads() {
     assert_close(&exact, &run(&ast, &bufs, &opts), 1e-5, &format!("{opts:?}"));
     // a long reduce into few outputs: each workgroup's threads share it
     let x = Tensor::randn(&[8, 4096]).realize();
-    let (ast, bufs) = kernel(&x.sum(1, false));
+    let (ast, bufs) = only_kernel(&x.sum(1, false));
     let opts = lazygrad::codegen::opt::hand_coded_optimizations(&ast, &simd_gpu());
     assert!(opts.iter().any(|o| matches!(o, Opt::GroupTop { .. })), "{opts:?}");
     let xv = x.to_vec::<f32>();
@@ -290,7 +282,7 @@ fn gpu_heuristics_spread_outputs_over_workgroup_threads() {
 fn a_cpu_opencl_device_gets_a_cores_tiles_in_each_workgroup() {
     Tensor::manual_seed(24);
     let (_, _, c) = matmul(64, 64, 64);
-    let (ast, _) = kernel(&c);
+    let (ast, _) = only_kernel(&c);
     let workgroups = Workgroups { simd_threads: false, ..simd_gpu().workgroups.unwrap() };
     let cl_cpu = Target { vector_bytes: 32, workgroups: Some(workgroups), ..simd_gpu() };
     let core = Target { vector_bytes: 32, threads: 1, workgroups: None, gpu: false, ..ListingRenderer.target() };
@@ -325,7 +317,7 @@ fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
     // on INTERP, whose listing the limited renderer renders, whatever the device under test
     let x = Tensor::rand(&[2, 3, 4, 5]).to("INTERP").realize();
     let want = (&x * 2.0 + 1.0).to_vec::<f32>();
-    let (ast, bufs) = kernel(&(&x * 2.0 + 1.0));
+    let (ast, bufs) = only_kernel(&(&x * 2.0 + 1.0));
     let interp = get_device("INTERP").unwrap();
     // loops of 5, 4, 3 and 2 (inner first): one per dim, the outer two sharing dim 2 (5, 4, 6)
     // where that fits; else the dims fill in turn: all in dim 0 under [120, 1, 1], and under
@@ -345,7 +337,7 @@ fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
     }
     // a loop longer than every dim and prime: no split fits
     let long = Tensor::rand(&[131]).realize();
-    let (ast, _) = kernel(&(&long + 1.0));
+    let (ast, _) = only_kernel(&(&long + 1.0));
     let workgroups = Workgroups { max_groups: [100, 100, 100], ..simd_gpu().workgroups.unwrap() };
     let target = Target { workgroups: Some(workgroups), ..simd_gpu() };
     let err = get_program_opts(&ast, &Limited(target), &[], "").map(|_| ()).unwrap_err();

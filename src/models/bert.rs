@@ -145,8 +145,7 @@ impl Bert {
     /// and pooler head, which the encoder does not use, are left out.
     pub fn load(dir: &Path) -> Result<Bert> {
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", config_path.display()))))?;
+        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::from(e).at(&config_path))?;
         let model = Bert::new(BertConfig::from_json(&text)?);
         let state: BTreeMap<String, Tensor> = safe_load(dir.join("model.safetensors"))?
             .into_iter()

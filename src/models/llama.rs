@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::nn::gguf::{gguf_load, GgufValue};
+use crate::nn::layers::{Embedding, Linear, RMSNorm};
 use crate::tensor::Tensor;
 use crate::DType;
 
@@ -71,17 +72,17 @@ impl LlamaConfig {
     }
 }
 
-/// One transformer block's weights, by their GGUF names.
+/// One transformer block's layers, by their GGUF names, and its KV cache.
 struct Block {
-    attn_norm: Tensor,
-    attn_q: Tensor,
-    attn_k: Tensor,
-    attn_v: Tensor,
-    attn_output: Tensor,
-    ffn_norm: Tensor,
-    ffn_gate: Tensor,
-    ffn_up: Tensor,
-    ffn_down: Tensor,
+    attn_norm: RMSNorm,
+    attn_q: Linear,
+    attn_k: Linear,
+    attn_v: Linear,
+    attn_output: Linear,
+    ffn_norm: RMSNorm,
+    ffn_gate: Linear,
+    ffn_up: Linear,
+    ffn_down: Linear,
     cache_k: Tensor,
     cache_v: Tensor,
 }
@@ -89,27 +90,19 @@ struct Block {
 /// A LLaMA model with its KV cache.
 pub struct Llama {
     pub config: LlamaConfig,
-    token_embd: Tensor,
+    token_embd: Embedding,
     blocks: Vec<Block>,
-    output_norm: Tensor,
+    output_norm: RMSNorm,
     /// The output projection; the token embedding when tied (absent from the file).
-    output: Tensor,
-    /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`.
-    rope: (Tensor, Tensor),
-}
-
-/// `x @ w.T` for a weight stored `[out, in]`.
-fn linear(x: &Tensor, w: &Tensor) -> Tensor {
-    x.matmul(&w.T())
-}
-
-fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Tensor {
-    x * &(x * x).mean(-1isize, true).add(eps).rsqrt() * weight
+    output: Linear,
+    /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`,
+    /// looked up by position.
+    rope: (Embedding, Embedding),
 }
 
 impl Llama {
     /// The model in GGUF file `path`, with a KV cache of `max_context` positions (zeros, on the
-    /// default device), and the file's metadata (its tokenizer for `LlamaTokenizer`).
+    /// default device), and the file's metadata (its tokenizer for `gguf_tokenizer`).
     pub fn load(path: &Path, max_context: usize) -> Result<(Llama, BTreeMap<String, GgufValue>)> {
         let (meta, mut weights) = gguf_load(path)?;
         let config = LlamaConfig::from_gguf(&meta, max_context)?;
@@ -119,35 +112,39 @@ impl Llama {
                 .map(|w| w.cast(DType::FLOAT32).contiguous().realize())
                 .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
         };
-        let (ctx, kv_dim) = (config.max_context, config.n_kv_heads * config.head_dim());
+        let (ctx, kv_dim, eps) = (config.max_context, config.n_kv_heads * config.head_dim(), config.norm_eps);
         let cache = || Tensor::zeros(&[ctx, kv_dim]).contiguous().realize();
+        let linear = |weight: Tensor| Linear { weight, bias: None };
+        let norm = |weight: Tensor| RMSNorm { weight: Some(weight), eps };
         let blocks = (0..config.n_layers)
             .map(|i| {
                 let mut w = |part: &str| take(&format!("blk.{i}.{part}.weight"));
                 Ok(Block {
-                    attn_norm: w("attn_norm")?,
-                    attn_q: w("attn_q")?,
-                    attn_k: w("attn_k")?,
-                    attn_v: w("attn_v")?,
-                    attn_output: w("attn_output")?,
-                    ffn_norm: w("ffn_norm")?,
-                    ffn_gate: w("ffn_gate")?,
-                    ffn_up: w("ffn_up")?,
-                    ffn_down: w("ffn_down")?,
+                    attn_norm: norm(w("attn_norm")?),
+                    attn_q: linear(w("attn_q")?),
+                    attn_k: linear(w("attn_k")?),
+                    attn_v: linear(w("attn_v")?),
+                    attn_output: linear(w("attn_output")?),
+                    ffn_norm: norm(w("ffn_norm")?),
+                    ffn_gate: linear(w("ffn_gate")?),
+                    ffn_up: linear(w("ffn_up")?),
+                    ffn_down: linear(w("ffn_down")?),
                     cache_k: cache(),
                     cache_v: cache(),
                 })
             })
             .collect::<Result<Vec<Block>>>()?;
         let token_embd = take("token_embd.weight")?;
-        let output = take("output.weight").unwrap_or_else(|_| token_embd.clone());
+        let output = linear(take("output.weight").unwrap_or_else(|_| token_embd.clone()));
         let half = config.head_dim() / 2;
         let freqs: Vec<f32> =
             (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
         let angles =
             Tensor::arange(ctx).cast(DType::FLOAT32).reshape(&[ctx as isize, 1]) * &Tensor::from_vec(freqs, &[1, half]);
-        let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
-        let model = Llama { token_embd, blocks, output_norm: take("output_norm.weight")?, output, rope, config };
+        let table = |t: Tensor| Embedding { weight: t.contiguous().realize() };
+        let rope = (table(angles.cos()), table(angles.sin()));
+        let output_norm = norm(take("output_norm.weight")?);
+        let model = Llama { token_embd: Embedding { weight: token_embd }, blocks, output_norm, output, rope, config };
         Ok((model, meta))
     }
 
@@ -160,11 +157,10 @@ impl Llama {
         let (hd, ctx) = (c.head_dim(), c.max_context);
         let (nh, nkv) = (c.n_heads as isize, c.n_kv_heads as isize);
         let positions = Tensor::arange(ctx).to(pos.device());
-        // the position as a one-hot row `[1, ctx]`, and which cache rows it may attend to
-        let here = positions.eq(pos).reshape(&[1, ctx as isize]);
+        // the cache row the position writes, and the rows it may attend to
+        let here = positions.eq(pos).reshape(&[ctx as isize, 1]);
         let visible = positions.le(pos).reshape(&[1, 1, ctx as isize]);
-        let gather_row = |table: &Tensor| here.cast(DType::FLOAT32).matmul(table);
-        let (cos, sin) = (gather_row(&self.rope.0), gather_row(&self.rope.1));
+        let (cos, sin) = (self.rope.0.forward(pos), self.rope.1.forward(pos));
         let rotate = |x: Tensor, heads: isize| {
             // adjacent pairs (a, b) turn by the position's angles
             let pairs = x.reshape(&[heads, (hd / 2) as isize, 2]);
@@ -176,17 +172,16 @@ impl Llama {
             Tensor::cat(&[&(&a * &cos - &(&b * &sin)), &(&a * &sin + &(&b * &cos))], 2)
                 .reshape(&[1, heads * hd as isize])
         };
-        let mut x = self.token_embd_row(token);
+        let mut x = self.token_embd.forward(token);
         let mut updates = vec![];
         for b in &self.blocks {
-            let h = rms_norm(&x, &b.attn_norm, c.norm_eps);
-            let q = rotate(linear(&h, &b.attn_q), nh);
-            let k = rotate(linear(&h, &b.attn_k), nkv);
-            let v = linear(&h, &b.attn_v);
+            let h = b.attn_norm.forward(&x);
+            let q = rotate(b.attn_q.forward(&h), nh);
+            let k = rotate(b.attn_k.forward(&h), nkv);
+            let v = b.attn_v.forward(&h);
             // this position's row of each cache replaced by the new key and value
-            let write = here.T();
-            let keys = b.cache_k.assign(&write.where_(&k, &b.cache_k));
-            let values = b.cache_v.assign(&write.where_(&v, &b.cache_v));
+            let keys = b.cache_k.assign(&here.where_(&k, &b.cache_k));
+            let values = b.cache_v.assign(&here.where_(&v, &b.cache_v));
             updates.extend([keys.clone(), values.clone()]);
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let group = nh / nkv;
@@ -195,20 +190,13 @@ impl Llama {
             let vh = values.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
             let attended =
                 q.scaled_dot_product_attention(&kh, &vh, Some(&visible.reshape(&[1, 1, 1, ctx as isize])), false);
-            x = &x + &linear(&attended.reshape(&[1, c.dim as isize]), &b.attn_output);
-            let h = rms_norm(&x, &b.ffn_norm, c.norm_eps);
-            let gated = linear(&h, &b.ffn_gate).silu() * &linear(&h, &b.ffn_up);
-            x = &x + &linear(&gated, &b.ffn_down);
+            x = &x + &b.attn_output.forward(&attended.reshape(&[1, c.dim as isize]));
+            let h = b.ffn_norm.forward(&x);
+            let gated = b.ffn_gate.forward(&h).silu() * &b.ffn_up.forward(&h);
+            x = &x + &b.ffn_down.forward(&gated);
         }
-        let logits =
-            linear(&rms_norm(&x, &self.output_norm, c.norm_eps), &self.output).reshape(&[c.vocab_size as isize]);
+        let logits = self.output.forward(&self.output_norm.forward(&x)).reshape(&[c.vocab_size as isize]);
         [vec![logits], updates].concat()
-    }
-
-    /// The embedding of `token` (`[1]` int32), `[1, dim]`.
-    fn token_embd_row(&self, token: &Tensor) -> Tensor {
-        let vocab = Tensor::arange(self.config.vocab_size).to(token.device());
-        vocab.eq(token).reshape(&[1, self.config.vocab_size as isize]).cast(DType::FLOAT32).matmul(&self.token_embd)
     }
 }
 

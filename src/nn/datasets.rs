@@ -120,11 +120,7 @@ pub fn parse_idx(mut r: impl Read) -> Result<IdxArray> {
 /// Read an IDX file, gunzipping it if it is gzip (detected by its magic bytes, not its name).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
     let path = path.as_ref();
-    let with_path = |e: Error| match e {
-        Error::Format(m) => Error::Format(format!("{}: {m}", path.display())),
-        Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), format!("{}: {io}", path.display()))),
-        e => e,
-    };
+    let with_path = |e: Error| e.at(path);
     let mut file = std::io::BufReader::new(std::fs::File::open(path).map_err(|e| with_path(e.into()))?);
     let head = std::io::BufRead::fill_buf(&mut file).map_err(|e| with_path(e.into()))?;
     if head.starts_with(&[0x1f, 0x8b]) {

@@ -7,12 +7,11 @@
 //! panic or an allocation sized by a corrupt count.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::nn::state::tensor_from_bytes;
+use crate::nn::state::{map_file, tensor_from_bytes};
 use crate::runtime::default_device;
 use crate::tensor::Tensor;
 
@@ -276,17 +275,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader> {
 /// as stored, quantized ones as float32 (lazily dequantized from their blocks).
 pub fn gguf_load(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>, BTreeMap<String, Tensor>)> {
     let path = path.as_ref();
-    let io = |e: std::io::Error| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
-    let file = File::open(path).map_err(io)?;
-    // SAFETY: the file is opened read-only and only read through `&[u8]` below, each tensor's
-    // bytes copied into a device buffer before the map drops; no reference into it escapes. As
-    // with any mmap, another program truncating the file during those copies could still fault.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    let in_file = |e: Error| match e {
-        Error::Format(m) => Error::Format(format!("{}: {m}", path.display())),
-        e => e,
-    };
-    let header = parse_header(&map).map_err(in_file)?;
+    let map = map_file(path)?;
+    let header = parse_header(&map).map_err(|e| e.at(path))?;
     let device = default_device();
     let mut tensors = BTreeMap::new();
     for t in &header.tensors {

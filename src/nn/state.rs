@@ -298,7 +298,7 @@ fn st_error(path: &Path, e: SafeTensorError) -> Error {
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
-    Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    Error::from(e).at(path)
 }
 
 /// Save named tensors to a safetensors file (realizing them; data is stored contiguous,
@@ -340,31 +340,36 @@ where
         .map_err(|e| st_error(path, e))
 }
 
-/// Memory-map a safetensors file: the mapping lives only as long as this value.
+/// File `path` memory-mapped read-only, for a loader that validates the bytes and copies what
+/// it keeps into device buffers before dropping the map (safetensors here, GGUF in `gguf.rs`).
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let file = File::open(path).map_err(|e| io_error(path, e))?;
+    // SAFETY: `Mmap::map` is unsafe because the mapped bytes could change (or, if the file is
+    // truncated, access could fault with SIGBUS) when another process modifies the file while
+    // it is mapped. The file is opened read-only and lazygrad never writes to a file in place
+    // (`safe_save` writes a temporary file and renames it over the old one, which leaves
+    // existing mappings intact). Callers read the map only through `&[u8]`, validating it and
+    // copying each tensor's bytes into device buffers before the map is dropped; no reference
+    // into it escapes. What remains is the inherent caveat of any mmap: a *different* program
+    // truncating the file during those few copies can still crash this process.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))
+}
+
+/// A memory-mapped safetensors file: the mapping lives only as long as this value.
 struct Mapped {
     map: memmap2::Mmap,
 }
 
 impl Mapped {
     fn open(path: &Path) -> Result<Mapped> {
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
-        let len = file.metadata().map_err(|e| io_error(path, e))?.len();
-        if len < 8 {
+        let map = map_file(path)?;
+        if map.len() < 8 {
             return Err(Error::Format(format!(
-                "{}: {len} bytes is too short for a safetensors file (its header length alone takes 8)",
-                path.display()
+                "{}: {} bytes is too short for a safetensors file (its header length alone takes 8)",
+                path.display(),
+                map.len()
             )));
         }
-        // SAFETY: `Mmap::map` is unsafe because the mapped bytes could change (or, if the file
-        // is truncated, access could fault with SIGBUS) when another process modifies the file
-        // while it is mapped. The file is opened read-only and lazygrad never writes to a file
-        // in place (`safe_save` writes a temporary file and renames it over the old one, which
-        // leaves existing mappings intact). The map is only read through `&[u8]` inside
-        // `safe_load_on`/`safe_load_metadata`, which validate the header and copy each tensor's
-        // bytes into device buffers before the map is dropped; no reference into it escapes.
-        // What remains is the inherent caveat of any mmap: a *different* program truncating the
-        // file during those few copies can still crash this process.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;
         Ok(Mapped { map })
     }
     fn parse(&self, path: &Path) -> Result<SafeTensors<'_>> {

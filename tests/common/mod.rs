@@ -354,3 +354,14 @@ impl Parser<'_> {
         }
     }
 }
+
+/// The one kernel computing `t` (its inputs realized first), with its buffers; a panic if the
+/// schedule has more, or a copy.
+pub fn only_kernel(t: &Tensor) -> (lazygrad::uop::UOp, Vec<std::sync::Arc<lazygrad::runtime::Buffer>>) {
+    let mut items = Tensor::schedule(std::slice::from_ref(t));
+    assert_eq!(items.len(), 1, "one kernel");
+    match items.remove(0) {
+        lazygrad::schedule::ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
+        lazygrad::schedule::ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
+    }
+}
