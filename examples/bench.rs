@@ -1,11 +1,12 @@
 //! lazygrad's side of the benchmark: kernels (matmul, copy, fused elementwise, reduction, a
 //! linear layer's product, conv), the latency of one small eager op
 //! and training steps (beautiful_mnist, a small MLP), plus schedule+codegen and cold-start times
-//! of the beautiful_mnist step.
+//! of the beautiful_mnist step, and SmolLM2-135M's prefill and decode (tokens per second; the
+//! model from `tools/setup.sh --models`).
 //!
 //! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
 //! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `linear`, `conv2d`,
-//! `eager_op`, `mnist`, `mlp`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! `eager_op`, `mnist`, `mlp`, `llama`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
 //! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
@@ -50,6 +51,11 @@ const MLP_BATCH: usize = 128;
 const EAGER_OPS: usize = 1000;
 /// The linear layer's batch, input and output features.
 const LINEAR: (usize, usize, usize) = (256, 768, 768);
+/// Tokens of the LLaMA prefill (ids `LLAMA_FIRST_ID..`, as tools/llama_bench_torch.py feeds
+/// transformers) and of its greedy decode after it.
+const LLAMA_PREFILL: usize = 256;
+const LLAMA_DECODE: usize = 64;
+const LLAMA_FIRST_ID: u32 = 1000;
 /// The child-process modes that time the beautiful_mnist step's first call and its compile.
 const COLD_START_MODE: &str = "--mnist-cold-start";
 const SCHEDULE_CODEGEN_MODE: &str = "--mnist-schedule-codegen";
@@ -174,6 +180,31 @@ fn linear() -> lazygrad::Result<()> {
     let (x, w) = (realized_rand(&[batch, k]), realized_rand(&[n, k]));
     let seconds = best_kernel_seconds(20, None, || x.matmul(&w.transpose(0, 1)))?;
     report("linear", 2.0 * (batch * k * n) as f64 / seconds * 1e-9, "GFLOP/s");
+    Ok(())
+}
+
+/// SmolLM2-135M-Instruct from its GGUF: a 256-token prefill (token by token through the JIT'd
+/// decode step: lazygrad has no batched prefill yet) and 64 greedy decode steps after it.
+fn llama() -> lazygrad::Result<()> {
+    use lazygrad::models::llama::Llama;
+    let path =
+        lazygrad::models::model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let (model, _) = Llama::load(&path, LLAMA_PREFILL + LLAMA_DECODE)?;
+    let mut step = model.decode_jit();
+    let start = Instant::now();
+    let mut logits = Tensor::zeros(&[1]);
+    for pos in 0..LLAMA_PREFILL {
+        logits = step.call(&model.step_inputs(LLAMA_FIRST_ID + pos as u32, pos))?.remove(0);
+    }
+    logits.realize();
+    report("llama_prefill", LLAMA_PREFILL as f64 / start.elapsed().as_secs_f64(), "tok/s");
+    let start = Instant::now();
+    for pos in LLAMA_PREFILL..LLAMA_PREFILL + LLAMA_DECODE {
+        let next = logits.argmax(None, false).item::<i32>() as u32;
+        logits = step.call(&model.step_inputs(next, pos))?.remove(0);
+    }
+    logits.realize();
+    report("llama_decode", LLAMA_DECODE as f64 / start.elapsed().as_secs_f64(), "tok/s");
     Ok(())
 }
 
@@ -328,6 +359,7 @@ const WORKLOADS: &[Workload] = &[
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),
     ("mnist_compile", mnist_compile),
+    ("llama", llama),
     ("gpu_matmul_4096_float32", || gpu_matmul("gpu_matmul_4096_float32", DType::FLOAT32)),
     ("gpu_matmul_4096_float16", || gpu_matmul("gpu_matmul_4096_float16", DType::FLOAT16)),
     ("gpu_matmul_4096_bfloat16", || gpu_matmul("gpu_matmul_4096_bfloat16", DType::BFLOAT16)),

@@ -13,7 +13,7 @@ use std::time::Instant;
 use lazygrad::helpers::{getenv, getenv_str};
 use lazygrad::models::llama::{chat_prompt, gguf_tokenizer, Llama};
 use lazygrad::models::model_dir;
-use lazygrad::{DType, Jit, Tensor};
+use lazygrad::{DType, Tensor};
 
 fn main() -> lazygrad::Result<()> {
     let path = getenv_str("LLAMA_GGUF")
@@ -42,13 +42,12 @@ fn main() -> lazygrad::Result<()> {
         )));
     }
     Tensor::manual_seed(getenv("SEED", 42) as u64);
-    let mut step = Jit::new(|io: &[Tensor]| model.decode_step(&io[0], &io[1]));
-    let scalar = |v: u32| Tensor::from_vec(vec![v as i32], &[1]).realize();
+    let mut step = model.decode_jit();
     let eos = tokenizer.token_to_id("<|im_end|>");
     let start = Instant::now();
     let mut logits = Tensor::zeros(&[1]);
     for (pos, &t) in prompt.iter().enumerate() {
-        logits = step.call(&[scalar(t), scalar(pos as u32)])?.remove(0);
+        logits = step.call(&model.step_inputs(t, pos))?.remove(0);
     }
     let prefill_s = start.elapsed().as_secs_f64();
     let (mut reply, start) = (vec![], Instant::now());
@@ -64,7 +63,7 @@ fn main() -> lazygrad::Result<()> {
         let text = tokenizer.decode(&reply, true).unwrap_or_default();
         print!("\r{text}");
         let _ = std::io::stdout().flush();
-        logits = step.call(&[scalar(next), scalar((prompt.len() + i) as u32)])?.remove(0);
+        logits = step.call(&model.step_inputs(next, prompt.len() + i))?.remove(0);
     }
     let decode_s = start.elapsed().as_secs_f64();
     println!();

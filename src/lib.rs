@@ -24,4 +24,4 @@ pub use error::{Error, Result};
 pub use helpers::{Context, GlobalCounters};
 pub use tensor::Tensor;
 
-pub use uop::{Ops, UOp};
+pub use uop::{BoundVar, Ops, Sint, UOp, Variable};

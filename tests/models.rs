@@ -9,7 +9,7 @@ use lazygrad::models::bert::{encode_batch, Bert};
 use lazygrad::models::llama::{chat_prompt, gguf_tokenizer, Llama};
 use lazygrad::models::model_dir;
 use lazygrad::nn::state::safe_load;
-use lazygrad::{Jit, Tensor};
+use lazygrad::Tensor;
 
 /// One model test at a time: the LLaMA test counts kernels with the process-wide counters.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -54,13 +54,12 @@ fn smollm2_greedy_decoding_matches_transformers() {
     let tokenizer = gguf_tokenizer(&meta).unwrap();
     let reference = safe_load(fixture("llama/reference.safetensors")).unwrap();
     let prompts = std::fs::read_to_string(fixture("llama/prompts.txt")).unwrap();
-    let scalar = |v: i32| Tensor::from_vec(vec![v], &[1]).realize();
-    let mut step = Jit::new(|io: &[Tensor]| model.decode_step(&io[0], &io[1]));
+    let mut step = model.decode_jit();
     // each step's logits; the kernels it ran go into `counts`
     let mut counts = std::collections::BTreeSet::new();
     let mut decode = |token: i32, pos: usize| {
         let before = lazygrad::GlobalCounters::kernel_count();
-        let logits = step.call(&[scalar(token), scalar(pos as i32)]).unwrap().remove(0);
+        let logits = step.call(&model.step_inputs(token as u32, pos)).unwrap().remove(0);
         counts.insert(lazygrad::GlobalCounters::kernel_count() - before);
         logits
     };

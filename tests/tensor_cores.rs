@@ -32,7 +32,7 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     };
     let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
-    dev.compile(&spec).unwrap().run(bufs).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 

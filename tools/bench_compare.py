@@ -59,6 +59,8 @@ ROWS = [
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
+    ("llama_prefill", "SmolLM2-135M prefill, 256 tokens (PyTorch: transformers, batched)", "tok/s"),
+    ("llama_decode", "SmolLM2-135M greedy decode after it (PyTorch: transformers)", "tok/s"),
 ]
 COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
 # the second table: lazygrad and tinygrad on the OpenCL device, these workloads (name prefixes, as
@@ -423,6 +425,8 @@ def measure_all(with_beam):
     results["lazygrad BEAM=2"] = run_lazygrad(*([] if with_beam else ["matmul"]), BEAM="2")
     results["numpy"] = run_peer("numpy")
     results["PyTorch"] = run_peer("torch")
+    llama = [sys.executable, os.path.join(REPO, "tools", "llama_bench_torch.py")]
+    results["PyTorch"].update(collect(llama, pinned_env(), "transformers (tools/llama_bench_torch.py)"))
     with tempfile.TemporaryDirectory(prefix="tinygrad-bench-") as cache:
         env = tinygrad_env(os.path.join(cache, "cache.db"))
         results["tinygrad"] = run_peer("tinygrad-cold-start", **env)
@@ -459,6 +463,7 @@ def done_when(name, results):
         "mnist_step": ("PyTorch", results["PyTorch"].get(name), False),
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
         "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
+        "llama_decode": ("transformers (line: 1.5x)", results["PyTorch"].get(name), True),
     }
     fused = results["lazygrad"].get("elementwise")
     if name == "elementwise_reads" and ours and fused:

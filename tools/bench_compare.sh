@@ -6,4 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --bench
+tools/setup.sh --models
 exec python3 tools/bench_compare.py "$@"

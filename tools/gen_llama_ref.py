@@ -26,7 +26,9 @@ PROMPTS = os.path.join(FIXTURES, "prompts.txt")
 STEPS = 64
 
 
-def main():
+def load_model():
+    """The tokenizer and the float32 model of the GGUF file tools/setup.sh --models installs
+    (or LLAMA_GGUF)."""
     cache = os.environ.get("LAZYGRAD_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lazygrad")
     path = os.environ.get("LLAMA_GGUF") or os.path.join(
@@ -34,6 +36,11 @@ def main():
     folder, name = os.path.split(path)
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    return tok, model
+
+
+def main():
+    tok, model = load_model()
     out = {}
     for i, prompt in enumerate(open(PROMPTS, encoding="utf-8").read().splitlines()):
         text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)

@@ -1,6 +1,7 @@
 //! The JIT (tinygrad's TinyJit): run a function once normally, capture the kernels it runs on
 //! the second call, and from the third call on replay them on the new inputs' buffers without
-//! scheduling or codegen.
+//! scheduling or codegen. An input may be a bound variable (`Tensor::from_var`): a replay passes
+//! its new value to the kernels that read it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,8 +12,9 @@ use crate::error::{Error, Result};
 use crate::helpers::debug;
 use crate::runtime::Buffer;
 use crate::schedule::memory::{plan_memory, replace_planned, Step};
-use crate::schedule::{buffer_view, view_buffer};
+use crate::schedule::{buffer_view, view_buffer, VarVals};
 use crate::tensor::Tensor;
+use crate::uop::BoundVar;
 
 /// Where a captured kernel's buffer comes from on replay.
 enum Slot {
@@ -27,8 +29,13 @@ struct Captured {
     outputs: Vec<(Slot, Vec<usize>, String)>,
 }
 
-/// What a call's inputs must match: shape, dtype and device of each.
-type Signature = Vec<(Vec<usize>, DType, String)>;
+/// What a call's input must match: a tensor's shape, dtype and device, or a variable's name.
+#[derive(PartialEq, Debug)]
+enum Input {
+    Tensor(Vec<usize>, DType, String),
+    Variable(String),
+}
+type Signature = Vec<Input>;
 
 /// A function over tensors whose kernels are captured once and replayed.
 pub struct Jit<F> {
@@ -69,8 +76,16 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
     /// Call the function (or replay it). Inputs are realized first; every call must pass the
     /// same shapes, dtypes and devices.
     pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        Tensor::realize_all(inputs)?;
-        let sig: Signature = inputs.iter().map(|t| (t.shape(), t.dtype(), t.device().to_string())).collect();
+        let vars: Vec<BoundVar> = inputs.iter().filter_map(Tensor::as_var).collect();
+        let tensors: Vec<Tensor> = inputs.iter().filter(|t| t.as_var().is_none()).cloned().collect();
+        Tensor::realize_all(&tensors)?;
+        let sig: Signature = inputs
+            .iter()
+            .map(|t| match t.as_var() {
+                Some(v) => Input::Variable(v.variable().name().to_string()),
+                None => Input::Tensor(t.shape(), t.dtype(), t.device().to_string()),
+            })
+            .collect();
         match &self.signature {
             None => self.signature = Some(sig),
             Some(first) if *first != sig => {
@@ -78,8 +93,9 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
             }
             _ => {}
         }
-        let in_bufs = inputs.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
-        let result = self.run(inputs, &in_bufs);
+        let in_bufs = tensors.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+        let vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
+        let result = self.run(inputs, &in_bufs, &vals);
         if result.is_err() && self.captured.is_none() {
             // the first call or the capture failed: the next call runs it again
             self.calls -= 1;
@@ -87,7 +103,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
         result
     }
 
-    fn run(&mut self, inputs: &[Tensor], in_bufs: &[Arc<Buffer>]) -> Result<Vec<Tensor>> {
+    fn run(&mut self, inputs: &[Tensor], in_bufs: &[Arc<Buffer>], vals: &VarVals) -> Result<Vec<Tensor>> {
         self.calls += 1;
         match self.calls {
             1 => {
@@ -132,8 +148,14 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 };
                 let mut seconds = 0.0;
                 for (item, slots) in &cap.items {
-                    seconds +=
-                        ExecItem { runner: item.runner.clone(), bufs: slots.iter().map(resolve).collect() }.run()?;
+                    // a variable not among the inputs keeps the value it was captured with
+                    let captured = match &item.runner {
+                        Runner::Kernel(k) => k.vars.iter().cloned().zip(item.vals.iter().copied()).collect(),
+                        Runner::Copy => VarVals::new(),
+                    };
+                    let vals = item.runner.var_vals(&captured.into_iter().chain(vals.clone()).collect())?;
+                    let bufs = slots.iter().map(resolve).collect();
+                    seconds += ExecItem { runner: item.runner.clone(), bufs, vals }.run()?;
                 }
                 if debug() >= 1 {
                     eprintln!(

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::codegen::{get_program_for, KernelName, ProgramSpec};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::renderer::cuda::CudaRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner};
-use crate::schedule::ScheduleItem;
+use crate::schedule::{ScheduleItem, VarVals};
 use crate::uop::UOp;
 
 /// A compiled kernel and what DEBUG prints about it.
@@ -23,6 +23,8 @@ pub struct CompiledKernel {
     /// The kernel loads from its output buffer too (an in-place update), so the memory planner
     /// must not give that buffer memory whose contents it does not know.
     pub reads_output: bool,
+    /// The variables it reads, by name, in the order a launch passes their values.
+    pub vars: Vec<String>,
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
@@ -92,10 +94,19 @@ fn nvrtc_check(ast: &UOp) -> Result<()> {
     crate::runtime::cuda::nvrtc_compile(&spec.src, &arch).map(drop)
 }
 
+static PROGRAMS_MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many programs this process has generated and compiled (or taken from the disk cache) so
+/// far: a kernel found in the program cache does not count.
+pub fn programs_made() -> usize {
+    PROGRAMS_MADE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Put the compiled `program` of `ast` in the program cache under `key`.
 fn cache_program(key: CacheKey, ast: &UOp, spec: &ProgramSpec, program: Arc<dyn Program>) -> Arc<CompiledKernel> {
+    PROGRAMS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (name, ops) = (spec.name.clone(), spec.ops);
-    let kernel = Arc::new(CompiledKernel { program, name, ops, reads_output: loads_output(ast) });
+    let kernel = Arc::new(CompiledKernel { program, name, ops, reads_output: loads_output(ast), vars: spec.vars() });
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
     kernel
 }
@@ -107,11 +118,28 @@ pub enum Runner {
     Copy,
 }
 
-/// A step ready to run: compiled, with its buffers bound (what the JIT captures and replays).
+/// A step ready to run: compiled, with its buffers and its variables' values bound (what the JIT
+/// captures and replays).
 #[derive(Clone)]
 pub struct ExecItem {
     pub runner: Runner,
     pub bufs: Vec<Arc<Buffer>>,
+    pub vals: Vec<i64>,
+}
+
+impl Runner {
+    /// The values of the variables it reads, taken from `vals`; an error names one it lacks.
+    pub fn var_vals(&self, vals: &VarVals) -> Result<Vec<i64>> {
+        let Runner::Kernel(k) = self else { return Ok(vec![]) };
+        k.vars
+            .iter()
+            .map(|n| {
+                vals.get(n).copied().ok_or_else(|| {
+                    Error::Invalid(format!("kernel {} reads variable {n}, which is not bound", k.name.for_debug()))
+                })
+            })
+            .collect()
+    }
 }
 
 impl ExecItem {
@@ -120,7 +148,7 @@ impl ExecItem {
         let dev = self.bufs[0].device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
-            Runner::Kernel(k) => (Some(&k.name), k.ops, k.program.run(&self.bufs)?.as_secs_f64()),
+            Runner::Kernel(k) => (Some(&k.name), k.ops, k.program.run(&self.bufs, &self.vals)?.as_secs_f64()),
             Runner::Copy => {
                 let start = Instant::now();
                 self.bufs[0].copyin(&self.bufs[1].copyout()?)?;
@@ -235,10 +263,10 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     Ok(phases)
 }
 
-/// Execute `items` in order. Intermediate buffers share memory where their lifetimes allow
-/// (`schedule::memory`), and each item is dropped after it runs, so what is not planned is freed
-/// at its last use.
-pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
+/// Execute `items` in order, with `vals` the values of the variables their kernels read.
+/// Intermediate buffers share memory where their lifetimes allow (`schedule::memory`), and each
+/// item is dropped after it runs, so what is not planned is freed at its last use.
+pub fn run_schedule(items: Vec<ScheduleItem>, vals: &VarVals) -> Result<()> {
     let mut phases = precompile(&items)?;
     // the loop below finds the precompiled programs in the cache: they are not reuses
     let precompiled = phases.generated;
@@ -247,9 +275,9 @@ pub fn run_schedule(items: Vec<ScheduleItem>) -> Result<()> {
         let exec = match item {
             ScheduleItem::Kernel { ast, bufs } => {
                 let runner = Runner::Kernel(get_runner_timed(bufs[0].device(), &ast, &mut phases)?);
-                ExecItem { runner, bufs }
+                ExecItem { vals: runner.var_vals(vals)?, runner, bufs }
             }
-            ScheduleItem::Copy { dst, src } => ExecItem { runner: Runner::Copy, bufs: vec![dst, src] },
+            ScheduleItem::Copy { dst, src } => ExecItem { runner: Runner::Copy, bufs: vec![dst, src], vals: vec![] },
         };
         phases.run += exec.run()?;
         CAPTURE.with(|c| c.borrow_mut().as_mut().map(|v| v.push(exec)));

@@ -4,17 +4,20 @@
 //! blocks (`nn/gguf.rs`) once, at load, into float32.
 //!
 //! The KV cache holds `max_context` positions. A decode step takes its token and position as
-//! one-element tensors and works on the whole cache, masking the positions past it, so every
-//! step is the same graph: the JIT captures it once and replays it at every position (symbolic
-//! shapes, tinygrad's Variables, are the way to stop paying for the masked positions).
+//! bound variables (`Variable`): it reads the token's row of the embedding, writes the
+//! position's row of each cache and attends over the `pos + 1` rows filled so far, and one graph
+//! (one set of kernels) serves every position: the JIT captures it once and replays it with the
+//! new values.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::engine::Jit;
 use crate::error::{Error, Result};
 use crate::nn::gguf::{gguf_load, GgufValue};
 use crate::nn::layers::{Embedding, Linear, RMSNorm};
 use crate::tensor::Tensor;
+use crate::uop::{BoundVar, Sint, Variable};
 use crate::DType;
 
 /// The sizes of a LLaMA model, from its GGUF metadata (`llama.*`).
@@ -97,7 +100,10 @@ pub struct Llama {
     output: Linear,
     /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`,
     /// looked up by position.
-    rope: (Embedding, Embedding),
+    rope: (Tensor, Tensor),
+    /// The token a decode step reads, and its position.
+    token: Variable,
+    pos: Variable,
 }
 
 impl Llama {
@@ -141,26 +147,50 @@ impl Llama {
             (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
         let angles =
             Tensor::arange(ctx).cast(DType::FLOAT32).reshape(&[ctx as isize, 1]) * &Tensor::from_vec(freqs, &[1, half]);
-        let table = |t: Tensor| Embedding { weight: t.contiguous().realize() };
-        let rope = (table(angles.cos()), table(angles.sin()));
+        let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
         let output_norm = norm(take("output_norm.weight")?);
-        let model = Llama { token_embd: Embedding { weight: token_embd }, blocks, output_norm, output, rope, config };
+        let (token, pos) = (Variable::new("token", 0, config.vocab_size - 1), Variable::new("pos", 0, ctx - 1));
+        let token_embd = Embedding { weight: token_embd };
+        let model = Llama { token_embd, blocks, output_norm, output, rope, token, pos, config };
+        // the dequantization's intermediates go back to the system: a decode step reuses none
+        crate::runtime::get_device(&crate::runtime::default_device())?.allocator().free_cache();
         Ok((model, meta))
     }
 
-    /// One decode step, lazily: the token `token` (`[1]` int32) at position `pos` (`[1]` int32,
-    /// below `max_context`) goes into every layer's KV cache, and the logits of the next token
-    /// come out, `[vocab]` float32. Returns the logits followed by the caches' in-place updates:
-    /// realize them all together (or call this inside a `Jit`).
-    pub fn decode_step(&self, token: &Tensor, pos: &Tensor) -> Vec<Tensor> {
+    /// The inputs of a decode step (and of `decode_jit`'s calls): `token` at position `pos`, as
+    /// bound variables.
+    pub fn step_inputs(&self, token: u32, pos: usize) -> [Tensor; 2] {
+        [Tensor::from_var(&self.token.bind(token as usize)), Tensor::from_var(&self.pos.bind(pos))]
+    }
+
+    /// A JIT over `decode_step`: call it with `step_inputs`; it returns the logits.
+    pub fn decode_jit(&self) -> Jit<impl FnMut(&[Tensor]) -> Vec<Tensor> + '_> {
+        Jit::new(|io: &[Tensor]| {
+            let var = |t: &Tensor| t.as_var().expect("decode step inputs are bound variables (step_inputs)");
+            vec![self.decode_step(&var(&io[0]), &var(&io[1]))]
+        })
+    }
+
+    /// One decode step, lazily: `token` at position `pos` (below `max_context`) goes into every
+    /// layer's KV cache, and the logits of the next token come out, `[vocab]` float32. The
+    /// caches' rows `0..=pos` are rewritten in place (row `pos` with the new key and value) as
+    /// part of computing the logits.
+    pub fn decode_step(&self, token: &BoundVar, pos: &BoundVar) -> Tensor {
         let c = &self.config;
-        let (hd, ctx) = (c.head_dim(), c.max_context);
+        let (hd, ctx, kv_dim) = (c.head_dim(), c.max_context, c.n_kv_heads * c.head_dim());
         let (nh, nkv) = (c.n_heads as isize, c.n_kv_heads as isize);
-        let positions = Tensor::arange(ctx).to(pos.device());
-        // the cache row the position writes, and the rows it may attend to
-        let here = positions.eq(pos).reshape(&[ctx as isize, 1]);
-        let visible = positions.le(pos).reshape(&[1, 1, ctx as isize]);
-        let (cos, sin) = (self.rope.0.forward(pos), self.rope.1.forward(pos));
+        let row = |table: &Tensor, at: &BoundVar| {
+            let width = Sint::Int(table.shape()[1]);
+            table.shrink_sym(&[(Sint::from(at), at + 1), (Sint::Int(0), width)])
+        };
+        let (cos, sin) = (row(&self.rope.0, pos), row(&self.rope.1, pos));
+        // the cache rows the step attends to, and which of them it writes
+        let filled = |t: &Tensor| {
+            let width = Sint::Int(t.shape()[1]);
+            t.shrink_sym(&[(Sint::Int(0), pos + 1), (Sint::Int(0), width)])
+        };
+        let position = Tensor::from_var(pos).cast(DType::INT32);
+        let here = filled(&Tensor::arange(ctx).reshape(&[ctx as isize, 1])).eq(&position);
         let rotate = |x: Tensor, heads: isize| {
             // adjacent pairs (a, b) turn by the position's angles
             let pairs = x.reshape(&[heads, (hd / 2) as isize, 2]);
@@ -172,31 +202,28 @@ impl Llama {
             Tensor::cat(&[&(&a * &cos - &(&b * &sin)), &(&a * &sin + &(&b * &cos))], 2)
                 .reshape(&[1, heads * hd as isize])
         };
-        let mut x = self.token_embd.forward(token);
-        let mut updates = vec![];
+        let mut x = row(&self.token_embd.weight, token);
         for b in &self.blocks {
             let h = b.attn_norm.forward(&x);
             let q = rotate(b.attn_q.forward(&h), nh);
             let k = rotate(b.attn_k.forward(&h), nkv);
             let v = b.attn_v.forward(&h);
             // this position's row of each cache replaced by the new key and value
-            let keys = b.cache_k.assign(&here.where_(&k, &b.cache_k));
-            let values = b.cache_v.assign(&here.where_(&v, &b.cache_v));
-            updates.extend([keys.clone(), values.clone()]);
+            let keys = filled(&b.cache_k).assign(&here.where_(&k, filled(&b.cache_k)));
+            let values = filled(&b.cache_v).assign(&here.where_(&v, filled(&b.cache_v)));
+            debug_assert_eq!(keys.shape(), [ctx, kv_dim]);
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let group = nh / nkv;
             let q = q.reshape(&[nkv, group, 1, hd as isize]);
             let kh = keys.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
             let vh = values.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
-            let attended =
-                q.scaled_dot_product_attention(&kh, &vh, Some(&visible.reshape(&[1, 1, 1, ctx as isize])), false);
+            let attended = q.scaled_dot_product_attention(&kh, &vh, None, false);
             x = &x + &b.attn_output.forward(&attended.reshape(&[1, c.dim as isize]));
             let h = b.ffn_norm.forward(&x);
             let gated = b.ffn_gate.forward(&h).silu() * &b.ffn_up.forward(&h);
             x = &x + &b.ffn_down.forward(&gated);
         }
-        let logits = self.output.forward(&self.output_norm.forward(&x)).reshape(&[c.vocab_size as isize]);
-        [vec![logits], updates].concat()
+        self.output.forward(&self.output_norm.forward(&x)).reshape(&[c.vocab_size as isize])
     }
 }
 

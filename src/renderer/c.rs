@@ -211,13 +211,25 @@ impl Dialect for CRenderer {
     fn signature(&self, name: &str, params: &[Param]) -> String {
         let args: Vec<String> = params
             .iter()
-            .map(|p| format!("{}{}* restrict {}", if p.written { "" } else { "const " }, p.ty, p.name))
+            .map(|p| match p.by_value {
+                true => format!("{} {}", p.ty, p.name),
+                false => format!("{}{}* restrict {}", if p.written { "" } else { "const " }, p.ty, p.name),
+            })
             .collect();
         format!("static void {name}({}, int core_id)", args.join(", "))
     }
     fn epilogue(&self, name: &str, params: &[Param]) -> String {
-        let args: Vec<String> = params.iter().map(|p| format!("({}*)bufs[{}]", p.ty, p.slot)).collect();
-        format!("void {name}_entry(void** bufs, int core_id) {{ {name}({}, core_id); }}\n", args.join(", "))
+        let args: Vec<String> = params
+            .iter()
+            .map(|p| match p.by_value {
+                true => format!("vars[{}]", p.slot),
+                false => format!("({}*)bufs[{}]", p.ty, p.slot),
+            })
+            .collect();
+        format!(
+            "void {name}_entry(void** bufs, const long long* vars, int core_id) {{ {name}({}, core_id); }}\n",
+            args.join(", ")
+        )
     }
     fn bitcast(&self, from: DType, to: DType, a: &str) -> String {
         let (from, to) = (self.type_name(from), self.type_name(to));

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::Target;
 use crate::dtype::{DType, Scalar};
+use crate::uop::variable::kernel_vars;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
 
 /// What one C-family language spells its own way.
@@ -113,12 +114,15 @@ pub trait Dialect {
 }
 
 /// A buffer a kernel uses: its slot in the launch's buffer list, element type, name, and
-/// whether the kernel writes it. Slots a kernel doesn't read have no `Param`.
+/// whether the kernel writes it. Slots a kernel doesn't read have no `Param`. A variable's value
+/// is a `Param` too (`by_value`), its slot its place among the kernel's variables
+/// (`variable::kernel_vars`), after every buffer.
 pub struct Param {
     pub slot: i64,
     pub ty: String,
     pub name: String,
     pub written: bool,
+    pub by_value: bool,
 }
 
 /// A C literal of `v` as `dtype`.
@@ -334,6 +338,19 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                     ty: d.buffer_type(u.dtype().base()),
                     name: n.clone(),
                     written: written.contains(u),
+                    by_value: false,
+                });
+                Some(n)
+            }
+            (Ops::DefineVar, Arg::Var(var, ..)) => {
+                let n = format!("var_{var}");
+                let slot = kernel_vars(uops).iter().position(|v| v == u).expect("a kernel variable") as i64;
+                params.push(Param {
+                    slot,
+                    ty: d.type_name(DType::INDEX),
+                    name: n.clone(),
+                    written: false,
+                    by_value: true,
                 });
                 Some(n)
             }
@@ -471,7 +488,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
     if streamed {
         let _ = writeln!(body, "  {}", d.stream_fence());
     }
-    params.sort_by_key(|p| p.slot);
+    params.sort_by_key(|p| (p.by_value, p.slot));
     // float32 vectors select through masks of their width: a bool vector type comes with them
     let mut vectors: Vec<DType> = uops.iter().map(UOp::dtype).filter(|t| t.count > 1).collect();
     let masks: Vec<DType> =

@@ -139,7 +139,10 @@ impl Dialect for Cuda {
     fn signature(&self, name: &str, params: &[Param]) -> String {
         let args: Vec<String> = params
             .iter()
-            .map(|p| format!("{}{}* __restrict__ {}", if p.written { "" } else { "const " }, p.ty, p.name))
+            .map(|p| match p.by_value {
+                true => format!("{} {}", p.ty, p.name),
+                false => format!("{}{}* __restrict__ {}", if p.written { "" } else { "const " }, p.ty, p.name),
+            })
             .collect();
         format!("extern \"C\" __global__ void __launch_bounds__({}) {name}({})", self.block_threads, args.join(", "))
     }

@@ -82,7 +82,10 @@ impl Dialect for OpenClRenderer {
     fn signature(&self, name: &str, params: &[Param]) -> String {
         let args: Vec<String> = params
             .iter()
-            .map(|p| format!("__global {}{}* restrict {}", if p.written { "" } else { "const " }, p.ty, p.name))
+            .map(|p| match p.by_value {
+                true => format!("{} {}", p.ty, p.name),
+                false => format!("__global {}{}* restrict {}", if p.written { "" } else { "const " }, p.ty, p.name),
+            })
             .collect();
         format!("__kernel void {name}({})", args.join(", "))
     }

@@ -220,8 +220,9 @@ fn host_cpu() -> String {
     format!("{}\n{}", field("model name"), field("flags"))
 }
 
-/// The ABI every generated kernel's entry point has: buffer pointers and the thread's core id.
-type Entry = unsafe extern "C" fn(*const *mut u8, i32);
+/// The ABI every generated kernel's entry point has: buffer pointers, the variables' values and
+/// the thread's core id.
+type Entry = unsafe extern "C" fn(*const *mut u8, *const i64, i32);
 
 /// A loaded kernel.
 pub struct CpuProgram {
@@ -229,23 +230,28 @@ pub struct CpuProgram {
     // Keeps the shared object mapped for as long as `entry` may be called.
     _lib: libloading::Library,
     nbufs: usize,
+    nvars: usize,
     threads: usize,
 }
 
 impl CpuProgram {
-    fn load(path: &Path, name: &str, nbufs: usize, threads: usize) -> Result<CpuProgram> {
+    fn load(path: &Path, name: &str, nbufs: usize, nvars: usize, threads: usize) -> Result<CpuProgram> {
         let load_err = |e: libloading::Error| Error::Device(format!("loading {}: {e}", path.display()));
         // SAFETY: the library is one we just compiled from generated C; it has no initializers
         // with side effects.
         let lib = unsafe { libloading::Library::new(path) }.map_err(load_err)?;
-        // SAFETY: the renderer emits `void <name>_entry(void**, int)`, matching `Entry`.
+        // SAFETY: the renderer emits `void <name>_entry(void**, const long long*, int)`, matching
+        // `Entry`.
         let entry = unsafe { *lib.get::<Entry>(format!("{name}_entry\0").as_bytes()).map_err(load_err)? };
-        Ok(CpuProgram { entry, _lib: lib, nbufs, threads })
+        Ok(CpuProgram { entry, _lib: lib, nbufs, nvars, threads })
     }
 }
 
 impl Program for CpuProgram {
-    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+        if vals.len() != self.nvars {
+            return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
+        }
         if bufs.len() < self.nbufs {
             return Err(Error::Device(format!(
                 "kernel uses buffer slots up to {}, got {} buffers",
@@ -256,7 +262,7 @@ impl Program for CpuProgram {
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
         let ptrs = bufs.iter().map(|b| b.host_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
-        let entry = self.entry;
+        let (entry, vals) = (self.entry, vals.to_vec());
         let start = Instant::now();
         super::pool::pool().run(
             self.threads,
@@ -264,8 +270,8 @@ impl Program for CpuProgram {
                 // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the
                 // whole launch, sized by the scheduler for the indices the kernel computes (the
                 // INTERP device bounds-checks the same programs in tests); each core writes a
-                // disjoint part of the output.
-                unsafe { entry(ptrs.as_ptr() as *const *mut u8, core as i32) }
+                // disjoint part of the output; `vals` holds one value per variable the entry reads.
+                unsafe { entry(ptrs.as_ptr() as *const *mut u8, vals.as_ptr(), core as i32) }
             }),
         );
         Ok(start.elapsed())
@@ -337,7 +343,8 @@ impl Device for CpuDevice {
             })
             .max()
             .unwrap_or(0);
-        Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, spec.global_size[0])?))
+        let nvars = spec.vars().len();
+        Ok(Arc::new(CpuProgram::load(&so, &spec.name.to_string(), nbufs, nvars, spec.global_size[0])?))
     }
 
     /// The kernels not in the disk cache compiled in batches, one per core for each set of

@@ -14,7 +14,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunc
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use crate::codegen::ProgramSpec;
+use crate::codegen::{LaunchGrid, ProgramSpec};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::cuda::CudaRenderer;
@@ -249,7 +249,8 @@ impl Device for CudaDevice {
             function,
             launch: Mutex::new(()),
             slots,
-            grid: spec.global_size,
+            nvars: spec.vars().len(),
+            grid: spec.grid(),
             block: local,
         }))
     }
@@ -278,9 +279,11 @@ struct CudaKernel {
     function: CUfunction,
     /// One launch at a time: the events and argument array are per launch.
     launch: Mutex<()>,
-    /// The buffer slot of each kernel argument, in order.
+    /// The buffer slot of each pointer argument, in order.
     slots: Vec<usize>,
-    grid: [usize; 3],
+    /// How many variables' values follow the pointers.
+    nvars: usize,
+    grid: LaunchGrid,
     block: [usize; 3],
 }
 
@@ -300,7 +303,10 @@ impl Drop for CudaKernel {
 }
 
 impl Program for CudaKernel {
-    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+        if vals.len() != self.nvars {
+            return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
+        }
         let _one = self.launch.lock().unwrap_or_else(|e| e.into_inner());
         self.ctx.bind_to_thread().map_err(cu_err("context"))?;
         let mut pointers: Vec<CUdeviceptr> = Vec::with_capacity(self.slots.len());
@@ -310,12 +316,14 @@ impl Program for CudaKernel {
                 .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
             pointers.push(memory_of(buf.raw()?)?.ptr());
         }
+        let mut vals = vals.to_vec();
         let mut params: Vec<*mut c_void> = pointers.iter_mut().map(|p| (p as *mut CUdeviceptr).cast()).collect();
+        params.extend(vals.iter_mut().map(|v| (v as *mut i64).cast()));
         let dims = |d: [usize; 3]| (d[0] as u32, d[1] as u32, d[2] as u32);
         let stream = self.stream.cu_stream();
-        // SAFETY: each parameter points at a device pointer that lives until the launch has
-        // been enqueued (the driver copies the values), one per `__global` pointer the kernel
-        // declares, in slot order; the events are created, recorded on this stream, waited for
+        // SAFETY: each parameter points at a device pointer or a variable's value (`long long`)
+        // that lives until the launch has been enqueued (the driver copies the values): one
+        // per `__global` pointer the kernel declares, in slot order, then one per variable; the events are created, recorded on this stream, waited for
         // and destroyed here.
         unsafe {
             let (start, end) = (
@@ -324,7 +332,14 @@ impl Program for CudaKernel {
             );
             let timed = cu::event::record(start, stream)
                 .and_then(|()| {
-                    cu::launch_kernel(self.function, dims(self.grid), dims(self.block), 0, stream, &mut params)
+                    cu::launch_kernel(
+                        self.function,
+                        dims(self.grid.at(&vals)),
+                        dims(self.block),
+                        0,
+                        stream,
+                        &mut params,
+                    )
                 })
                 .and_then(|()| cu::event::record(end, stream))
                 .and_then(|()| cu::event::synchronize(end))

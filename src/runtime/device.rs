@@ -169,8 +169,9 @@ impl Buffer {
 
 /// A compiled kernel, ready to launch on its device.
 pub trait Program: Send + Sync {
-    /// Run over `bufs` (in PARAM order) and return the time it took.
-    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration>;
+    /// Run over `bufs` (in PARAM order) with `vals` the values of the kernel's variables (in
+    /// `variable::kernel_vars` order) and return the time it took.
+    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration>;
 }
 
 /// A backend: how to allocate, render, compile and run kernels.

@@ -119,6 +119,8 @@ pub struct InterpProgram {
     local: Vec<(usize, i64)>,
     /// Each DEFINE_LOCAL: its slot, size in elements and element dtype.
     shared: Vec<(usize, usize, DType)>,
+    /// The slot of each variable, in the order launches pass their values.
+    vars: Vec<usize>,
 }
 
 /// Memory a program addresses by index in `Value::Addr`: the kernel's buffers, then the
@@ -196,11 +198,19 @@ impl InterpProgram {
         };
         grid.sort_by_key(dim);
         local.sort_by_key(dim);
-        Ok(InterpProgram { insts, grid, local, shared })
+        let vars = crate::uop::variable::kernel_vars(uops).iter().map(|v| slot[v]).collect();
+        Ok(InterpProgram { insts, grid, local, shared, vars })
     }
 
     /// Run every workgroup of the grid.
-    fn launch(&self, bufs: &[Arc<Buffer>]) -> Result<()> {
+    fn launch(&self, bufs: &[Arc<Buffer>], var_vals: &[i64]) -> Result<()> {
+        if var_vals.len() != self.vars.len() {
+            return Err(Error::Device(format!(
+                "INTERP: kernel reads {} variables, got {}",
+                self.vars.len(),
+                var_vals.len()
+            )));
+        }
         let mut regions: Vec<Region> = bufs
             .iter()
             .map(|b| Ok(Region { ptr: b.host_ptr()?, len: b.size(), dtype: b.dtype() }))
@@ -218,6 +228,9 @@ impl InterpProgram {
             let mut team: Vec<Thread> = (0..threads)
                 .map(|t| {
                     let mut vals = vec![Value::Scalar(ConstValue::Int(0)); self.insts.len()];
+                    for (&slot, &v) in self.vars.iter().zip(var_vals) {
+                        vals[slot] = Value::Scalar(ConstValue::Int(v));
+                    }
                     for (dims, mut id) in [(&self.grid, group), (&self.local, t)] {
                         for &(slot, size) in dims.iter().rev() {
                             vals[slot] = Value::Scalar(ConstValue::Int(id % size));
@@ -373,7 +386,7 @@ impl InterpProgram {
                 (Ops::Vectorize, _) => Some(Value::Lanes((0..inst.src.len()).map(|i| s(i).scalar()).collect())),
                 (Ops::Gep, Arg::Int(k)) => Some(Value::Scalar(s(0).lane(*k as usize))),
                 // launch dims: set when the thread was made
-                (Ops::Special, _) => None,
+                (Ops::Special | Ops::DefineVar, _) => None,
                 (Ops::Sink, _) => None,
                 // vector ops run lane by lane
                 (op @ (Ops::Cast | Ops::Bitcast), _) => {
@@ -456,9 +469,9 @@ pub fn write_elem(v: ConstValue, dtype: DType) -> Vec<u8> {
 }
 
 impl Program for InterpProgram {
-    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
         let start = Instant::now();
-        self.launch(bufs)?;
+        self.launch(bufs, vals)?;
         Ok(start.elapsed())
     }
 }

@@ -22,7 +22,7 @@ use opencl3::program::Program as ClProgram;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use crate::codegen::ProgramSpec;
+use crate::codegen::{LaunchGrid, ProgramSpec};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::opencl::OpenClRenderer;
@@ -264,13 +264,14 @@ impl ClDevice {
         let kernel = Kernel::create(program, &spec.name.to_string()).map_err(cl_err("kernel"))?;
         let slots = spec.param_slots();
         let local = spec.local_size.unwrap_or([1; 3]);
-        let global = [0, 1, 2].map(|d| spec.global_size[d] * local[d]);
+        let global = spec.grid();
         Ok(Arc::new(ClKernel {
             cl: self.cl.clone(),
             _program: program.clone(),
             kernel: Mutex::new(kernel),
             slots,
-            global,
+            nvars: spec.vars().len(),
+            grid: global,
             local,
         }))
     }
@@ -324,14 +325,20 @@ struct ClKernel {
     _program: Arc<ClProgram>,
     /// A kernel object holds its arguments: one launch sets and enqueues at a time.
     kernel: Mutex<Kernel>,
-    /// The buffer slot of each kernel argument, in order.
+    /// The buffer slot of each pointer argument, in order.
     slots: Vec<usize>,
-    global: [usize; 3],
+    /// How many variables' values follow the pointers.
+    nvars: usize,
+    /// Workgroups per dim (OpenCL's global size is workgroups times `local`).
+    grid: LaunchGrid,
     local: [usize; 3],
 }
 
 impl Program for ClKernel {
-    fn run(&self, bufs: &[Arc<Buffer>]) -> Result<Duration> {
+    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+        if vals.len() != self.nvars {
+            return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
+        }
         let kernel = self.kernel.lock().unwrap_or_else(|e| e.into_inner());
         for (i, &slot) in self.slots.iter().enumerate() {
             let buf = bufs
@@ -342,6 +349,12 @@ impl Program for ClKernel {
             // one per used slot, in slot order), and a cl_mem is what such an argument takes.
             unsafe { kernel.set_arg(i as u32, &mem) }.map_err(cl_err("kernel argument"))?;
         }
+        for (i, v) in vals.iter().enumerate() {
+            // SAFETY: the arguments after the pointers are the variables, each a `long`.
+            unsafe { kernel.set_arg((self.slots.len() + i) as u32, v) }.map_err(cl_err("kernel argument"))?;
+        }
+        let groups = self.grid.at(vals);
+        let global = [0, 1, 2].map(|d| groups[d] * self.local[d]);
         // SAFETY: the kernel's arguments are set; the sizes are three dims each, and the global
         // size a multiple of the local one.
         let event = self.cl.blocking("launch", |q| unsafe {
@@ -350,7 +363,7 @@ impl Program for ClKernel {
                 kernel.get(),
                 3,
                 ptr::null(),
-                self.global.as_ptr(),
+                global.as_ptr(),
                 self.local.as_ptr(),
                 0,
                 ptr::null(),

@@ -133,9 +133,19 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
 /// What output `o`, realized into `buf`, becomes: an assignment its target (a view of the
 /// buffer it wrote), anything else the buffer in `o`'s shape.
 pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
-    match o.op() {
-        Ops::Assign => o.src()[0].clone(),
-        _ => buffer_view(buf, o.sh()),
+    match (o.op(), o.sym_dims()) {
+        (Ops::Assign, _) => o.src()[0].clone(),
+        (_, None) => buffer_view(buf, o.sh()),
+        // the buffer holds the largest shape; the view keeps the symbolic sizes
+        (_, Some(sym)) => {
+            let ends = sym
+                .iter()
+                .zip(o.sh())
+                .flat_map(|(s, &d)| [UOp::index_const(0), s.clone().unwrap_or_else(|| UOp::index_const(d as i64))]);
+            let src = std::iter::once(buffer_view(buf, o.sh())).chain(ends).collect();
+            let bounds = o.sh().iter().map(|&d| (0, d)).collect();
+            UOp::new(Ops::Shrink, buf.dtype(), src, Arg::Pairs(bounds))
+        }
     }
 }
 

@@ -48,13 +48,16 @@ fn sums_in_place(dtype: DType) -> bool {
 /// its output tile's columns as one contiguous block, which stays in cache while the rows
 /// stream past. Read in place, consecutive rows of `w` are a power of two apart for the usual
 /// sizes: they land in the same cache sets and evict each other, and each one is a new page for
-/// the prefetcher (1024² and 2048² run 3x slower). None when `w` is too small to pay.
+/// the prefetcher (1024² and 2048² run 3x slower). None when `w` is too small to pay, or `x`
+/// has too few rows to pay for the copy (a matrix-vector product reads `w` once anyway).
 fn matmul_panels(call: &UOp, p: usize) -> Option<UOp> {
     const MIN_ELEMENTS: usize = 1 << 20;
+    const MIN_ROWS: usize = 16;
     let (x, w) = (&call.src()[1], &call.src()[2]);
     let [k, n] = *w.sh() else { return None };
+    let rows = x.sh().iter().product::<usize>() / k.max(1);
     let same_dtype = x.dtype() == w.dtype() && w.dtype() == call.dtype() && sums_in_place(w.dtype());
-    if !(same_dtype && k >= p && n.is_multiple_of(p) && k * n >= MIN_ELEMENTS) {
+    if !(same_dtype && k >= p && n.is_multiple_of(p) && k * n >= MIN_ELEMENTS && rows >= MIN_ROWS) {
         return None;
     }
     let panels = w

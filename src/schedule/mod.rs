@@ -6,7 +6,9 @@ pub mod layout;
 pub mod memory;
 pub mod rangeify;
 pub mod split_reduce;
+pub mod unbind;
 
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
 pub use layout::lay_out;
 pub use memory::memory_planner;
+pub use unbind::{rebind, unbind, VarVals};

@@ -234,7 +234,7 @@ impl<'a> KernelBuilder<'a> {
         let mut idx = vec![UOp::index_const(0); shape.len()];
         let nesting: Vec<usize> = order.map_or_else(|| (0..shape.len()).collect(), <[usize]>::to_vec);
         for a in nesting {
-            idx[a] = self.range(shape[a], AxisKind::Loop);
+            idx[a] = self.range(shape[a], sym_dim(root, a), AxisKind::Loop);
         }
         let src = match root.op() {
             Ops::Contiguous => &root.src()[0],
@@ -268,13 +268,15 @@ impl<'a> KernelBuilder<'a> {
         p
     }
 
-    /// A loop over `size` (or the constant 0 for a size-1 axis).
-    fn range(&mut self, size: usize, kind: AxisKind) -> UOp {
-        if size == 1 {
+    /// A loop over `size`, or over the symbolic size `sym` when the axis has one (the constant 0
+    /// for a size-1 axis).
+    fn range(&mut self, size: usize, sym: Option<UOp>, kind: AxisKind) -> UOp {
+        if size == 1 && sym.is_none() {
             return UOp::index_const(0);
         }
         self.next_range += 1;
-        UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(size as i64)], Arg::Range(self.next_range - 1, kind))
+        let end = sym.unwrap_or_else(|| UOp::index_const(size as i64));
+        UOp::new(Ops::Range, DType::INDEX, vec![end], Arg::Range(self.next_range - 1, kind))
     }
 
     fn load(&mut self, buf: &Arc<Buffer>, index: UOp, gate: Option<UOp>, dtype: DType) -> UOp {
@@ -336,6 +338,7 @@ impl<'a> KernelBuilder<'a> {
                 Plan::Done(self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
             }
             (Ops::Const, Arg::Const(c)) => Plan::Done(UOp::constant(u.dtype(), *c)),
+            (Ops::DefineVar, _) => Plan::Done(u.clone()),
             (op, _) if op.is_movement() => match moved_index(u, idx) {
                 (new_idx, None) => moved(new_idx, gate),
                 (new_idx, Some(valid)) => {
@@ -357,7 +360,7 @@ impl<'a> KernelBuilder<'a> {
                         if !axes.contains(&i) {
                             return idx[i].clone();
                         }
-                        let r = self.range(old[i], AxisKind::Reduce);
+                        let r = self.range(old[i], sym_dim(&u.src()[0], i), AxisKind::Reduce);
                         if r.op() == Ops::Range {
                             ranges.push(r.clone());
                         }
@@ -375,6 +378,11 @@ impl<'a> KernelBuilder<'a> {
             (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
         }
     }
+}
+
+/// The symbolic size of axis `a` of tensor node `u`, if it has one.
+fn sym_dim(u: &UOp, a: usize) -> Option<UOp> {
+    u.sym_dims().and_then(|s| s[a].clone())
 }
 
 /// The index into the source of movement op `u` that its index `idx` reads, and for a PAD the
@@ -396,8 +404,13 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
             new_idx
         }
         (Ops::Expand, _) => idx.iter().zip(old).map(|(i, &d)| if d == 1 { ic(0) } else { i.clone() }).collect(),
+        // a symbolic shrink's starts are its sources 1, 3, 5...
         (Ops::Shrink, Arg::Pairs(bounds)) => {
-            idx.iter().zip(bounds).map(|(i, (s, _))| simplify(&i.alu(Ops::Add, &[&ic(*s)]))).collect()
+            let starts: Vec<UOp> = match u.src().len() {
+                1 => bounds.iter().map(|(s, _)| ic(*s)).collect(),
+                _ => u.src()[1..].iter().step_by(2).cloned().collect(),
+            };
+            idx.iter().zip(starts).map(|(i, s)| simplify(&i.alu(Ops::Add, &[&s]))).collect()
         }
         (Ops::Flip, Arg::Axes(axes)) => (0..idx.len())
             .map(|i| match axes.contains(&i) {

@@ -48,7 +48,8 @@ pub fn split_large_reduces(outputs: &[UOp]) -> Vec<UOp> {
 type Partials = std::collections::HashSet<UOp>;
 
 fn split(reduce: &UOp, partials: &mut Partials) -> Option<UOp> {
-    if partials.contains(reduce) {
+    // a reduce of a symbolic size runs as it is written: its length is known only at launch
+    if partials.contains(reduce) || reduce.src()[0].sym_dims().is_some() {
         return None;
     }
     let Arg::ReduceAxis(op, axes) = reduce.arg() else { return None };

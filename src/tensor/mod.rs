@@ -25,8 +25,8 @@ use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{Error, Result};
 use crate::runtime::default_device;
-use crate::schedule::{create_schedule, view_buffer, ScheduleItem};
-use crate::uop::{substitute_outside, Ops, UOp};
+use crate::schedule::{create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
+use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
     uop: RwLock<UOp>,
@@ -103,6 +103,15 @@ impl Tensor {
         live.push(Arc::downgrade(&inner));
         Tensor(inner)
     }
+    /// A 0-d tensor standing for bound variable `v`: a JIT input whose value changes from call
+    /// to call without recompiling (`as_var` gives the variable back to build shapes with).
+    pub fn from_var(v: &BoundVar) -> Tensor {
+        Tensor::from_uop(v.uop().clone(), &default_device())
+    }
+    /// The bound variable this tensor stands for, if it is one (`from_var`).
+    pub fn as_var(&self) -> Option<BoundVar> {
+        BoundVar::from_uop(&self.uop())
+    }
     /// The graph this tensor currently stands for.
     pub fn uop(&self) -> UOp {
         self.0.uop.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -113,6 +122,11 @@ impl Tensor {
     }
     pub fn shape(&self) -> Vec<usize> {
         self.uop().sh().to_vec()
+    }
+    /// The sizes of the axes, symbolic where a `Variable` sets them (`shape` holds their upper
+    /// bounds).
+    pub fn dims(&self) -> Vec<crate::uop::Sint> {
+        crate::uop::variable::dims_of(&self.uop())
     }
     pub fn ndim(&self) -> usize {
         self.uop().sh().len()
@@ -141,9 +155,13 @@ impl Tensor {
         Tensor::create_schedule(tensors).0
     }
 
-    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>) {
-        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let devices: Vec<(UOp, String)> = tensors.iter().map(|t| (t.uop(), t.device().to_string())).collect();
+    /// The schedule of `tensors`, what each became, and the values of the variables bound in
+    /// their graph (which the schedule holds as variables).
+    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals) {
+        let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let (outputs, vals) = unbind(&bound);
+        let devices: Vec<(UOp, String)> =
+            outputs.iter().zip(tensors).map(|(o, t)| (o.clone(), t.device().to_string())).collect();
         // an output is on its tensor's device; a node inside the graph, where the first COPY or
         // buffer among its sources (depth first, not looking past a COPY) puts it
         let device_of = |u: &UOp| -> String {
@@ -164,7 +182,15 @@ impl Tensor {
             }
             default_device()
         };
-        create_schedule(&outputs, &device_of)
+        let (items, mut becomes) = create_schedule(&outputs, &device_of);
+        if !vals.is_empty() {
+            becomes = bound
+                .iter()
+                .zip(&outputs)
+                .filter_map(|(b, o)| becomes.get(o).map(|v| (b.clone(), rebind(v, &vals))))
+                .collect();
+        }
+        (items, becomes, vals)
     }
 
     /// Whether the graph of `tensors` has a tensor of at least `THREAD_MIN_WORK` elements.
@@ -188,11 +214,11 @@ impl Tensor {
         if Tensor::threadable(tensors) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes) = Tensor::create_schedule(tensors);
+        let (items, becomes, vals) = Tensor::create_schedule(tensors);
         if becomes.is_empty() {
             return Ok(());
         }
-        let result = run_schedule(items);
+        let result = run_schedule(items, &vals);
         origin::record(&becomes);
         let _viz = crate::viz::group(|| "realized buffers into tensors".into());
         Tensor::apply_becomes(becomes);

@@ -5,7 +5,8 @@ use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::symbolic::simplify;
+use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Normalize a possibly negative axis for a tensor of rank `ndim`, naming `op` on failure.
 pub fn resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
@@ -127,7 +128,65 @@ impl Tensor {
         if new == old {
             return Ok(self.clone());
         }
+        if let Some(sym) = self.uop().sym_dims() {
+            return Ok(self.sym_movement(Ops::Reshape, Arg::Shape(new.clone()), carry_sym_dims(&old, sym, &new)?));
+        }
         Ok(self.movement(Ops::Reshape, Arg::Shape(new)))
+    }
+    /// A RESHAPE or EXPAND to `shape` whose symbolic sizes are `sym`.
+    fn sym_movement(&self, op: Ops, shape: Arg, sym: Vec<Option<UOp>>) -> Tensor {
+        let Arg::Shape(bounds) = &shape else { unreachable!("reshape and expand take a shape") };
+        let dims = sym.into_iter().zip(bounds).map(|(s, &d)| s.unwrap_or_else(|| UOp::index_const(d as i64)));
+        let u = self.uop();
+        self.lift(UOp::new(op, u.dtype(), std::iter::once(u.clone()).chain(dims).collect(), shape))
+    }
+    /// Broadcast size-1 dimensions to `shape`, whose sizes may be symbolic (same rank).
+    pub fn expand_sym(&self, shape: &[Sint]) -> Tensor {
+        let old = self.dims();
+        assert!(
+            old.len() == shape.len() && old.iter().zip(shape).all(|(o, n)| o == n || *o == Sint::Int(1)),
+            "expand: cannot expand {} to {}",
+            show_dims(&old),
+            show_dims(shape)
+        );
+        let bounds: Vec<usize> = shape.iter().map(Sint::max).collect();
+        if shape.iter().all(|d| d.as_int().is_some()) {
+            return self.expand(&bounds);
+        }
+        super::checked_numel("expand", &bounds, self.dtype());
+        let sym = shape.iter().map(|d| d.as_int().is_none().then(|| d.uop())).collect();
+        self.sym_movement(Ops::Expand, Arg::Shape(bounds), sym)
+    }
+    /// Keep `[start, end)` of each axis, where the bounds may be symbolic: `end - start` becomes
+    /// the axis' size (its shape holds the largest) and `start` an offset computed when it runs.
+    pub fn shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Tensor {
+        let shape = self.shape();
+        let dims = self.dims();
+        let length = |(s, e): &(Sint, Sint)| simplify(&e.uop().alu(Ops::Add, &[&s.uop().alu(Ops::Neg, &[])]));
+        let fits = bounds.len() == shape.len()
+            && bounds.iter().zip(&dims).all(|(b, d)| {
+                let whole = b.0.as_int() == Some(0) && b.1 == *d;
+                whole || (d.as_int().is_some() && b.1.max() <= d.max() && length(b).vmin() >= 0)
+            });
+        let shown: Vec<String> = bounds.iter().map(|(s, e)| format!("({s}, {e})")).collect();
+        assert!(fits, "shrink: bounds [{}] do not fit shape {}", shown.join(", "), show_dims(&dims));
+        if bounds.iter().all(|(s, e)| s.as_int().is_some() && e.as_int().is_some()) {
+            let fixed: Vec<(usize, usize)> = bounds.iter().map(|(s, e)| (s.max(), e.max())).collect();
+            return self.shrink(&fixed);
+        }
+        let sizes = bounds.iter().map(|b| (0, length(b).vmax() as usize));
+        let ends = bounds.iter().flat_map(|(s, e)| [s.uop(), e.uop()]);
+        let u = self.uop();
+        let src = std::iter::once(u.clone()).chain(ends).collect();
+        self.lift(UOp::new(Ops::Shrink, u.dtype(), src, Arg::Pairs(sizes.collect())))
+    }
+    /// Panics (naming `op`) if any of `axes` has a symbolic size.
+    fn numeric_axes(&self, op: &str, axes: impl IntoIterator<Item = usize>) {
+        if let Some(sym) = self.uop().sym_dims() {
+            if let Some(a) = axes.into_iter().find(|&a| sym[a].is_some()) {
+                panic!("{op}: axis {a} of shape {} is symbolic", show_dims(&self.dims()));
+            }
+        }
     }
     /// Broadcast size-1 dimensions to `shape` (same rank).
     pub fn expand(&self, shape: &[usize]) -> Tensor {
@@ -164,6 +223,7 @@ impl Tensor {
         if pads.iter().all(|&p| p == (0, 0)) {
             return self.clone();
         }
+        self.numeric_axes("pad", (0..pads.len()).filter(|&a| pads[a] != (0, 0)));
         let padded: Option<Vec<usize>> =
             shape.iter().zip(pads).map(|(&s, &(b, a))| s.checked_add(b)?.checked_add(a)).collect();
         let padded = padded.unwrap_or_else(|| panic!("pad: pads {pads:?} overflow shape {shape:?}"));
@@ -180,6 +240,7 @@ impl Tensor {
         if bounds.iter().zip(&shape).all(|(&(s, e), &d)| s == 0 && e == d) {
             return self.clone();
         }
+        self.numeric_axes("shrink", (0..bounds.len()).filter(|&a| bounds[a] != (0, shape[a])));
         self.movement(Ops::Shrink, Arg::Pairs(bounds.to_vec()))
     }
     /// Reverse the given axes.
@@ -192,6 +253,7 @@ impl Tensor {
         if axes.is_empty() {
             return self.clone();
         }
+        self.numeric_axes("flip", axes.iter().copied());
         self.movement(Ops::Flip, Arg::Axes(axes))
     }
     /// Swap two axes.
@@ -542,4 +604,29 @@ impl Tensor {
             .shrink_dim(r - 1, (0, 1))
             .reshape(&[lead, &[d]].concat())
     }
+}
+
+/// `dims` as a shape in a message: `[4, (pos+1), 64]`.
+pub(crate) fn show_dims(dims: &[Sint]) -> String {
+    let shown: Vec<String> = dims.iter().map(Sint::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// The symbolic sizes of a reshape from `old` (symbolic where `sym` says) to `new`: each symbolic
+/// axis must stay one axis, with the same elements before it (unit axes may come and go around
+/// it, and numeric axes merge and split).
+fn carry_sym_dims(old: &[usize], sym: &[Option<UOp>], new: &[usize]) -> Result<Vec<Option<UOp>>> {
+    let before = |shape: &[usize], a: usize| shape[..a].iter().product::<usize>();
+    let mut out = vec![None; new.len()];
+    for (a, s) in sym.iter().enumerate() {
+        let Some(s) = s else { continue };
+        let Some(j) = (0..new.len()).find(|&j| new[j] == old[a] && before(new, j) == before(old, a)) else {
+            return Err(Error::Invalid(format!(
+                "reshape: {old:?} to {new:?} merges or splits symbolic axis {a} ({})",
+                Sint::Sym(s.clone())
+            )));
+        };
+        out[j] = Some(s.clone());
+    }
+    Ok(out)
 }

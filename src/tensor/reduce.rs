@@ -111,10 +111,18 @@ impl Tensor {
     pub fn mean(&self, axes: impl Axes, keepdim: bool) -> Tensor {
         let shape = self.shape();
         let resolved = axes.resolve("mean", &shape);
-        let count: usize = resolved.iter().map(|&a| shape[a]).product();
+        let dims = self.dims();
+        let count = resolved.iter().fold(crate::uop::Sint::Int(1), |n, &a| {
+            crate::uop::Sint::from_uop(&n.uop().alu(Ops::Mul, &[&dims[a].uop()]))
+        });
         let s = self.sum(isize_axes(&resolved).as_slice(), keepdim);
         let f = s.cast(s.dtype().to_float());
-        f.div(count as f64).cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() })
+        let mean = match count {
+            crate::uop::Sint::Int(n) => f.div(n as f64),
+            // a count set by variables is a value of the graph
+            crate::uop::Sint::Sym(n) => f.div(f.lift(n).cast(f.dtype())),
+        };
+        mean.cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() })
     }
     /// Product over `axes` (a MUL reduce), in this tensor's dtype.
     pub fn prod(&self, axes: impl Axes, keepdim: bool) -> Tensor {

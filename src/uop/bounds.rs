@@ -32,6 +32,11 @@ pub fn derive_bounds(u: &UOp) -> (i128, i128) {
             }
             _ => full,
         },
+        Ops::DefineVar => match u.arg() {
+            Arg::Var(_, lo, hi) => (*lo as i128, *hi as i128),
+            _ => full,
+        },
+        Ops::Bind => s(0),
         Ops::Range | Ops::Special => (0, (u.src()[0].vmax() - 1).max(0)),
         Ops::Add => corners(s(0), s(1), i128::checked_add),
         Ops::Sub => corners(s(0), s(1), i128::checked_sub),

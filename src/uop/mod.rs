@@ -11,9 +11,11 @@ pub mod symbolic;
 #[allow(clippy::module_inception)]
 pub mod uop;
 pub mod valid;
+pub mod variable;
 pub mod wmma;
 
 pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};
 pub use rewrite::{graph_rewrite, substitute, substitute_outside};
 pub use uop::{Arg, AxisKind, BufferRef, Call, ConstValue, FastHasher, Special, StoreMode, UOp, UOpMap, WeakUOp};
+pub use variable::{BoundVar, Sint, Variable};

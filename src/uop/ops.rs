@@ -85,6 +85,13 @@ pub enum Ops {
     // type changes
     Cast,
     Bitcast,
+    // symbolic sizes (last, so that adding them left the other ops' hashes alone)
+    /// A symbolic integer (`Arg::Var`: name, min, max): a size or offset known only when the
+    /// graph runs. In a kernel it is a parameter, so one program serves every value.
+    DefineVar,
+    /// A DEFINE_VAR (`src[0]`) with its value for this run (`src[1]`, a CONST). Realize strips
+    /// it before scheduling, so caches key on the variable, not the value.
+    Bind,
 }
 
 impl Ops {
@@ -142,6 +149,7 @@ impl Ops {
             Ops::ReduceAxis => "REDUCE_AXIS".into(),
             Ops::DefineReg => "DEFINE_REG".into(),
             Ops::DefineLocal => "DEFINE_LOCAL".into(),
+            Ops::DefineVar => "DEFINE_VAR".into(),
             _ => format!("{self:?}").to_ascii_uppercase(),
         }
     }

@@ -23,6 +23,7 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::Call(call, params) => format!("{call:?}{params:?}"),
         Arg::NoLocals => "NOLOCALS".into(),
         Arg::Wmma(tc) => tc.name.into(),
+        Arg::Var(name, lo, hi) => format!("{name}[{lo}-{hi}]"),
     }
 }
 

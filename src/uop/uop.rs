@@ -181,6 +181,8 @@ pub enum Arg {
     NoLocals,
     /// WMMA: the tensor-core instruction.
     Wmma(&'static super::wmma::TensorCore),
+    /// DEFINE_VAR: the variable's name and the range its values lie in (inclusive).
+    Var(String, i64, i64),
 }
 
 /// A shared device buffer compared and hashed by identity.
@@ -269,6 +271,7 @@ pub struct Node {
     key: u64,
     serial: u64,
     shape: OnceLock<Option<Vec<usize>>>,
+    sym_dims: OnceLock<Option<Vec<Option<UOp>>>>,
     bounds: OnceLock<(i128, i128)>,
 }
 
@@ -343,7 +346,17 @@ impl UOp {
         }
         static CREATED: AtomicU64 = AtomicU64::new(0);
         let serial = CREATED.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::new(Node { op, dtype, src, arg, key, serial, shape: OnceLock::new(), bounds: OnceLock::new() });
+        let node = Arc::new(Node {
+            op,
+            dtype,
+            src,
+            arg,
+            key,
+            serial,
+            shape: OnceLock::new(),
+            sym_dims: OnceLock::new(),
+            bounds: OnceLock::new(),
+        });
         bucket.push(Arc::downgrade(&node));
         UOp(node)
     }
@@ -468,6 +481,24 @@ impl UOp {
     /// Tensor-level shape, derived from the sources and cached. `None` for kernel-level nodes.
     pub fn shape(&self) -> Option<&[usize]> {
         self.0.shape.get_or_init(|| super::shape::derive_shape(self)).as_deref()
+    }
+    /// The symbolic sizes of a tensor node's axes (`None` for an axis whose size is its shape's
+    /// number); `None` when every axis is a number. The shape holds their upper bounds.
+    pub fn sym_dims(&self) -> Option<&[Option<UOp>]> {
+        // sources first, without recursion: a lazy chain can be deeper than the stack
+        let mut stack = vec![(self.clone(), false)];
+        while let Some((u, ready)) = stack.pop() {
+            if u.0.sym_dims.get().is_some() {
+                continue;
+            }
+            if ready {
+                let _ = u.0.sym_dims.set(super::shape::derive_sym_dims(&u));
+                continue;
+            }
+            stack.push((u.clone(), true));
+            stack.extend(u.src().iter().filter(|s| s.0.sym_dims.get().is_none()).map(|s| (s.clone(), false)));
+        }
+        self.0.sym_dims.get().and_then(Option::as_deref)
     }
     /// The shape, panicking with the op's name for a node that has none.
     pub fn sh(&self) -> &[usize] {

@@ -21,6 +21,7 @@ use crate::renderer::Target;
 use crate::runtime::{Buffer, Device, Program};
 use crate::uop::print::render_tree;
 use crate::uop::uop::stable_hash;
+use crate::uop::variable::kernel_vars;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// The most lanes (product of UPCAST and UNROLL sizes) a candidate may have (tinygrad's
@@ -189,7 +190,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
                 Ok(c) if c.ops > least_ops.saturating_mul(MAX_OPS_RATIO) || !seen_srcs.insert(c.src) => continue,
                 Ok(c) => {
                     least_ops = least_ops.min(c.ops);
-                    c.program
+                    c
                 }
                 Err(e) => {
                     if debug() >= 3 {
@@ -200,7 +201,7 @@ fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name:
                 }
             };
             let best = timed.iter().map(|t| t.time).fold(beam[0].time, f64::min);
-            c.time = time_program(program.as_ref(), bufs, best * EARLY_STOP)?;
+            c.time = time_program(&program, bufs, best * EARLY_STOP)?;
             timed.push(c);
         }
         let timed_now = timed.len();
@@ -249,8 +250,8 @@ fn confirm(
     let [Ok(w), Ok(h)] = &compiled[..] else { return Ok(winner) };
     let (mut tw, mut th) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..CONFIRM_ROUNDS {
-        tw = tw.min(time_program(w.program.as_ref(), bufs, f64::INFINITY)?);
-        th = th.min(time_program(h.program.as_ref(), bufs, f64::INFINITY)?);
+        tw = tw.min(time_program(w, bufs, f64::INFINITY)?);
+        th = th.min(time_program(h, bufs, f64::INFINITY)?);
     }
     if debug() >= 2 {
         eprintln!("BEAM {}: confirmed {:.2} us vs the heuristics' {:.2} us", name.for_debug(), tw * 1e6, th * 1e6);
@@ -330,6 +331,8 @@ struct Compiled {
     /// Arithmetic ops one run performs.
     ops: u64,
     program: Arc<dyn Program>,
+    /// The values its variables are timed at: their largest.
+    vals: Vec<i64>,
 }
 
 /// Render and compile every candidate on `dev`, on one thread per core.
@@ -348,6 +351,7 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
                         src: stable_hash(&spec.src),
                         ops: spec.ops,
                         program,
+                        vals: kernel_vars(&spec.uops).iter().map(|v| v.vmax() as i64).collect(),
                     }),
                 });
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(compiled);
@@ -358,12 +362,12 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
     results.into_iter().map(|r| r.expect("every candidate is compiled")).collect()
 }
 
-/// The fastest run of `program` on `bufs`, in seconds (`RUNS` says how many run); a run slower
-/// than `stop` ends them.
-fn time_program(program: &dyn Program, bufs: &[Arc<Buffer>], stop: f64) -> Result<f64> {
+/// The fastest run of `c` on `bufs`, in seconds (`RUNS` says how many run); a run slower than
+/// `stop` ends them.
+fn time_program(c: &Compiled, bufs: &[Arc<Buffer>], stop: f64) -> Result<f64> {
     let (mut best, mut total) = (f64::INFINITY, 0.0);
     for run in 1..=MAX_RUNS {
-        let t = program.run(bufs)?.as_secs_f64();
+        let t = c.program.run(bufs, &c.vals)?.as_secs_f64();
         (best, total) = (best.min(t), total + t);
         if t > stop || (run >= RUNS && total >= MIN_TIMING) {
             break;

@@ -1,0 +1,153 @@
+//! Variables (symbolic shapes): one compiled program serves every value, results equal exact
+//! math on both devices, and the JIT replays with new values.
+
+mod common;
+
+use common::devices;
+use lazygrad::engine::realize::programs_made;
+use lazygrad::{Jit, Sint, Tensor, Variable};
+
+/// The tests run one at a time: they count the programs this process makes.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 0, 1, ..., n-1 as float32 on `dev`.
+fn ramp(n: usize, dev: &str) -> Tensor {
+    Tensor::from_vec((0..n).map(|i| i as f32).collect(), &[n]).to(dev).realize()
+}
+
+#[test]
+fn one_program_sums_every_length() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(100, dev);
+        let n = Variable::new("n", 1, 100);
+        let sum = |len: usize| x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len)))]).sum(0, false);
+        sum(1).realize();
+        let made = programs_made();
+        for len in 1..=100 {
+            let got = sum(len).item::<f32>();
+            assert_eq!(got, (len * (len - 1) / 2) as f32, "{dev}: sum of 0..{len}");
+        }
+        assert_eq!(programs_made(), made, "{dev}: a new length compiled a new program");
+    }
+}
+
+#[test]
+fn softmax_and_mean_over_a_variable_axis() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::from_vec((0..64).map(|i| ((i * 7 % 13) as f32) * 0.25).collect(), &[2, 32]).to(dev).realize();
+        let n = Variable::new("cols", 1, 32);
+        for len in [1, 5, 17, 32] {
+            let part = x.shrink_sym(&[(Sint::Int(0), Sint::Int(2)), (Sint::Int(0), Sint::from(&n.bind(len)))]);
+            assert_eq!(part.dims()[1], Sint::from(&n.bind(len)));
+            let soft = part.softmax(-1).sum(1, false).to_vec::<f32>();
+            let mean = part.mean(1, false).to_vec::<f32>();
+            let host: Vec<f32> = x.to_vec();
+            for r in 0..2 {
+                let row: Vec<f64> = (0..len).map(|c| host[r * 32 + c] as f64).collect();
+                let expect_mean = row.iter().sum::<f64>() / len as f64;
+                assert!((soft[r] - 1.0).abs() < 1e-6, "{dev} len {len}: softmax row sums to {}", soft[r]);
+                assert!(
+                    (mean[r] as f64 - expect_mean).abs() < 1e-6,
+                    "{dev} len {len}: mean {} vs {expect_mean}",
+                    mean[r]
+                );
+            }
+        }
+    }
+}
+
+/// Attention of one query over the first `len` rows of a key and value cache, as a decode step
+/// computes it.
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, len: &Sint) -> Tensor {
+    let (k, v) = (
+        k.shrink_sym(&[(Sint::Int(0), len.clone()), (Sint::Int(0), Sint::Int(4))]),
+        v.shrink_sym(&[(Sint::Int(0), len.clone()), (Sint::Int(0), Sint::Int(4))]),
+    );
+    let scores = q.reshape(&[1, 4]).matmul(&k.T()).softmax(-1);
+    scores.matmul(&v).reshape(&[4])
+}
+
+/// The same attention in f64 on the host.
+fn attend_host(q: &[f32], k: &[f32], v: &[f32], len: usize) -> Vec<f64> {
+    let scores: Vec<f64> = (0..len).map(|j| (0..4).map(|d| q[d] as f64 * k[j * 4 + d] as f64).sum()).collect();
+    let top = scores.iter().cloned().fold(f64::MIN, f64::max);
+    let e: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+    let total: f64 = e.iter().sum();
+    (0..4).map(|d| (0..len).map(|j| e[j] / total * v[j * 4 + d] as f64).sum()).collect()
+}
+
+#[test]
+fn jit_replays_attention_at_every_length() {
+    let _serial = serial();
+    for dev in devices() {
+        let data = |seed: usize, n: usize| -> Vec<f32> {
+            (0..n).map(|i| (((i * 31 + seed * 17) % 23) as f32 - 11.0) / 8.0).collect()
+        };
+        let (qd, kd, vd) = (data(1, 4), data(2, 400), data(3, 400));
+        let q = Tensor::from_vec(qd.clone(), &[4]).to(dev).realize();
+        let k = Tensor::from_vec(kd.clone(), &[100, 4]).to(dev).realize();
+        let v = Tensor::from_vec(vd.clone(), &[100, 4]).to(dev).realize();
+        let pos = Variable::new("pos", 1, 100);
+        let mut step = Jit::new(|inputs: &[Tensor]| {
+            let len = Sint::from(&inputs[1].as_var().expect("a bound variable"));
+            vec![attend(&inputs[0], &k, &v, &len)]
+        });
+        let made = programs_made();
+        for len in 1..=100 {
+            let out = step.call(&[q.clone(), Tensor::from_var(&pos.bind(len))]).unwrap().remove(0).to_vec::<f32>();
+            let expect = attend_host(&qd, &kd, &vd, len);
+            for d in 0..4 {
+                assert!((out[d] as f64 - expect[d]).abs() < 1e-5, "{dev} len {len}: {out:?} vs {expect:?}");
+            }
+            if len == 1 {
+                assert!(programs_made() > made, "{dev}: the first call compiles");
+            }
+        }
+        let after_first = programs_made();
+        step.call(&[q.clone(), Tensor::from_var(&pos.bind(7))]).unwrap();
+        assert_eq!(programs_made(), after_first, "{dev}: a replay compiled");
+    }
+}
+
+#[test]
+fn a_variable_offset_writes_and_reads_one_row() {
+    let _serial = serial();
+    for dev in devices() {
+        let cache = Tensor::zeros(&[8, 4]).to(dev).contiguous().realize();
+        let table = ramp(32, dev).reshape(&[8, 4]);
+        let pos = Variable::new("pos", 0, 7);
+        for p in [3usize, 0, 7] {
+            let at = |t: &Tensor| {
+                t.shrink_sym(&[(Sint::from(&pos.bind(p)), &pos.bind(p) + 1), (Sint::Int(0), Sint::Int(4))])
+            };
+            let row = at(&table) * 2.0;
+            at(&cache).assign(&row).realize();
+        }
+        let got = cache.to_vec::<f32>();
+        for r in 0..8 {
+            for c in 0..4 {
+                let expect = if [0, 3, 7].contains(&r) { 2.0 * (r * 4 + c) as f32 } else { 0.0 };
+                assert_eq!(got[r * 4 + c], expect, "{dev}: cache[{r}][{c}]");
+            }
+        }
+    }
+}
+
+#[test]
+fn symbolic_shapes_reject_what_they_cannot_do() {
+    let _serial = serial();
+    let n = Variable::new("n", 1, 10);
+    let x = Tensor::zeros(&[10, 3]).shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(4))), (Sint::Int(0), Sint::Int(3))]);
+    assert_eq!(x.shape(), vec![10, 3], "the shape holds the upper bound");
+    assert!(x.try_reshape(&[30]).is_err(), "merging a symbolic axis");
+    assert_eq!(x.reshape(&[10, 1, 3]).dims()[0], Sint::from(&n.bind(4)), "a unit axis keeps it");
+    let pad = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| x.pad(&[(1, 0), (0, 0)])));
+    assert!(pad.is_err(), "padding a symbolic axis");
+    let bind = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| n.bind(11)));
+    assert!(bind.is_err(), "a value outside the range");
+}
