@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
 //! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `linear`, `conv2d`,
-//! `eager_op`, `mnist`, `mlp`, `llama`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! `matvec`, `eager_op`, `mnist`, `mlp`, `llama`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
 //! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
@@ -51,6 +51,9 @@ const MLP_BATCH: usize = 128;
 const EAGER_OPS: usize = 1000;
 /// The linear layer's batch, input and output features.
 const LINEAR: (usize, usize, usize) = (256, 768, 768);
+/// The decode step's matrix-vector products, `(out, in)` of the weight: a LLaMA layer's FFN
+/// (SmolLM2's 576 -> 1536) and SmolLM2's output projection over its 49152 tokens.
+const MATVECS: [(usize, usize); 2] = [(1536, 576), (49152, 576)];
 /// Tokens of the LLaMA prefill (ids `LLAMA_FIRST_ID..`, as tools/llama_bench_torch.py feeds
 /// transformers) and of its greedy decode after it.
 const LLAMA_PREFILL: usize = 256;
@@ -180,6 +183,19 @@ fn linear() -> lazygrad::Result<()> {
     let (x, w) = (realized_rand(&[batch, k]), realized_rand(&[n, k]));
     let seconds = best_kernel_seconds(20, None, || x.matmul(&w.transpose(0, 1)))?;
     report("linear", 2.0 * (batch * k * n) as f64 / seconds * 1e-9, "GFLOP/s");
+    Ok(())
+}
+
+/// One token through a linear layer, `x @ w.T` with `x` one row: GB/s of weight read, the
+/// caches emptied before each run (a model's weights do not stay in them from one token to the
+/// next, and the product is bound by reading them).
+fn matvec() -> lazygrad::Result<()> {
+    let evict = realized_rand(&[EVICT_LEN]);
+    for (out, inp) in MATVECS {
+        let (x, w) = (realized_rand(&[1, inp]), realized_rand(&[out, inp]));
+        let seconds = best_kernel_seconds(20, Some(&evict), || x.matmul(&w.transpose(0, 1)))?;
+        report(&format!("matvec_{out}x{inp}"), (out * inp * 4) as f64 / seconds * 1e-9, "GB/s");
+    }
     Ok(())
 }
 
@@ -354,6 +370,7 @@ const WORKLOADS: &[Workload] = &[
     ("copy_elementwise", copy_elementwise),
     ("sum", sum),
     ("linear", linear),
+    ("matvec", matvec),
     ("conv2d", conv2d),
     ("eager_op", eager_op),
     ("mnist_step", mnist_step),

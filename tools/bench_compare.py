@@ -42,6 +42,7 @@ MATMUL_SIZES = (256, 512, 1000, 1024, 2048)
 CONV = dict(n=16, c=64, hw=32)  # conv2d 3x3, padding 1, C -> C
 EAGER_OPS = 1000  # timed calls of the eager op (examples/bench.rs EAGER_OPS)
 LINEAR = (256, 768, 768)  # x @ w.T: batch, input and output features (examples/bench.rs LINEAR)
+MATVECS = ((1536, 576), (49152, 576))  # one row through x @ w.T: w's (out, in) (examples/bench.rs MATVECS)
 MNIST_BATCH, MLP_BATCH = 512, 128
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,6 +54,8 @@ ROWS = [
     ("elementwise_reads", "sum(relu(a*b+c)) 16M f32: its reads alone", "GB/s"),
     ("sum", "sum 16M f32", "GB/s"),
     ("linear", "linear x @ w.T, 256x768 @ (768x768).T", "GFLOP/s"),
+    ("matvec_1536x576", "matvec 1x576 @ (1536x576).T, weight from DRAM (a decode step's FFN)", "GB/s"),
+    ("matvec_49152x576", "matvec 1x576 @ (49152x576).T, weight from DRAM (SmolLM2's output)", "GB/s"),
     ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
     ("eager_op", "eager relu(a + b) on 64x64, realized alone", "us"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
@@ -136,6 +139,15 @@ def report_linear(seconds):
     report("linear", 2 * batch * k * n / seconds * 1e-9, "GFLOP/s")
 
 
+def report_matvecs(rng_matrix, product, evict):
+    """The matvec rows: `product(x, w)` of one row `x` and each weight of `MATVECS` (made by
+    `rng_matrix(rows, cols)`), GB/s of weight read, the caches emptied before each run."""
+    for out, inp in MATVECS:
+        x, w = rng_matrix(1, inp), rng_matrix(out, inp)
+        seconds = best_seconds(lambda: product(x, w), 20, before=evict)
+        report(f"matvec_{out}x{inp}", out * inp * 4 / seconds * 1e-9, "GB/s")
+
+
 def report_conv(seconds):
     n, c, hw = CONV["n"], CONV["c"], CONV["hw"]
     report("conv2d", 2 * n * c * hw * hw * c * 9 / seconds * 1e-9, "GFLOP/s")
@@ -159,6 +171,7 @@ def run_numpy():
     batch, k, n = LINEAR
     x, w = rng.random((batch, k), dtype=np.float32), rng.random((n, k), dtype=np.float32)
     report_linear(best_seconds(lambda: x @ w.T, 20))
+    report_matvecs(lambda r, c: rng.random((r, c), dtype=np.float32), lambda x, w: x @ w.T, evict)
     a, b = rng.random((64, 64), dtype=np.float32), rng.random((64, 64), dtype=np.float32)
     report("eager_op", median_seconds(lambda: np.maximum(a + b, 0), EAGER_OPS, 50) * 1e6, "us")
 
@@ -209,6 +222,7 @@ def run_torch():
     batch, k, n = LINEAR
     x, w = torch.rand(batch, k), torch.rand(n, k)
     report_linear(best_seconds(lambda: F.linear(x, w), 20))
+    report_matvecs(torch.rand, F.linear, evict)
     a, b = torch.rand(64, 64), torch.rand(64, 64)
     report("eager_op", median_seconds(lambda: torch.relu(a + b), EAGER_OPS, 50) * 1e6, "us")
     x, w = torch.rand(CONV["n"], CONV["c"], CONV["hw"], CONV["hw"]), torch.rand(CONV["c"], CONV["c"], 3, 3)
