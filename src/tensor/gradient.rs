@@ -123,6 +123,16 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
                 vec![None, Some(dx), Some(dw)]
             }
             Arg::Call(f, _) => vec![None, Some(g * super::transcendental::derivative(*f, &s[1], k))],
+            Arg::Function(f) => {
+                let traced = &f.0;
+                let backward = traced.backward.get_or_init(|| trace_backward(traced, g.device()));
+                let inputs: Vec<UOp> = s[1..].iter().map(Tensor::uop).collect();
+                let grad_in = (&traced.grad_in, &g.uop());
+                let bind = |b: &UOp| super::function::bind_stand_ins(b, &traced.params, &inputs, Some(grad_in));
+                let grads =
+                    backward.iter().zip(&s[1..]).map(|(b, x)| b.as_ref().map(|b| x.lift(bind(b)).reshape(&x.shape())));
+                std::iter::once(None).chain(grads).collect()
+            }
             arg => panic!("gradient: no backward rule for CALL {arg:?}"),
         }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
@@ -141,6 +151,15 @@ impl Tensor {
         let src: Vec<UOp> = std::iter::once(self.uop()).chain(inputs.iter().map(|t| t.uop())).collect();
         self.lift(UOp::new(Ops::Call, self.dtype(), src, Arg::Call(f, params)))
     }
+}
+
+/// Each input's gradient of traced function `f`, as a graph over its stand-ins and the stand-in
+/// of the gradient arriving at its body.
+fn trace_backward(f: &crate::uop::function::TracedFunction, device: &str) -> Vec<Option<UOp>> {
+    let seed = UOp::new(Ops::Reshape, f.grad_in.dtype(), vec![f.grad_in.clone()], Arg::Shape(f.body.sh().to_vec()));
+    let targets: HashSet<UOp> = f.params.iter().cloned().collect();
+    let grads = compute_gradient(&f.body, &seed, &targets, device);
+    f.params.iter().map(|p| grads.get(p).cloned()).collect()
 }
 
 /// The nodes gradients may pass through from `root`, sources first: a BUFFER with an origin

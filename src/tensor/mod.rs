@@ -3,6 +3,7 @@
 mod conv;
 mod creation;
 mod elementwise;
+pub mod function;
 mod functional;
 mod gradient;
 mod indexing;

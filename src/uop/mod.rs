@@ -2,6 +2,7 @@
 
 pub mod bounds;
 pub mod exec;
+pub mod function;
 pub mod ops;
 pub mod pattern;
 pub mod print;

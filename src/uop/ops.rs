@@ -17,9 +17,9 @@ pub enum Ops {
     Detach,
     Copy,
     Assign,
-    /// A named tensor function (`Arg::Call`): its value is `src[0]`, its inputs `src[1..]`, and
-    /// autograd uses the function's own backward rule instead of differentiating `src[0]`.
-    /// Scheduling inlines it.
+    /// A named tensor function (`Arg::Call`, or `Arg::Function` for a traced one): its value is
+    /// `src[0]`, its inputs `src[1..]`, and autograd uses the function's own backward rule
+    /// instead of differentiating `src[0]`. Scheduling inlines it.
     Call,
     // movement
     Reshape,

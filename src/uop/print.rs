@@ -24,6 +24,7 @@ pub fn arg_str(arg: &Arg) -> String {
         Arg::NoLocals => "NOLOCALS".into(),
         Arg::Wmma(tc) => tc.name.into(),
         Arg::Var(name, lo, hi) => format!("{name}[{lo}-{hi}]"),
+        Arg::Function(f) => format!("{f:?}"),
     }
 }
 

@@ -181,6 +181,8 @@ pub enum Arg {
     NoLocals,
     /// WMMA: the tensor-core instruction.
     Wmma(&'static super::wmma::TensorCore),
+    /// CALL of a traced tensor function (`tensor::function`).
+    Function(super::function::FunctionRef),
     /// DEFINE_VAR: the variable's name and the range its values lie in (inclusive).
     Var(String, i64, i64),
 }
