@@ -1,8 +1,9 @@
 """lazygrad beside numpy, PyTorch and tinygrad: one run, one markdown table.
 
 Runs `cargo run --release --example bench` (lazygrad's figures), then the same workloads in
-numpy, PyTorch (eager) and tinygrad (CPU device, clang), each peer in its own process, all on 2
-threads, and prints a table with the done-when ratios; then lazygrad and tinygrad again on the
+numpy, PyTorch (eager) and tinygrad (CPU device, clang), and the LLaMA rows in transformers and
+llama.cpp (tools/llama_bench_torch.py, tools/llama_bench_llamacpp.py), each peer in its own
+process, all on 2 threads, and prints a table with the done-when ratios; then lazygrad and tinygrad again on the
 OpenCL device (`DEV=CL`; PoCL here, OpenCL on the CPU), the matmul and mnist_step workloads alone,
 in a second table with its own ratios (lazygrad CL vs tinygrad CL). Lines `bench <name> <value> <unit>` are
 the protocol between the parts (examples/bench.rs prints the same). Usage, from tools/bench_compare.sh
@@ -62,10 +63,10 @@ ROWS = [
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
-    ("llama_prefill", "SmolLM2-135M prefill, 256 tokens (PyTorch: transformers, batched)", "tok/s"),
-    ("llama_decode", "SmolLM2-135M greedy decode after it (PyTorch: transformers)", "tok/s"),
+    ("llama_prefill", "SmolLM2-135M prefill, 256 tokens (PyTorch: transformers; both peers batched)", "tok/s"),
+    ("llama_decode", "SmolLM2-135M greedy decode after it (PyTorch: transformers; llama.cpp: Q4_1)", "tok/s"),
 ]
-COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad"]
+COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad", "llama.cpp"]
 # the second table: lazygrad and tinygrad on the OpenCL device, these workloads (name prefixes, as
 # examples/bench.rs takes them: "mnist" alone would add its mnist_compile) and their rows
 CL_COLUMNS = ["lazygrad CL", "tinygrad CL"]
@@ -441,6 +442,8 @@ def measure_all(with_beam):
     results["PyTorch"] = run_peer("torch")
     llama = [sys.executable, os.path.join(REPO, "tools", "llama_bench_torch.py")]
     results["PyTorch"].update(collect(llama, pinned_env(), "transformers (tools/llama_bench_torch.py)"))
+    llama_cpp = [sys.executable, os.path.join(REPO, "tools", "llama_bench_llamacpp.py")]
+    results["llama.cpp"] = collect(llama_cpp, pinned_env(), "llama.cpp (tools/llama_bench_llamacpp.py)")
     with tempfile.TemporaryDirectory(prefix="tinygrad-bench-") as cache:
         env = tinygrad_env(os.path.join(cache, "cache.db"))
         results["tinygrad"] = run_peer("tinygrad-cold-start", **env)

@@ -28,6 +28,12 @@ def model_path():
         cache, "models", "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def last_logits(llm):
+    """The logits of the last token evaluated (llama.cpp's own buffer: without `logits_all` the
+    binding keeps no copy)."""
+    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+
+
 def main():
     llm = Llama(model_path=model_path(), n_ctx=PREFILL + DECODE, n_batch=PREFILL, n_threads=THREADS,
                 n_threads_batch=THREADS, verbose=False)
@@ -40,7 +46,7 @@ def main():
         prefill.append(PREFILL / (time.perf_counter() - start))
         start = time.perf_counter()
         for _ in range(DECODE):
-            llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
+            llm.eval([int(np.argmax(last_logits(llm)))])
         decode.append(DECODE / (time.perf_counter() - start))
     print(f"bench llama_prefill {max(prefill):.3f} tok/s")
     print(f"bench llama_decode {max(decode):.3f} tok/s")
