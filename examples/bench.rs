@@ -199,28 +199,32 @@ fn matvec() -> lazygrad::Result<()> {
     Ok(())
 }
 
-/// SmolLM2-135M-Instruct from its GGUF: a 256-token prefill (token by token through the JIT'd
-/// decode step: lazygrad has no batched prefill yet) and 64 greedy decode steps after it.
+/// SmolLM2-135M-Instruct from its GGUF: a 256-token prefill (chunks of `PREFILL_CHUNK` tokens
+/// through the JIT'd prefill) and 64 greedy decode steps after it, best of 3 runs.
 fn llama() -> lazygrad::Result<()> {
     use lazygrad::models::llama::Llama;
     let path =
         lazygrad::models::model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf");
     let (model, _) = Llama::load(&path, LLAMA_PREFILL + LLAMA_DECODE)?;
-    let mut step = model.decode_jit();
-    let start = Instant::now();
-    let mut logits = Tensor::zeros(&[1]);
-    for pos in 0..LLAMA_PREFILL {
-        logits = step.call(&model.step_inputs(LLAMA_FIRST_ID + pos as u32, pos))?.remove(0);
+    let (mut step, mut prefill) = (model.decode_jit(), model.prefill_jit());
+    let prompt: Vec<u32> = (0..LLAMA_PREFILL as u32).map(|i| LLAMA_FIRST_ID + i).collect();
+    // best of 3 runs, as the peers: the first also captures the JITs (compiling their kernels)
+    let (mut prefill_best, mut decode_best) = (0.0f64, 0.0f64);
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut logits = model.prefill_chunked(&prompt, 0, &mut prefill, &mut step)?;
+        logits.realize();
+        prefill_best = prefill_best.max(LLAMA_PREFILL as f64 / start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        for pos in LLAMA_PREFILL..LLAMA_PREFILL + LLAMA_DECODE {
+            let next = logits.argmax(None, false).item::<i32>() as u32;
+            logits = step.call(&model.step_inputs(next, pos))?.remove(0);
+        }
+        logits.realize();
+        decode_best = decode_best.max(LLAMA_DECODE as f64 / start.elapsed().as_secs_f64());
     }
-    logits.realize();
-    report("llama_prefill", LLAMA_PREFILL as f64 / start.elapsed().as_secs_f64(), "tok/s");
-    let start = Instant::now();
-    for pos in LLAMA_PREFILL..LLAMA_PREFILL + LLAMA_DECODE {
-        let next = logits.argmax(None, false).item::<i32>() as u32;
-        logits = step.call(&model.step_inputs(next, pos))?.remove(0);
-    }
-    logits.realize();
-    report("llama_decode", LLAMA_DECODE as f64 / start.elapsed().as_secs_f64(), "tok/s");
+    report("llama_prefill", prefill_best, "tok/s");
+    report("llama_decode", decode_best, "tok/s");
     Ok(())
 }
 

@@ -42,13 +42,10 @@ fn main() -> lazygrad::Result<()> {
         )));
     }
     Tensor::manual_seed(getenv("SEED", 42) as u64);
-    let mut step = model.decode_jit();
+    let (mut step, mut prefill) = (model.decode_jit(), model.prefill_jit());
     let eos = tokenizer.token_to_id("<|im_end|>");
     let start = Instant::now();
-    let mut logits = Tensor::zeros(&[1]);
-    for (pos, &t) in prompt.iter().enumerate() {
-        logits = step.call(&model.step_inputs(t, pos))?.remove(0);
-    }
+    let mut logits = model.prefill_chunked(&prompt, 0, &mut prefill, &mut step)?;
     let prefill_s = start.elapsed().as_secs_f64();
     let (mut reply, start) = (vec![], Instant::now());
     for i in 0..max_tokens {

@@ -20,6 +20,9 @@ use crate::tensor::Tensor;
 use crate::uop::{BoundVar, Sint, Variable};
 use crate::DType;
 
+/// Tokens a prefill JIT (`prefill_jit`) takes at once.
+pub const PREFILL_CHUNK: usize = 32;
+
 /// The sizes of a LLaMA model, from its GGUF metadata (`llama.*`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlamaConfig {
@@ -101,6 +104,8 @@ pub struct Llama {
     /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`,
     /// looked up by position.
     rope: (Tensor, Tensor),
+    /// `0..max_context` as int32 `[max_context, 1]`, stored: the positions of cache rows.
+    positions: Tensor,
     /// The token a decode step reads, and its position.
     token: Variable,
     pos: Variable,
@@ -151,7 +156,8 @@ impl Llama {
         let output_norm = norm(take("output_norm.weight")?);
         let (token, pos) = (Variable::new("token", 0, config.vocab_size - 1), Variable::new("pos", 0, ctx - 1));
         let token_embd = Embedding { weight: token_embd };
-        let model = Llama { token_embd, blocks, output_norm, output, rope, token, pos, config };
+        let positions = Tensor::arange(ctx).reshape(&[ctx as isize, 1]).contiguous().realize();
+        let model = Llama { token_embd, blocks, output_norm, output, rope, positions, token, pos, config };
         // the dequantization's intermediates go back to the system: a decode step reuses none
         crate::runtime::get_device(&crate::runtime::default_device())?.allocator().free_cache();
         Ok((model, meta))
@@ -171,59 +177,137 @@ impl Llama {
         })
     }
 
+    /// The inputs of a prefill (and of `prefill_jit`'s calls): each of `tokens` and the
+    /// position `start` of the first, as bound variables (`start`'s range leaves room for the
+    /// tokens in the cache).
+    pub fn prefill_inputs(&self, tokens: &[u32], start: usize) -> Vec<Tensor> {
+        let room = self.config.max_context.checked_sub(tokens.len());
+        let room = room
+            .unwrap_or_else(|| panic!("prefill: {} tokens pass the cache's {}", tokens.len(), self.config.max_context));
+        let vocab = self.config.vocab_size - 1;
+        let token = |(i, &t): (usize, &u32)| Variable::new(&format!("token{i}"), 0, vocab).bind(t as usize);
+        let vars: Vec<BoundVar> =
+            tokens.iter().enumerate().map(token).chain([Variable::new("pos", 0, room).bind(start)]).collect();
+        vars.iter().map(Tensor::from_var).collect()
+    }
+
+    /// A JIT over `prefill` of a fixed number of tokens: call it with `prefill_inputs`.
+    pub fn prefill_jit(&self) -> Jit<impl FnMut(&[Tensor]) -> Vec<Tensor> + '_> {
+        Jit::new(|io: &[Tensor]| {
+            let vars: Vec<BoundVar> =
+                io.iter().map(|t| t.as_var().expect("prefill inputs are bound variables (prefill_inputs)")).collect();
+            let (start, tokens) = vars.split_last().expect("a prefill's inputs end with its start");
+            vec![self.prefill(tokens, start)]
+        })
+    }
+
+    /// The logits after `tokens` from position `start`, computed now: whole chunks of
+    /// `PREFILL_CHUNK` tokens through `prefill` (one JIT, `jit`), the rest through the decode
+    /// step (`step`, a `decode_jit`).
+    pub fn prefill_chunked<P, D>(
+        &self,
+        tokens: &[u32],
+        start: usize,
+        jit: &mut Jit<P>,
+        step: &mut Jit<D>,
+    ) -> Result<Tensor>
+    where
+        P: FnMut(&[Tensor]) -> Vec<Tensor>,
+        D: FnMut(&[Tensor]) -> Vec<Tensor>,
+    {
+        let mut logits = None;
+        let whole = tokens.len() / PREFILL_CHUNK * PREFILL_CHUNK;
+        for (i, chunk) in tokens[..whole].chunks(PREFILL_CHUNK).enumerate() {
+            logits = Some(jit.call(&self.prefill_inputs(chunk, start + i * PREFILL_CHUNK))?.remove(0));
+        }
+        for (i, &t) in tokens[whole..].iter().enumerate() {
+            logits = Some(step.call(&self.step_inputs(t, start + whole + i))?.remove(0));
+        }
+        logits.ok_or_else(|| Error::Invalid("prefill: no tokens".into()))
+    }
+
     /// One decode step, lazily: `token` at position `pos` (below `max_context`) goes into every
-    /// layer's KV cache, and the logits of the next token come out, `[vocab]` float32. The
-    /// caches' rows `0..=pos` are rewritten in place (row `pos` with the new key and value) as
-    /// part of computing the logits.
+    /// layer's KV cache, and the logits of the next token come out, `[vocab]` float32. Reads the
+    /// token's row of the embedding by its variable.
     pub fn decode_step(&self, token: &BoundVar, pos: &BoundVar) -> Tensor {
+        self.prefill(std::slice::from_ref(token), pos)
+    }
+
+    /// A prefill, lazily: `tokens` at positions `start..start + T` go into every layer's KV
+    /// cache in one pass (each attending to the cache and to the tokens before it), and the
+    /// logits after the last come out, `[vocab]` float32. Each token's embedding row is read by
+    /// its variable.
+    pub fn prefill(&self, tokens: &[BoundVar], start: &BoundVar) -> Tensor {
+        let width = Sint::Int(self.config.dim);
+        let row =
+            |t: &BoundVar| self.token_embd.weight.shrink_sym(&[(Sint::from(t), t + 1), (Sint::Int(0), width.clone())]);
+        let rows: Vec<Tensor> = tokens.iter().map(row).collect();
+        // stored: every layer's residual sum reads it
+        self.forward(Tensor::cat(&rows.iter().collect::<Vec<_>>(), 0).contiguous(), start)
+    }
+
+    /// The model over embedded tokens `x` (`[T, dim]`) at positions `start..start + T`: each
+    /// layer rewrites its caches' rows `0..start + T` in place (the last T with the new keys and
+    /// values) and attends over them, causally; the logits of the last position come out.
+    fn forward(&self, mut x: Tensor, start: &BoundVar) -> Tensor {
         let c = &self.config;
-        let (hd, ctx, kv_dim) = (c.head_dim(), c.max_context, c.n_kv_heads * c.head_dim());
-        let (nh, nkv) = (c.n_heads as isize, c.n_kv_heads as isize);
-        let row = |table: &Tensor, at: &BoundVar| {
+        let (t, hd, ctx) = (x.shape()[0], c.head_dim(), c.max_context);
+        let (nh, nkv, group) = (c.n_heads, c.n_kv_heads, c.n_heads / c.n_kv_heads);
+        let (first, end) = (Sint::from(start), start + t);
+        let rows = |table: &Tensor| {
             let width = Sint::Int(table.shape()[1]);
-            table.shrink_sym(&[(Sint::from(at), at + 1), (Sint::Int(0), width)])
+            table.shrink_sym(&[(first.clone(), end.clone()), (Sint::Int(0), width)])
         };
-        let (cos, sin) = (row(&self.rope.0, pos), row(&self.rope.1, pos));
-        // the cache rows the step attends to, and which of them it writes
-        let filled = |t: &Tensor| {
-            let width = Sint::Int(t.shape()[1]);
-            t.shrink_sym(&[(Sint::Int(0), pos + 1), (Sint::Int(0), width)])
+        let (cos, sin) = (rows(&self.rope.0), rows(&self.rope.1));
+        // the cache rows the tokens attend to, `0..end`, and which of them are theirs
+        let filled = |cache: &Tensor| {
+            let width = Sint::Int(cache.shape()[1]);
+            cache.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), width)])
         };
-        let position = Tensor::from_var(pos).cast(DType::INT32);
-        let here = filled(&Tensor::arange(ctx).reshape(&[ctx as isize, 1])).eq(&position);
-        let rotate = |x: Tensor, heads: isize| {
-            // adjacent pairs (a, b) turn by the position's angles
-            let pairs = x.reshape(&[heads, (hd / 2) as isize, 2]);
-            let (a, b) = (
-                pairs.shrink(&[(0, heads as usize), (0, hd / 2), (0, 1)]),
-                pairs.shrink(&[(0, heads as usize), (0, hd / 2), (1, 2)]),
-            );
-            let (cos, sin) = (cos.reshape(&[1, (hd / 2) as isize, 1]), sin.reshape(&[1, (hd / 2) as isize, 1]));
-            Tensor::cat(&[&(&a * &cos - &(&b * &sin)), &(&a * &sin + &(&b * &cos))], 2)
-                .reshape(&[1, heads * hd as isize])
+        let key_pos = filled(&self.positions);
+        let new_row = key_pos.ge(Tensor::from_var(start).cast(DType::INT32));
+        // a token attends to the rows up to its own (one token: every row)
+        let causal =
+            (t > 1).then(|| key_pos.reshape(&[1, -1]).le(rows(&self.positions)).reshape(&[1, 1, t as isize, -1]));
+        // new rows `r` of a cache hold row `r - start` of `new`: one row broadcasts; more are
+        // stored (not recomputed for every cache row), padded by a cache's length on both sides
+        // and shifted by the symbolic start
+        let placed = |new: &Tensor| {
+            if t == 1 {
+                return new.clone();
+            }
+            let width = Sint::Int(new.shape()[1]);
+            let padded = new.contiguous().pad(&[(ctx, ctx), (0, 0)]);
+            padded.shrink_sym(&[(Sint::Int(ctx) - start, Sint::Int(ctx + t)), (Sint::Int(0), width)])
         };
-        let mut x = row(&self.token_embd.weight, token);
+        let rotate = |x: Tensor, heads: usize| {
+            // adjacent pairs (a, b) turn by each position's angles
+            let pairs = x.reshape(&[t, heads, hd / 2, 2]);
+            let half = |i: usize| pairs.shrink(&[(0, t), (0, heads), (0, hd / 2), (i, i + 1)]);
+            let (a, b) = (half(0), half(1));
+            let (cos, sin) = (cos.reshape(&[t, 1, hd / 2, 1]), sin.reshape(&[t, 1, hd / 2, 1]));
+            Tensor::cat(&[&(&a * &cos - &(&b * &sin)), &(&a * &sin + &(&b * &cos))], 3).reshape(&[t, heads * hd])
+        };
         for b in &self.blocks {
             let h = b.attn_norm.forward(&x);
-            let q = rotate(b.attn_q.forward(&h), nh);
-            let k = rotate(b.attn_k.forward(&h), nkv);
+            // the projections stored before they rotate: each rotated pair reads two of them
+            let q = rotate(b.attn_q.forward(&h).contiguous(), nh);
+            let k = rotate(b.attn_k.forward(&h).contiguous(), nkv);
             let v = b.attn_v.forward(&h);
-            // this position's row of each cache replaced by the new key and value
-            let keys = filled(&b.cache_k).assign(&here.where_(&k, filled(&b.cache_k)));
-            let values = filled(&b.cache_v).assign(&here.where_(&v, filled(&b.cache_v)));
-            debug_assert_eq!(keys.shape(), [ctx, kv_dim]);
+            let keys = filled(&b.cache_k).assign(&new_row.where_(placed(&k), filled(&b.cache_k)));
+            let values = filled(&b.cache_v).assign(&new_row.where_(placed(&v), filled(&b.cache_v)));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
-            let group = nh / nkv;
-            let q = q.reshape(&[nkv, group, 1, hd as isize]);
-            let kh = keys.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
-            let vh = values.reshape(&[ctx as isize, nkv, 1, hd as isize]).permute(&[1, 2, 0, 3]);
-            let attended = q.scaled_dot_product_attention(&kh, &vh, None, false);
-            x = &x + &b.attn_output.forward(&attended.reshape(&[1, c.dim as isize]));
+            let q = q.reshape(&[t, nkv, group, hd]).permute(&[1, 2, 0, 3]);
+            let heads = |cache: &Tensor| cache.reshape(&[ctx, nkv, 1, hd]).permute(&[1, 2, 0, 3]);
+            let attended = q.scaled_dot_product_attention(&heads(&keys), &heads(&values), causal.as_ref(), false);
+            let attended = attended.permute(&[2, 0, 1, 3]).reshape(&[t, c.dim]);
+            x = &x + &b.attn_output.forward(&attended);
             let h = b.ffn_norm.forward(&x);
             let gated = b.ffn_gate.forward(&h).silu() * &b.ffn_up.forward(&h);
             x = &x + &b.ffn_down.forward(&gated);
         }
-        self.output.forward(&self.output_norm.forward(&x)).reshape(&[c.vocab_size as isize])
+        let last = x.shrink(&[(t - 1, t), (0, c.dim)]);
+        self.output.forward(&self.output_norm.forward(&last)).reshape(&[c.vocab_size as isize])
     }
 }
 

@@ -214,6 +214,11 @@ impl Tensor {
         if order.iter().enumerate().all(|(i, &o)| i == o) {
             return self.clone();
         }
+        // moving only axes of size 1 keeps the elements in order: a reshape
+        let moved: Vec<usize> = order.iter().copied().filter(|&a| shape[a] != 1).collect();
+        if moved.windows(2).all(|w| w[0] < w[1]) {
+            return self.reshape(&order.iter().map(|&a| shape[a]).collect::<Vec<_>>());
+        }
         self.movement(Ops::Permute, Arg::Axes(order))
     }
     /// Pad each axis with `(before, after)` zeros.

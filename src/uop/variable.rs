@@ -8,7 +8,7 @@
 //! passes the value as a kernel parameter.
 
 use std::fmt;
-use std::ops::Add;
+use std::ops::{Add, Sub};
 
 use super::ops::Ops;
 use super::symbolic::simplify;
@@ -150,6 +150,12 @@ impl<T: Into<Sint>> Add<T> for Sint {
     type Output = Sint;
     fn add(self, rhs: T) -> Sint {
         Sint::from_uop(&self.uop().alu(Ops::Add, &[&rhs.into().uop()]))
+    }
+}
+impl<T: Into<Sint>> Sub<T> for Sint {
+    type Output = Sint;
+    fn sub(self, rhs: T) -> Sint {
+        Sint::from_uop(&self.uop().alu(Ops::Add, &[&rhs.into().uop().alu(Ops::Neg, &[])]))
     }
 }
 impl<T: Into<Sint>> Add<T> for &BoundVar {
