@@ -151,3 +151,16 @@ fn symbolic_shapes_reject_what_they_cannot_do() {
     let bind = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| n.bind(11)));
     assert!(bind.is_err(), "a value outside the range");
 }
+
+#[test]
+fn a_bound_variable_is_a_value_too() {
+    let _serial = serial();
+    let n = Variable::new("n", 0, 1000);
+    for dev in devices() {
+        let ramp = Tensor::arange(4).to(dev);
+        for v in [0usize, 7, 1000] {
+            let value = Tensor::from_var(&n.bind(v)).cast(lazygrad::DType::INT32).to(dev);
+            assert_eq!((&ramp + &value).to_vec::<i32>(), (0..4).map(|i| i + v as i32).collect::<Vec<_>>(), "{dev}");
+        }
+    }
+}
