@@ -98,6 +98,19 @@ fn load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
 }
 
 /// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
+/// The reduce loops of symbolic size (`kernel_ranges` leaves them out): id and largest size.
+fn symbolic_reduces(ast: &UOp) -> Vec<(usize, usize)> {
+    ast.toposort()
+        .iter()
+        .filter_map(|u| match (u.op(), u.arg()) {
+            (Ops::Range, Arg::Range(id, AxisKind::Reduce)) if u.src()[0].const_int_value().is_none() => {
+                Some((*id, u.src()[0].vmax().max(1) as usize))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
@@ -113,7 +126,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     }
     let (vl, threads, max_accumulators) = (target.float_lanes(), target.threads, max_accumulators(target));
     let unpadded = kernel_ranges(ast);
-    let reduce_ids: HashSet<usize> = unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).collect();
+    // a reduce over a symbolic size is never split, but the kernel still runs it: its loads
+    // share lanes of the output axes, and its largest size counts as work
+    let symbolic = symbolic_reduces(ast);
+    let reduce_ids: HashSet<usize> =
+        unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).chain(symbolic.iter().map(|r| r.0)).collect();
     let reduce_vector = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
     let reduce_lanes = reduce_vector.map(|(lanes, _)| lanes);
     // the other opts are chosen for the kernel as padded
@@ -129,7 +146,7 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let mut upcast: HashMap<usize, usize> = HashMap::new();
     // the innermost output loop: contiguous in the output, so its lanes make one vector
     let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
-    let work: usize = ranges.iter().map(|r| r.2).product();
+    let work: usize = ranges.iter().map(|r| r.2).chain(symbolic.iter().map(|r| r.1)).product();
     // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
     // along the innermost output axis, else along the innermost axis some load walks (the
     // stores then go lane by lane: channels-last data read channels-first)
