@@ -9,7 +9,7 @@ on first use): `python3 tools/gen_llama_ref.py` (about a minute).
 
 import os
 
-from venv_bootstrap import ensure_torch_venv
+from venv_bootstrap import ensure_torch_venv, llama_gguf
 
 if __name__ == "__main__":
     ensure_torch_venv(__file__)
@@ -29,11 +29,7 @@ STEPS = 64
 def load_model():
     """The tokenizer and the float32 model of the GGUF file tools/setup.sh --models installs
     (or LLAMA_GGUF)."""
-    cache = os.environ.get("LAZYGRAD_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lazygrad")
-    path = os.environ.get("LLAMA_GGUF") or os.path.join(
-        cache, "models", "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    folder, name = os.path.split(path)
+    folder, name = os.path.split(llama_gguf())
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
     return tok, model

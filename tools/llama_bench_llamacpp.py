@@ -7,10 +7,9 @@ created on first use (llama-cpp-python builds from source: about 20 minutes on 2
 `python3 tools/llama_bench_llamacpp.py`.
 """
 
-import os
 import time
 
-from venv_bootstrap import ensure_pinned_venv
+from venv_bootstrap import ensure_pinned_venv, llama_gguf
 
 if __name__ == "__main__":
     ensure_pinned_venv(__file__, ".venv-llamacpp", "requirements-llamacpp.txt")
@@ -21,13 +20,6 @@ from llama_cpp import Llama  # noqa: E402
 PREFILL, DECODE, FIRST_ID, RUNS, THREADS = 256, 64, 1000, 3, 2
 
 
-def model_path():
-    cache = os.environ.get("LAZYGRAD_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lazygrad")
-    return os.environ.get("LLAMA_GGUF") or os.path.join(
-        cache, "models", "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
 def last_logits(llm):
     """The logits of the last token evaluated (llama.cpp's own buffer: without `logits_all` the
     binding keeps no copy)."""
@@ -35,7 +27,7 @@ def last_logits(llm):
 
 
 def main():
-    llm = Llama(model_path=model_path(), n_ctx=PREFILL + DECODE, n_batch=PREFILL, n_threads=THREADS,
+    llm = Llama(model_path=llama_gguf(), n_ctx=PREFILL + DECODE, n_batch=PREFILL, n_threads=THREADS,
                 n_threads_batch=THREADS, verbose=False)
     ids = list(range(FIRST_ID, FIRST_ID + PREFILL))
     prefill, decode = [], []

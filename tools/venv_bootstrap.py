@@ -1,5 +1,5 @@
 """Shared pieces of the tools/ scripts: re-executing a script inside its own virtual environment
-(created first if needed), and writing or checking a generated fixture."""
+(created first if needed), writing or checking a generated fixture, and where the LLaMA model is."""
 
 import os
 import subprocess
@@ -71,3 +71,11 @@ def write_or_check(out, data, summary):
     with open(out, "wb") as f:
         f.write(data)
     print(f"wrote {rel}: {summary}, {len(data)} bytes")
+
+
+def llama_gguf():
+    """The SmolLM2 GGUF file tools/setup.sh --models puts in the user cache, or LLAMA_GGUF."""
+    cache = os.environ.get("LAZYGRAD_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lazygrad")
+    return os.environ.get("LLAMA_GGUF") or os.path.join(
+        cache, "models", "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -39,11 +39,9 @@ pub struct ProgramSpec {
     /// with its own `core_id`.
     pub global_size: [usize; 3],
     /// Threads of one workgroup along each dim; None for a kernel without workgroups (CPU).
+    /// Where a launch dim spans a symbolic loop, `global_size` holds its largest value and
+    /// `grid` the count at each launch.
     pub local_size: Option<[usize; 3]>,
-    /// The workgroups along each dim as expressions of the kernel's variables (constants
-    /// unless a launch dim spans a symbolic loop, when `global_size` holds their largest
-    /// values): `global_size_at` evaluates them for a launch.
-    pub global_dims: [UOp; 3],
 }
 
 /// How many workgroups a launch runs along each dim: fixed, or given by the kernel's variables.
@@ -64,17 +62,24 @@ impl LaunchGrid {
 }
 
 impl ProgramSpec {
-    /// The names of the variables the kernel reads: its integer arguments after the buffers,
-    /// in this order.
-    /// The workgroup counts, for a device program to evaluate at each launch.
+    /// The workgroup counts as expressions of the kernel's variables (the sizes of its group
+    /// SPECIALs), for a device program to evaluate at each launch.
     pub fn grid(&self) -> LaunchGrid {
-        let fixed = self.global_dims.iter().all(|d| d.const_int_value().is_some());
+        let mut dims = [(); 3].map(|_| UOp::index_const(1));
+        for u in &self.uops {
+            if let (Ops::Special, Arg::Special(Special::Group(d))) = (u.op(), u.arg()) {
+                dims[*d] = u.src()[0].clone();
+            }
+        }
+        let fixed = dims.iter().all(|d| d.const_int_value().is_some());
         LaunchGrid {
             fixed: fixed.then_some(self.global_size),
-            dims: self.global_dims.clone(),
+            dims,
             vars: crate::uop::variable::kernel_vars(&self.uops),
         }
     }
+    /// The names of the variables the kernel reads: its integer arguments after the buffers,
+    /// in this order.
     pub fn vars(&self) -> Vec<String> {
         crate::uop::variable::kernel_vars(&self.uops)
             .iter()
@@ -210,25 +215,24 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     }
     let src = renderer.render(&name.to_string(), &uops);
     crate::viz::record_code(|| src.clone());
-    let (global_size, local_size, global_dims) = launch_size(&uops, workgroups);
-    Ok(ProgramSpec { ops: count_ops(&uops), global_size, local_size, global_dims, name, uops, src })
+    let (global_size, local_size) = launch_size(&uops, workgroups);
+    Ok(ProgramSpec { ops: count_ops(&uops), global_size, local_size, name, uops, src })
 }
 
 /// The launch dims of a linear program: the sizes of its SPECIALs (1 where it has none), the
-/// largest where a size is symbolic, and the workgroup counts as expressions.
-fn launch_size(uops: &[UOp], workgroups: bool) -> ([usize; 3], Option<[usize; 3]>, [UOp; 3]) {
+/// largest where a size is symbolic.
+fn launch_size(uops: &[UOp], workgroups: bool) -> ([usize; 3], Option<[usize; 3]>) {
     let (mut global, mut local) = ([1; 3], [1; 3]);
-    let mut dims = [(); 3].map(|_| UOp::index_const(1));
     for u in uops.iter().filter(|u| u.op() == Ops::Special) {
         let size = u.src()[0].vmax().max(1) as usize;
         match u.arg() {
-            Arg::Special(Special::Group(d)) => (global[*d], dims[*d]) = (size, u.src()[0].clone()),
+            Arg::Special(Special::Group(d)) => global[*d] = size,
             Arg::Special(Special::Local(d)) => local[*d] = size,
             Arg::Special(Special::Core) => global[0] = size,
             _ => {}
         }
     }
-    (global, workgroups.then_some(local), dims)
+    (global, workgroups.then_some(local))
 }
 
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.

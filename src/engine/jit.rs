@@ -149,11 +149,12 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 let mut seconds = 0.0;
                 for (item, slots) in &cap.items {
                     // a variable not among the inputs keeps the value it was captured with
-                    let captured = match &item.runner {
-                        Runner::Kernel(k) => k.vars.iter().cloned().zip(item.vals.iter().copied()).collect(),
-                        Runner::Copy => VarVals::new(),
+                    let vals = match &item.runner {
+                        Runner::Kernel(k) => {
+                            k.vars.iter().zip(&item.vals).map(|(n, &v)| vals.get(n).copied().unwrap_or(v)).collect()
+                        }
+                        Runner::Copy => vec![],
                     };
-                    let vals = item.runner.var_vals(&captured.into_iter().chain(vals.clone()).collect())?;
                     let bufs = slots.iter().map(resolve).collect();
                     seconds += ExecItem { runner: item.runner.clone(), bufs, vals }.run()?;
                 }

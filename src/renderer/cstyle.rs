@@ -316,6 +316,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
     let mut depth = 1;
     let mut streamed = false;
     let pinned = reused_vector_operands(uops, target.register_bytes);
+    let vars = kernel_vars(uops);
     let mut counter: HashMap<&str, usize> = HashMap::new();
     let mut fresh = |prefix: &'static str| {
         let n = counter.entry(prefix).or_insert(0);
@@ -344,7 +345,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             }
             (Ops::DefineVar, Arg::Var(var, ..)) => {
                 let n = format!("var_{var}");
-                let slot = kernel_vars(uops).iter().position(|v| v == u).expect("a kernel variable") as i64;
+                let slot = vars.iter().position(|v| v == u).expect("a kernel variable") as i64;
                 params.push(Param {
                     slot,
                     ty: d.type_name(DType::INDEX),

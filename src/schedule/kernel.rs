@@ -11,7 +11,7 @@ use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::renderer::Target;
 use crate::runtime::{get_device, Buffer};
-use crate::uop::{Arg, BufferRef, Ops, UOp, UOpMap};
+use crate::uop::{Arg, Ops, Shared, UOp, UOpMap};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -138,13 +138,9 @@ pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
         (_, None) => buffer_view(buf, o.sh()),
         // the buffer holds the largest shape; the view keeps the symbolic sizes
         (_, Some(sym)) => {
-            let ends = sym
-                .iter()
-                .zip(o.sh())
-                .flat_map(|(s, &d)| [UOp::index_const(0), s.clone().unwrap_or_else(|| UOp::index_const(d as i64))]);
-            let src = std::iter::once(buffer_view(buf, o.sh())).chain(ends).collect();
-            let bounds = o.sh().iter().map(|&d| (0, d)).collect();
-            UOp::new(Ops::Shrink, buf.dtype(), src, Arg::Pairs(bounds))
+            let end = |(s, &d): (&Option<UOp>, &usize)| s.clone().unwrap_or_else(|| UOp::index_const(d as i64));
+            let bounds: Vec<(UOp, UOp)> = sym.iter().zip(o.sh()).map(|a| (UOp::index_const(0), end(a))).collect();
+            crate::uop::variable::symbolic_shrink(&buffer_view(buf, o.sh()), &bounds)
         }
     }
 }
@@ -169,7 +165,7 @@ pub fn view_buffer(u: &UOp) -> Option<&Arc<Buffer>> {
 
 /// A BUFFER node for `buf`, reshaped to `shape` when that differs from `[size]`.
 pub fn buffer_view(buf: &Arc<Buffer>, shape: &[usize]) -> UOp {
-    let b = UOp::new(Ops::Buffer, buf.dtype(), vec![], Arg::Buffer(BufferRef(buf.clone())));
+    let b = UOp::new(Ops::Buffer, buf.dtype(), vec![], Arg::Buffer(Shared(buf.clone())));
     if shape == [buf.size()] {
         b
     } else {

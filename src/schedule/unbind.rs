@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use crate::dtype::DType;
-use crate::uop::variable::bound_value;
+use crate::uop::variable::{bind, bound_value, var_name};
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
 
 /// The value of each variable for one run, by name.
@@ -22,10 +22,9 @@ struct Bindings {
 static PM_UNBIND: LazyLock<PatternMatcher> = LazyLock::new(|| {
     PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Bind]).named("b"), |m, ctx: &mut Bindings| {
         let bind = &m["b"];
-        let Arg::Var(name, ..) = bind.src()[0].arg() else { unreachable!("BIND binds a DEFINE_VAR") };
-        let value = bound_value(bind);
+        let (name, value) = (var_name(&bind.src()[0]).to_string(), bound_value(bind));
         match ctx.vals.insert(name.clone(), value) {
-            Some(old) if old != value => ctx.conflict = ctx.conflict.clone().or(Some((name.clone(), old, value))),
+            Some(old) if old != value => ctx.conflict = ctx.conflict.clone().or(Some((name, old, value))),
             _ => {}
         }
         Some(bind.src()[0].clone())
@@ -54,9 +53,7 @@ pub fn rebind(u: &UOp, vals: &VarVals) -> UOp {
         PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, vals: &mut VarVals| {
             let x = &m["x"];
             let bound = |v: &UOp| match v.arg() {
-                Arg::Var(name, ..) if v.op() == Ops::DefineVar => vals.get(name).map(|&value| {
-                    UOp::new(Ops::Bind, DType::INDEX, vec![v.clone(), UOp::const_int(DType::INDEX, value)], Arg::None)
-                }),
+                Arg::Var(name, ..) if v.op() == Ops::DefineVar => vals.get(name).map(|&value| bind(v, value)),
                 _ => None,
             };
             if x.op() == Ops::Bind || !x.src().iter().any(|s| bound(s).is_some()) {

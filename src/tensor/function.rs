@@ -13,8 +13,8 @@ use super::Tensor;
 use crate::dtype::DType;
 use crate::runtime::Buffer;
 use crate::schedule::{buffer_view, view_buffer};
-use crate::uop::function::{FunctionRef, TracedFunction};
-use crate::uop::{substitute, Arg, Ops, UOp, UOpMap};
+use crate::uop::function::TracedFunction;
+use crate::uop::{substitute, Arg, Ops, Shared, UOp, UOpMap};
 
 /// A traced tensor function; see the module doc.
 pub struct Function {
@@ -25,12 +25,7 @@ pub struct Function {
 
 /// A stand-in BUFFER of `numel` elements: never allocated, only substituted.
 fn stand_in(device: &str, numel: usize, dtype: DType) -> UOp {
-    UOp::new(
-        Ops::Buffer,
-        dtype,
-        vec![],
-        Arg::Buffer(crate::uop::BufferRef(Arc::new(Buffer::new(device, numel, dtype)))),
-    )
+    UOp::new(Ops::Buffer, dtype, vec![], Arg::Buffer(Shared(Arc::new(Buffer::new(device, numel, dtype)))))
 }
 
 impl Function {
@@ -74,7 +69,7 @@ impl Function {
         let uops: Vec<UOp> = inputs.iter().map(Tensor::uop).collect();
         let value = bind_stand_ins(&self.traced.body, &self.traced.params, &uops, None);
         let src = std::iter::once(value).chain(uops).collect();
-        let call = UOp::new(Ops::Call, self.traced.body.dtype(), src, Arg::Function(FunctionRef(self.traced.clone())));
+        let call = UOp::new(Ops::Call, self.traced.body.dtype(), src, Arg::Function(Shared(self.traced.clone())));
         let out = Tensor::from_uop(call, inputs.first().map_or(&crate::runtime::default_device(), |t| t.device()));
         if self.own_kernels {
             out.contiguous()

@@ -5,7 +5,7 @@ use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::uop::symbolic::simplify;
+use crate::uop::variable::{length, symbolic_shrink};
 use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Normalize a possibly negative axis for a tensor of rank `ndim`, naming `op` on failure.
@@ -162,7 +162,7 @@ impl Tensor {
     pub fn shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Tensor {
         let shape = self.shape();
         let dims = self.dims();
-        let length = |(s, e): &(Sint, Sint)| simplify(&e.uop().alu(Ops::Add, &[&s.uop().alu(Ops::Neg, &[])]));
+        let length = |(s, e): &(Sint, Sint)| length(&s.uop(), &e.uop());
         let fits = bounds.len() == shape.len()
             && bounds.iter().zip(&dims).all(|(b, d)| {
                 let whole = b.0.as_int() == Some(0) && b.1 == *d;
@@ -174,11 +174,8 @@ impl Tensor {
             let fixed: Vec<(usize, usize)> = bounds.iter().map(|(s, e)| (s.max(), e.max())).collect();
             return self.shrink(&fixed);
         }
-        let sizes = bounds.iter().map(|b| (0, length(b).vmax() as usize));
-        let ends = bounds.iter().flat_map(|(s, e)| [s.uop(), e.uop()]);
-        let u = self.uop();
-        let src = std::iter::once(u.clone()).chain(ends).collect();
-        self.lift(UOp::new(Ops::Shrink, u.dtype(), src, Arg::Pairs(sizes.collect())))
+        let bounds: Vec<(UOp, UOp)> = bounds.iter().map(|(s, e)| (s.uop(), e.uop())).collect();
+        self.lift(symbolic_shrink(&self.uop(), &bounds))
     }
     /// Panics (naming `op`) if any of `axes` has a symbolic size.
     fn numeric_axes(&self, op: &str, axes: impl IntoIterator<Item = usize>) {

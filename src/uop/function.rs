@@ -1,12 +1,10 @@
 //! A traced tensor function (tinygrad's `@function`) as the IR holds it: its body, traced once
 //! over stand-in inputs, which every call's CALL node names by identity.
 
-use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use super::uop::UOp;
+use super::uop::{Identified, Shared, UOp};
 
 /// A function's graph over stand-ins for its inputs (unallocated BUFFER nodes), and its
 /// backward graph once autograd has traced it.
@@ -33,22 +31,13 @@ impl TracedFunction {
 
 /// A traced function shared by its calls, compared and hashed by identity (the key of every
 /// CALL of it).
-#[derive(Clone)]
-pub struct FunctionRef(pub Arc<TracedFunction>);
+pub type FunctionRef = Shared<TracedFunction>;
 
-impl PartialEq for FunctionRef {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+impl Identified for TracedFunction {
+    fn id(&self) -> u64 {
+        self.id
     }
-}
-impl Eq for FunctionRef {}
-impl Hash for FunctionRef {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.id.hash(state)
-    }
-}
-impl fmt::Debug for FunctionRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Function#{}({})", self.0.id, self.0.name)
+    fn describe(&self) -> String {
+        format!("Function#{}({})", self.id, self.name)
     }
 }

@@ -1,7 +1,6 @@
 //! Shapes of tensor-level UOps, derived from their sources and arguments.
 
 use super::ops::Ops;
-use super::symbolic::simplify;
 use super::uop::{Arg, UOp};
 
 /// The shape of `u`, or `None` for kernel-level nodes (and for nodes whose sources have none).
@@ -36,10 +35,7 @@ pub fn derive_sym_dims(u: &UOp) -> Option<Vec<Option<UOp>>> {
         (Ops::Shrink, _) if u.src().len() > 1 => {
             let inner = of(&u.src()[0]).unwrap_or_else(|| vec![None; rank]);
             let pairs = u.src()[1..].chunks(2);
-            pairs
-                .zip(inner)
-                .map(|(p, d)| symbolic(simplify(&p[1].alu(Ops::Add, &[&p[0].alu(Ops::Neg, &[])]))).or(d))
-                .collect()
+            pairs.zip(inner).map(|(p, d)| symbolic(super::variable::length(&p[0], &p[1])).or(d)).collect()
         }
         (Ops::Reshape | Ops::Expand, _) if u.src().len() > 1 => u.src()[1..].iter().cloned().map(symbolic).collect(),
         (Ops::Reshape | Ops::Buffer | Ops::Const | Ops::DefineVar | Ops::Bind, _) => return None,

@@ -187,24 +187,48 @@ pub enum Arg {
     Var(String, i64, i64),
 }
 
-/// A shared device buffer compared and hashed by identity.
-#[derive(Clone)]
-pub struct BufferRef(pub Arc<Buffer>);
+/// Something an argument holds by identity: a device buffer, a traced function.
+pub trait Identified {
+    /// Unique in the process: what a `Shared` of it hashes by.
+    fn id(&self) -> u64;
+    /// How it prints in an argument.
+    fn describe(&self) -> String;
+}
 
-impl PartialEq for BufferRef {
+/// A shared object in an argument, compared and hashed by identity.
+pub struct Shared<T>(pub Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+impl<T> PartialEq for Shared<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
-impl Eq for BufferRef {}
-impl Hash for BufferRef {
+impl<T> Eq for Shared<T> {}
+impl<T: Identified> Hash for Shared<T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.id().hash(state)
     }
 }
-impl fmt::Debug for BufferRef {
+impl<T: Identified> fmt::Debug for Shared<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Buffer#{}({}, {:?})", self.0.id(), self.0.size(), self.0.dtype())
+        f.write_str(&self.0.describe())
+    }
+}
+
+/// A device buffer a BUFFER node stands for.
+pub type BufferRef = Shared<Buffer>;
+
+impl Identified for Buffer {
+    fn id(&self) -> u64 {
+        Buffer::id(self)
+    }
+    fn describe(&self) -> String {
+        format!("Buffer#{}({}, {:?})", Buffer::id(self), self.size(), self.dtype())
     }
 }
 

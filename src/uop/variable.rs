@@ -46,8 +46,7 @@ impl Variable {
     pub fn bind(&self, value: usize) -> BoundVar {
         let (min, max) = self.range();
         assert!((min..=max).contains(&value), "bind: {} = {value} is outside {min}..={max}", self.name());
-        let value = UOp::const_int(DType::INDEX, value as i64);
-        BoundVar(UOp::new(Ops::Bind, DType::INDEX, vec![self.0.clone(), value], Arg::None))
+        BoundVar(bind(&self.0, value as i64))
     }
     /// The DEFINE_VAR.
     pub fn uop(&self) -> &UOp {
@@ -74,6 +73,25 @@ impl BoundVar {
     pub fn uop(&self) -> &UOp {
         &self.0
     }
+}
+
+/// DEFINE_VAR `var` bound to `value` (a BIND; `Variable::bind` checks the range first).
+pub fn bind(var: &UOp, value: i64) -> UOp {
+    UOp::new(Ops::Bind, DType::INDEX, vec![var.clone(), UOp::const_int(DType::INDEX, value)], Arg::None)
+}
+
+/// The length `end - start` of a symbolic bound, simplified.
+pub fn length(start: &UOp, end: &UOp) -> UOp {
+    simplify(&end.alu(Ops::Add, &[&start.alu(Ops::Neg, &[])]))
+}
+
+/// A SHRINK of tensor node `u` to `[start, end)` on each axis, the bounds INDEX expressions: its
+/// sources carry them (`shape::derive_sym_dims` reads the symbolic lengths back), its shape
+/// each length's largest value.
+pub fn symbolic_shrink(u: &UOp, bounds: &[(UOp, UOp)]) -> UOp {
+    let sizes = bounds.iter().map(|(s, e)| (0, length(s, e).vmax().max(0) as usize)).collect();
+    let src = std::iter::once(u.clone()).chain(bounds.iter().flat_map(|(s, e)| [s.clone(), e.clone()])).collect();
+    UOp::new(Ops::Shrink, u.dtype(), src, Arg::Pairs(sizes))
 }
 
 /// The value a BIND gives its variable.
