@@ -86,7 +86,7 @@ fn the_tensor_graph_is_one_for_every_device_and_the_scheduler_lays_it_out() {
     // core runs a tile of vector registers, not on a target without vectors: the Tensor layer
     // builds the same graph on every device and the scheduler lays it out for the target
     Tensor::manual_seed(7);
-    let (x, w) = (Tensor::rand(&[32, 1024]).realize(), Tensor::rand(&[1024, 1024]).realize());
+    let (x, w) = (Tensor::rand(&[64, 1024]).realize(), Tensor::rand(&[1024, 1024]).realize());
     let (img, filt) = (Tensor::rand(&[2, 3, 9, 9]).realize(), Tensor::rand(&[16, 3, 3, 3]).realize());
     let build = |dev: &str| {
         let conv = img.to(dev).realize().conv2d(&filt.to(dev).realize(), None, &lazygrad::tensor::ConvOpts::default());

@@ -342,23 +342,25 @@ fn matmul_computes_in_vector_registers() {
 fn large_matmuls_read_the_right_operand_in_column_panels() {
     let _serial = serial();
     Tensor::manual_seed(5);
-    let (m, k, n) = (24, 1024, 1024);
-    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
-    let y = x.matmul(&w);
-    // one kernel lays the panels out, one multiplies
-    assert_eq!(kernel_asts(&y).len(), 2);
-    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
-    for (i, j) in [(0, 0), (3, 31), (7, 32), (23, 1023), (11, 517)] {
-        let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[t * n + j] as f64).sum();
-        let got = yv[i * n + j] as f64;
-        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
-    }
-    // the gradient is the matmul's as built (the layout is the scheduler's): d sum(x @ w) / dx[i, t] = sum_j w[t, j]
-    let xg = x.requires_grad(true);
-    let g = xg.matmul(&w).sum(None, false).gradient(&[&xg]).remove(0).to_vec::<f32>();
-    for t in [0, 100, 1023] {
-        let exact: f64 = (0..n).map(|j| wv[t * n + j] as f64).sum();
-        assert!((g[5 * k + t] as f64 - exact).abs() <= 1e-3 * (1.0 + exact.abs()), "grad[5,{t}]");
+    // one kernel lays the panels out, one multiplies; a width the panels do not divide is padded
+    // to whole panels, and a third kernel cuts the product back
+    for (m, k, n, kernels) in [(64, 1024, 1024, 2), (64, 300, 1000, 3)] {
+        let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[k, n]).realize());
+        let y = x.matmul(&w);
+        assert_eq!(kernel_asts(&y).len(), kernels, "{m}x{k} @ {k}x{n}");
+        let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+        for (i, j) in [(0, 0), (3, 31), (7, 32), (63, n - 1), (11, 517), (40, n - 9)] {
+            let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[t * n + j] as f64).sum();
+            let got = yv[i * n + j] as f64;
+            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+        }
+        // the gradient is the matmul's as built (the layout is the scheduler's): d sum(x @ w) / dx[i, t] = sum_j w[t, j]
+        let xg = x.requires_grad(true);
+        let g = xg.matmul(&w).sum(None, false).gradient(&[&xg]).remove(0).to_vec::<f32>();
+        for t in [0, 100, k - 1] {
+            let exact: f64 = (0..n).map(|j| wv[t * n + j] as f64).sum();
+            assert!((g[5 * k + t] as f64 - exact).abs() <= 1e-3 * (1.0 + exact.abs()), "grad[5,{t}]");
+        }
     }
 }
 
@@ -379,6 +381,15 @@ fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let big = Tensor::rand(&[1 << 23]).realize();
     let src = program(&big.neg());
     assert!(src.contains("lg_stream_float16(&data0[") && src.contains("sfence"), "{src}");
+    // reads gated by padding are masked vector loads
+    let padded = a.pad(&[(0, 0), (3, 13)]) * 2.0;
+    let src = program(&padded);
+    assert!(src.contains("float16 val0 = lg_load_float16(&data1["), "{src}");
+    let (av, got) = (a.to_vec::<f32>(), padded.to_vec::<f32>());
+    for (i, j) in [(0, 0), (0, 2), (0, 3), (5, 514), (5, 515), (255, 527)] {
+        let want = if (3..515).contains(&j) { 2.0 * av[i * 512 + j - 3] } else { 0.0 };
+        assert_eq!(got[i * 528 + j], want, "padded[{i},{j}]");
+    }
 }
 
 #[test]

@@ -299,14 +299,20 @@ pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {
     scattered.map(|st| graph_rewrite(&st, pm_vectorize(), &mut (), "vectorize", false)).collect()
 }
 
-/// Whether every value `ast` computes can be one vector op per lane group: float32 loads without
-/// gates, vector ops, and index math. Such a kernel is worth vectorizing without a reduce.
+/// Whether `u` is index math or a gate computed from it (a bool of index or bool operands).
+fn index_math(u: &UOp) -> bool {
+    u.dtype() == DType::INDEX
+        || u.dtype() == DType::BOOL && u.src().iter().all(|s| matches!(s.dtype(), DType::INDEX | DType::BOOL))
+}
+
+/// Whether every value `ast` computes can be one vector op per lane group: float32 loads (gated
+/// ones masked), loads of other vector dtypes without gates, vector ops, and index math. Such a kernel is worth vectorizing without a reduce.
 pub fn all_vector(ast: &UOp) -> bool {
     ast.toposort().iter().all(|u| match u.op() {
-        Ops::Load => vector_dtype(u.dtype()) && u.src()[0].src().len() == 2,
+        Ops::Load => vector_dtype(u.dtype()) && (u.src()[0].src().len() == 2 || u.dtype() == DType::FLOAT32),
         Ops::Store => u.src()[1].dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
         Ops::Const => true,
-        op if op.is_alu() || op == Ops::Cast => u.dtype() == DType::INDEX || vector_op(u),
+        op if op.is_alu() || op == Ops::Cast => index_math(u) || vector_op(u),
         _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize | Ops::Bitcast),
     })
 }
