@@ -5,8 +5,11 @@
 
 use std::path::PathBuf;
 
-use lazygrad::nn::gguf::{gguf_load, parse_header, GgmlType, GgufValue};
+use lazygrad::nn::gguf::{gguf_load, gguf_weights, parse_header, GgmlType, GgufValue};
+use lazygrad::nn::quantized::Weight;
 use lazygrad::nn::state::safe_load;
+use lazygrad::tensor::Tensor;
+use lazygrad::uop::Sint;
 use lazygrad::{DType, Error};
 
 fn fixture(name: &str) -> PathBuf {
@@ -54,6 +57,32 @@ fn every_tensor_type_dequantizes_to_ggmls_values() {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{name}[{i}]: {g}, ggml gives {w}");
         }
+    }
+}
+
+#[test]
+fn quantized_weights_multiply_as_their_ggml_values() {
+    // Q8_0, Q4_0 and Q4_1 stay quantized: `linear` of one row and of 3 (the fused product) and
+    // of 20 (the weight dequantized first) is x @ w.T over ggml's values, and `rows` are theirs
+    let (_, mut weights) = gguf_weights(fixture("small.gguf")).unwrap();
+    let expected = safe_load(fixture("small.expected.safetensors")).unwrap();
+    for name in ["q8_0", "q4_0", "q4_1"] {
+        let Weight::Quantized(q) = weights.remove(name).unwrap().realize() else {
+            panic!("{name} is not kept quantized")
+        };
+        let want = expected[name].to_vec::<f32>();
+        let [out, cols] = [q.shape()[0], q.shape()[1]];
+        for rows in [1, 3, 20] {
+            let xv: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+            let got = q.linear(&Tensor::from_vec(xv.clone(), &[rows, cols])).to_vec::<f32>();
+            for (r, o) in (0..rows).flat_map(|r| (0..out).map(move |o| (r, o))) {
+                let exact: f64 = (0..cols).map(|c| xv[r * cols + c] as f64 * want[o * cols + c] as f64).sum();
+                let g = got[r * out + o] as f64;
+                assert!((g - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "{name} x[{r}] . w[{o}] = {g}, want {exact}");
+            }
+        }
+        let last = q.rows(Sint::Int(out - 1), Sint::Int(out)).to_vec::<f32>();
+        assert_eq!(last, want[(out - 1) * cols..], "{name}: last row");
     }
 }
 

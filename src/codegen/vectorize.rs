@@ -13,6 +13,10 @@ use crate::dtype::{DType, Scalar};
 use crate::uop::symbolic::{symbolic, Lin};
 use crate::uop::{graph_rewrite, rule, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
 
+/// The most lanes of one vector: OpenCL's widest vector type (32 lanes of uint8 fit a C
+/// register but name no OpenCL type).
+const MAX_LANES: usize = 16;
+
 /// Arithmetic computed on whole vectors of any `vector_dtype`.
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
 
@@ -44,7 +48,7 @@ pub fn vector_op(u: &UOp) -> bool {
 
 /// Integer element types with vector arithmetic, bitwise ops and shifts.
 fn is_vector_int(s: Scalar) -> bool {
-    matches!(s, Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
+    matches!(s, Scalar::Int8 | Scalar::UInt8 | Scalar::Int32 | Scalar::UInt32 | Scalar::Int64 | Scalar::UInt64)
 }
 
 /// Element types that vector values may have.
@@ -54,7 +58,7 @@ pub fn vector_dtype(d: DType) -> bool {
 
 /// Whether `w` lanes of `d` make one vector of a target whose vectors are `vector_bytes` wide.
 pub fn fits_vector(d: DType, w: usize, vector_bytes: usize) -> bool {
-    vector_dtype(d) && w.is_power_of_two() && w >= 2 && w * d.itemsize() <= vector_bytes
+    vector_dtype(d) && w.is_power_of_two() && (2..=MAX_LANES).contains(&w) && w * d.itemsize() <= vector_bytes
 }
 
 /// `u` as `w` lanes: itself when it is a vector, else `w` copies of the scalar.
@@ -133,7 +137,7 @@ fn vectorize_load(load: &UOp) -> Option<UOp> {
         return None;
     }
     let dtype = load.dtype();
-    if let Some(first) = consecutive(index, dtype).filter(|_| vector_dtype(dtype)) {
+    if let Some(first) = consecutive(index, dtype).filter(|_| vector_dtype(dtype) && w <= MAX_LANES) {
         let mut src = index.src().to_vec();
         src[1] = first;
         return Some(UOp::new(Ops::Load, dtype.vec(w as u16), vec![index.replace_src(src)], Arg::None));

@@ -1,7 +1,8 @@
 //! LLaMA (SmolLM2, TinyLlama, Llama 2/3 ...) from a GGUF file: RMSNorm, rotary position
 //! embeddings, grouped-query attention with a KV cache, a SwiGLU feed-forward, and tied or
-//! separate output embeddings. Weights keep the GGUF's names; each is dequantized from its
-//! blocks (`nn/gguf.rs`) once, at load, into float32.
+//! separate output embeddings. Weights keep the GGUF's names. Those in Q8_0, Q4_0 or Q4_1 stay
+//! quantized and are multiplied as such (`nn/quantized.rs`): each matrix-vector product reads
+//! the blocks, not float32. Others are dequantized once, at load, into float32.
 //!
 //! The KV cache holds `max_context` positions. A decode step takes its token and position as
 //! bound variables (`Variable`): it reads the token's row of the embedding, writes the
@@ -14,14 +15,15 @@ use std::path::Path;
 
 use crate::engine::Jit;
 use crate::error::{Error, Result};
-use crate::nn::gguf::{gguf_load, GgufValue};
-use crate::nn::layers::{Embedding, Linear, RMSNorm};
+use crate::nn::gguf::{gguf_weights, GgufValue};
+use crate::nn::layers::RMSNorm;
+use crate::nn::quantized::Weight;
 use crate::tensor::Tensor;
 use crate::uop::{BoundVar, Sint, Variable};
 use crate::DType;
 
 /// Tokens a prefill JIT (`prefill_jit`) takes at once.
-pub const PREFILL_CHUNK: usize = 32;
+pub const PREFILL_CHUNK: usize = 128;
 
 /// The sizes of a LLaMA model, from its GGUF metadata (`llama.*`).
 #[derive(Clone, Debug, PartialEq)]
@@ -81,14 +83,14 @@ impl LlamaConfig {
 /// One transformer block's layers, by their GGUF names, and its KV cache.
 struct Block {
     attn_norm: RMSNorm,
-    attn_q: Linear,
-    attn_k: Linear,
-    attn_v: Linear,
-    attn_output: Linear,
+    attn_q: Weight,
+    attn_k: Weight,
+    attn_v: Weight,
+    attn_output: Weight,
     ffn_norm: RMSNorm,
-    ffn_gate: Linear,
-    ffn_up: Linear,
-    ffn_down: Linear,
+    ffn_gate: Weight,
+    ffn_up: Weight,
+    ffn_down: Weight,
     cache_k: Tensor,
     cache_v: Tensor,
 }
@@ -96,11 +98,11 @@ struct Block {
 /// A LLaMA model with its KV cache.
 pub struct Llama {
     pub config: LlamaConfig,
-    token_embd: Embedding,
+    token_embd: Weight,
     blocks: Vec<Block>,
     output_norm: RMSNorm,
     /// The output projection; the token embedding when tied (absent from the file).
-    output: Linear,
+    output: Option<Weight>,
     /// `cos` and `sin` of every position's rotation angles, `[max_context, head_dim / 2]`,
     /// looked up by position.
     rope: (Tensor, Tensor),
@@ -115,38 +117,37 @@ impl Llama {
     /// The model in GGUF file `path`, with a KV cache of `max_context` positions (zeros, on the
     /// default device), and the file's metadata (its tokenizer for `gguf_tokenizer`).
     pub fn load(path: &Path, max_context: usize) -> Result<(Llama, BTreeMap<String, GgufValue>)> {
-        let (meta, mut weights) = gguf_load(path)?;
+        let (meta, mut weights) = gguf_weights(path)?;
         let config = LlamaConfig::from_gguf(&meta, max_context)?;
         let mut take = |name: &str| {
             weights
                 .remove(name)
-                .map(|w| w.cast(DType::FLOAT32).contiguous().realize())
+                .map(Weight::realize)
                 .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
         };
         let (ctx, kv_dim, eps) = (config.max_context, config.n_kv_heads * config.head_dim(), config.norm_eps);
         let cache = || Tensor::zeros(&[ctx, kv_dim]).contiguous().realize();
-        let linear = |weight: Tensor| Linear { weight, bias: None };
-        let norm = |weight: Tensor| RMSNorm { weight: Some(weight), eps };
+        let norm = |weight: Weight| RMSNorm { weight: Some(weight.dense()), eps };
         let blocks = (0..config.n_layers)
             .map(|i| {
                 let mut w = |part: &str| take(&format!("blk.{i}.{part}.weight"));
                 Ok(Block {
                     attn_norm: norm(w("attn_norm")?),
-                    attn_q: linear(w("attn_q")?),
-                    attn_k: linear(w("attn_k")?),
-                    attn_v: linear(w("attn_v")?),
-                    attn_output: linear(w("attn_output")?),
+                    attn_q: w("attn_q")?,
+                    attn_k: w("attn_k")?,
+                    attn_v: w("attn_v")?,
+                    attn_output: w("attn_output")?,
                     ffn_norm: norm(w("ffn_norm")?),
-                    ffn_gate: linear(w("ffn_gate")?),
-                    ffn_up: linear(w("ffn_up")?),
-                    ffn_down: linear(w("ffn_down")?),
+                    ffn_gate: w("ffn_gate")?,
+                    ffn_up: w("ffn_up")?,
+                    ffn_down: w("ffn_down")?,
                     cache_k: cache(),
                     cache_v: cache(),
                 })
             })
             .collect::<Result<Vec<Block>>>()?;
         let token_embd = take("token_embd.weight")?;
-        let output = linear(take("output.weight").unwrap_or_else(|_| token_embd.clone()));
+        let output = take("output.weight").ok();
         let half = config.head_dim() / 2;
         let freqs: Vec<f32> =
             (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
@@ -155,7 +156,6 @@ impl Llama {
         let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
         let output_norm = norm(take("output_norm.weight")?);
         let (token, pos) = (Variable::new("token", 0, config.vocab_size - 1), Variable::new("pos", 0, ctx - 1));
-        let token_embd = Embedding { weight: token_embd };
         let positions = Tensor::arange(ctx).reshape(&[ctx as isize, 1]).contiguous().realize();
         let model = Llama { token_embd, blocks, output_norm, output, rope, positions, token, pos, config };
         // the dequantization's intermediates go back to the system: a decode step reuses none
@@ -238,9 +238,7 @@ impl Llama {
     /// logits after the last come out, `[vocab]` float32. Each token's embedding row is read by
     /// its variable.
     pub fn prefill(&self, tokens: &[BoundVar], start: &BoundVar) -> Tensor {
-        let width = Sint::Int(self.config.dim);
-        let row =
-            |t: &BoundVar| self.token_embd.weight.shrink_sym(&[(Sint::from(t), t + 1), (Sint::Int(0), width.clone())]);
+        let row = |t: &BoundVar| self.token_embd.rows(Sint::from(t), t + 1);
         let rows: Vec<Tensor> = tokens.iter().map(row).collect();
         // stored: every layer's residual sum reads it
         self.forward(Tensor::cat(&rows.iter().collect::<Vec<_>>(), 0).contiguous(), start)
@@ -291,9 +289,9 @@ impl Llama {
         for b in &self.blocks {
             let h = b.attn_norm.forward(&x);
             // the projections stored before they rotate: each rotated pair reads two of them
-            let q = rotate(b.attn_q.forward(&h).contiguous(), nh);
-            let k = rotate(b.attn_k.forward(&h).contiguous(), nkv);
-            let v = b.attn_v.forward(&h);
+            let q = rotate(b.attn_q.linear(&h).contiguous(), nh);
+            let k = rotate(b.attn_k.linear(&h).contiguous(), nkv);
+            let v = b.attn_v.linear(&h);
             let keys = filled(&b.cache_k).assign(&new_row.where_(placed(&k), filled(&b.cache_k)));
             let values = filled(&b.cache_v).assign(&new_row.where_(placed(&v), filled(&b.cache_v)));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
@@ -301,13 +299,14 @@ impl Llama {
             let heads = |cache: &Tensor| cache.reshape(&[ctx, nkv, 1, hd]).permute(&[1, 2, 0, 3]);
             let attended = q.scaled_dot_product_attention(&heads(&keys), &heads(&values), causal.as_ref(), false);
             let attended = attended.permute(&[2, 0, 1, 3]).reshape(&[t, c.dim]);
-            x = &x + &b.attn_output.forward(&attended);
+            x = &x + &b.attn_output.linear(&attended);
             let h = b.ffn_norm.forward(&x);
-            let gated = b.ffn_gate.forward(&h).silu() * &b.ffn_up.forward(&h);
-            x = &x + &b.ffn_down.forward(&gated);
+            let gated = b.ffn_gate.linear(&h).silu() * &b.ffn_up.linear(&h);
+            x = &x + &b.ffn_down.linear(&gated);
         }
         let last = x.shrink(&[(t - 1, t), (0, c.dim)]);
-        self.output.forward(&self.output_norm.forward(&last)).reshape(&[c.vocab_size as isize])
+        let output = self.output.as_ref().unwrap_or(&self.token_embd);
+        output.linear(&self.output_norm.forward(&last)).reshape(&[c.vocab_size as isize])
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::nn::quantized::{QuantizedTensor, Weight};
 use crate::nn::state::{map_file, tensor_from_bytes};
 use crate::runtime::default_device;
 use crate::tensor::Tensor;
@@ -274,6 +275,14 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader> {
 /// A GGUF file's metadata and its tensors, on the default device: float32, float16 and bfloat16
 /// as stored, quantized ones as float32 (lazily dequantized from their blocks).
 pub fn gguf_load(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>, BTreeMap<String, Tensor>)> {
+    let (meta, weights) = gguf_weights(path)?;
+    Ok((meta, weights.into_iter().map(|(name, w)| (name, w.dense())).collect()))
+}
+
+/// A GGUF file's metadata and its tensors as weights, on the default device: Q8_0, Q4_0 and Q4_1
+/// quantized (`Weight::Quantized`, their parts computed lazily from the blocks), every other type
+/// dense (float32 for the K-quants, lazily dequantized).
+pub fn gguf_weights(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>, BTreeMap<String, Weight>)> {
     let path = path.as_ref();
     let map = map_file(path)?;
     let header = parse_header(&map).map_err(|e| e.at(path))?;
@@ -282,17 +291,18 @@ pub fn gguf_load(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValue>,
     for t in &header.tensors {
         let start = header.data_start + t.offset;
         let bytes = &map[start..start + t.bytes().expect("parse_header checked the size")];
-        let tensor = match t.ggml_type {
-            GgmlType::F32 => tensor_from_bytes(bytes, &t.shape, DType::FLOAT32, &device)?,
-            GgmlType::F16 => tensor_from_bytes(bytes, &t.shape, DType::FLOAT16, &device)?,
-            GgmlType::BF16 => tensor_from_bytes(bytes, &t.shape, DType::BFLOAT16, &device)?,
+        let plain = |dtype| tensor_from_bytes(bytes, &t.shape, dtype, &device).map(Weight::Dense);
+        let weight = match t.ggml_type {
+            GgmlType::F32 => plain(DType::FLOAT32)?,
+            GgmlType::F16 => plain(DType::FLOAT16)?,
+            GgmlType::BF16 => plain(DType::BFLOAT16)?,
             q => {
                 let (_, size) = q.block();
                 let blocks = tensor_from_bytes(bytes, &[bytes.len() / size, size], DType::UINT8, &device)?;
-                dequantize(&blocks, q).reshape(&t.shape.iter().map(|&d| d as isize).collect::<Vec<_>>())
+                dequantize(&blocks, q, &t.shape)
             }
         };
-        tensors.insert(t.name.clone(), tensor);
+        tensors.insert(t.name.clone(), weight);
     }
     Ok((header.metadata, tensors))
 }
@@ -313,23 +323,20 @@ fn nibbles(q: &Tensor) -> (Tensor, Tensor) {
     (q.bitwise_and(15).cast(DType::FLOAT32), q.rshift(4).cast(DType::FLOAT32))
 }
 
-/// The `[blocks, elements]` float32 values of quantized `blocks` (`[blocks, bytes]` uint8), as
-/// ggml lays them out.
-fn dequantize(blocks: &Tensor, q: GgmlType) -> Tensor {
+/// Quantized `blocks` (`[blocks, bytes]` uint8) of a tensor of `shape`, as ggml lays them out:
+/// the 32-element formats as their parts, the K-quants dequantized to float32.
+fn dequantize(blocks: &Tensor, q: GgmlType, shape: &[usize]) -> Weight {
     let nb = blocks.shape()[0] as isize;
+    let quantized = |offset, quants| Weight::Quantized(QuantizedTensor::new(shape, f16_at(blocks, 0), offset, quants));
+    let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+    let dense = |t: Tensor| Weight::Dense(t.reshape(&dims));
     match q {
         // a scale and 32 int8s
-        GgmlType::Q8_0 => f16_at(blocks, 0) * &cols(blocks, 2, 34).bitcast(DType::INT8).cast(DType::FLOAT32),
-        // a scale (and a minimum) and 32 nibbles: the low ones first, then the high
-        GgmlType::Q4_0 | GgmlType::Q4_1 => {
-            let first = if q == GgmlType::Q4_0 { 2 } else { 4 };
-            let (lo, hi) = nibbles(&cols(blocks, first, first + 16));
-            let quants = Tensor::cat(&[&lo, &hi], 1);
-            match q {
-                GgmlType::Q4_0 => f16_at(blocks, 0) * &(quants - 8.0),
-                _ => f16_at(blocks, 0) * &quants + &f16_at(blocks, 2),
-            }
-        }
+        GgmlType::Q8_0 => quantized(None, cols(blocks, 2, 34).bitcast(DType::INT8)),
+        // a scale and 16 bytes of nibbles, value `scale * (q - 8)`
+        GgmlType::Q4_0 => quantized(Some(f16_at(blocks, 0) * -8.0), cols(blocks, 2, 18)),
+        // a scale, a minimum and 16 bytes of nibbles
+        GgmlType::Q4_1 => quantized(Some(f16_at(blocks, 2)), cols(blocks, 4, 20)),
         // a scale and a minimum for the block, and for each of its 8 sub-blocks of 32 a 6-bit
         // scale and minimum packed into 12 bytes; 128 bytes of nibbles, each 32 holding two
         // sub-blocks (low nibbles first)
@@ -344,7 +351,7 @@ fn dequantize(blocks: &Tensor, q: GgmlType) -> Tensor {
             let per_sub = |t: Tensor| t.cast(DType::FLOAT32).reshape(&[nb, 8, 1]);
             let d = d.reshape(&[nb, 1, 1]) * &per_sub(scales);
             let m = dmin.reshape(&[nb, 1, 1]) * &per_sub(mins);
-            (d * &quants - &m).reshape(&[nb, 256])
+            dense((d * &quants - &m).reshape(&[nb, 256]))
         }
         // 6-bit quants: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales (one per
         // 16 values), then the block's scale; each half of 128 values takes 64 low bytes and 32
@@ -368,7 +375,7 @@ fn dequantize(blocks: &Tensor, q: GgmlType) -> Tensor {
             let quants = Tensor::cat(&quants.iter().collect::<Vec<_>>(), 1);
             let scales = cols(blocks, 192, 208).bitcast(DType::INT8).cast(DType::FLOAT32);
             let scales = scales.reshape(&[nb, 16, 1]).expand(&[nb as usize, 16, 16]).reshape(&[nb, 256]);
-            f16_at(blocks, 208) * &scales * &quants
+            dense(f16_at(blocks, 208) * &scales * &quants)
         }
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => unreachable!("plain types are not quantized"),
     }

@@ -4,4 +4,5 @@ pub mod datasets;
 pub mod gguf;
 pub mod layers;
 pub mod optim;
+pub mod quantized;
 pub mod state;

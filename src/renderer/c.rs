@@ -71,6 +71,23 @@ impl Dialect for CRenderer {
                 format!("{name} r; for (int i = 0; i < {n}; i++) r[i] = {fma}(a[i], b[i], c[i]); return r;"),
             );
         }
+        if matches!(dtype.scalar, Scalar::Int8 | Scalar::UInt8) && matches!(n, 8 | 16) {
+            // bytes widened to int32 lanes by one x86 extension (gcc splits the generic
+            // conversion of a 64-bit vector into shifts lane by lane)
+            let ext = if dtype.scalar == Scalar::Int8 { "sx" } else { "zx" };
+            let wide = format!("int __attribute__((vector_size({})))", 4 * n);
+            let bytes16 = "char __attribute__((vector_size(16)))";
+            let (cond, native) = match n {
+                8 => (
+                    "defined(__AVX2__) && !defined(__clang__)",
+                    format!("long long bits; __builtin_memcpy(&bits, &a, 8); return ({wide})__builtin_ia32_pmov{ext}bd256(({bytes16})(long long __attribute__((vector_size(16)))){{bits, 0}});"),
+                ),
+                _ => (gcc512, format!("return ({wide})__builtin_ia32_pmov{ext}bd512_mask(({bytes16})a, ({wide}){{0}}, -1);")),
+            };
+            def += &format!(
+                "static inline {wide} lg_widen_{name}({name} a) {{\n#if {cond}\n  {native}\n#else\n  return __builtin_convertvector(a, {wide});\n#endif\n}}\n"
+            );
+        }
         if dtype == DType::FLOAT32.vec(n) {
             // selects are bitwise on the comparison masks (`lg_mask`, typedef'd with the bool
             // vectors); max takes a where a is NaN or larger
@@ -137,6 +154,12 @@ impl Dialect for CRenderer {
         let bytes = dtype.itemsize() * dtype.count as usize;
         if dtype.base() == DType::FLOAT64 && from.base() == DType::FLOAT32 && matches!(bytes, 32 | 64) {
             return format!("LG_WIDEN_{bytes}({a}, {})", self.type_name(dtype));
+        }
+        if matches!(from.scalar, Scalar::Int8 | Scalar::UInt8)
+            && matches!(from.count, 8 | 16)
+            && dtype.scalar == Scalar::Int32
+        {
+            return format!("lg_widen_{}({a})", self.type_name(from));
         }
         // mask lanes are all ones (-1) for true
         let lanes = if from.is_bool() { format!("-({a})") } else { a.to_string() };

@@ -1,0 +1,197 @@
+//! Weights kept in ggml's 32-element block formats (Q8_0, Q4_0, Q4_1) and multiplied as such:
+//! each block's scale and offset as float32, its quants as stored, and `x @ w.T` built over the
+//! blocks so that the dequantization fuses into the product's kernel. A matrix-vector product
+//! then reads a fifth (4-bit) or a quarter (8-bit) of the bytes of float32 weights, which is
+//! what bounds a decode step.
+
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+use crate::uop::variable::Sint;
+
+/// Elements per block in every format here.
+const BLOCK: usize = 32;
+/// Rows of `x` from which `linear` stores the dequantized weight (one kernel) and multiplies it
+/// as float32: the fused product recomputes each weight for every row it reads (a 128-token
+/// prefill of SmolLM2: 208 tok/s fused, 285 stored).
+const DEQUANTIZE_ROWS: usize = 16;
+
+/// A tensor in a block format: per block a float32 `scale` and (4-bit formats) `offset`, each
+/// `[blocks, 1]`, and its `quants`: Q8_0's 32 int8s, or Q4's 16 bytes of nibbles (the block's
+/// first 16 values in the low nibbles, the last 16 in the high ones). A value is
+/// `scale * q + offset`. The tensor's `shape` is row-major, its blocks running along the rows.
+pub struct QuantizedTensor {
+    shape: Vec<usize>,
+    scale: Tensor,
+    offset: Option<Tensor>,
+    quants: Tensor,
+}
+
+impl QuantizedTensor {
+    /// Parts of Q8_0, Q4_0 or Q4_1 `blocks` (`[blocks, bytes]` uint8 as ggml stores them, with
+    /// `scale` and `offset` read from their float16 fields by `f16_at`), lazily.
+    pub(crate) fn new(shape: &[usize], scale: Tensor, offset: Option<Tensor>, quants: Tensor) -> QuantizedTensor {
+        let blocks = quants.shape()[0];
+        assert_eq!(shape.iter().product::<usize>(), blocks * BLOCK, "{shape:?} is not {blocks} blocks of {BLOCK}");
+        QuantizedTensor { shape: shape.to_vec(), scale, offset, quants }
+    }
+
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The parts stored (realized) on their device, so that each product reads them as they are.
+    pub fn realize(self) -> QuantizedTensor {
+        let store = |t: Tensor| t.contiguous().realize();
+        QuantizedTensor {
+            shape: self.shape,
+            scale: store(self.scale),
+            offset: self.offset.map(store),
+            quants: store(self.quants),
+        }
+    }
+
+    /// Whether quants are nibbles (two to a byte).
+    fn four_bit(&self) -> bool {
+        self.offset.is_some()
+    }
+
+    /// The quants of blocks reshaped to `lead` (ending in the block axis) as float32: Q8_0's
+    /// `[..., 32]`, Q4's low and high nibbles, each `[..., 16]`.
+    fn quant_values(&self, lead: &[isize]) -> Vec<Tensor> {
+        let inner = *self.quants.shape().last().expect("quants have a block axis") as isize;
+        let q = self.quants.reshape(&[lead, &[inner]].concat()).cast(DType::INT32);
+        match self.four_bit() {
+            true => vec![q.bitwise_and(15).cast(DType::FLOAT32), q.rshift(4).cast(DType::FLOAT32)],
+            false => vec![q.cast(DType::FLOAT32)],
+        }
+    }
+
+    /// `scale * q + offset` for each part of `quant_values`, with scale and offset shaped `lead`.
+    fn values(&self, lead: &[isize]) -> Vec<Tensor> {
+        let per_block = |t: &Tensor| t.reshape(&[lead, &[1]].concat());
+        let scale = per_block(&self.scale);
+        let offset = self.offset.as_ref().map(per_block);
+        self.quant_values(lead)
+            .into_iter()
+            .map(|q| match &offset {
+                Some(o) => q * &scale + o,
+                None => q * &scale,
+            })
+            .collect()
+    }
+
+    /// The values as a float32 tensor of the tensor's shape, lazily.
+    pub fn dequantize(&self) -> Tensor {
+        let blocks = self.quants.shape()[0] as isize;
+        let parts = self.values(&[blocks]);
+        let shape: Vec<isize> = self.shape.iter().map(|&d| d as isize).collect();
+        Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1).reshape(&shape)
+    }
+
+    /// Rows `[start, end)` of a matrix, dequantized: an embedding's rows for token variables.
+    pub fn rows(&self, start: Sint, end: Sint) -> Tensor {
+        let [rows, cols] = self.matrix("rows");
+        let nb = (cols / BLOCK) as isize;
+        let pick = |t: &Tensor| {
+            let t = t.reshape(&[rows as isize, nb, -1]);
+            let inner = t.shape()[2];
+            t.shrink_sym(&[
+                (start.clone(), end.clone()),
+                (Sint::Int(0), Sint::Int(nb as usize)),
+                (Sint::Int(0), Sint::Int(inner)),
+            ])
+        };
+        let part = QuantizedTensor {
+            shape: vec![],
+            scale: pick(&self.scale),
+            offset: self.offset.as_ref().map(pick),
+            quants: pick(&self.quants),
+        };
+        let values = part.values(&[-1, nb]);
+        Tensor::cat(&values.iter().collect::<Vec<_>>(), 2).reshape(&[-1, cols as isize])
+    }
+
+    /// `x @ w.T` for this matrix `w` (`[out, in]`) and `x` of shape `[..., in]`. For a few rows
+    /// (a decode step's one), each block's products are summed with its dequantization, so the
+    /// kernel reads the quants, not float32.
+    pub fn linear(&self, x: &Tensor) -> Tensor {
+        let [out, cols] = self.matrix("linear");
+        let xs = x.shape();
+        assert!(xs.last() == Some(&cols), "linear: input {xs:?} must end in {cols} features (weight {:?})", self.shape);
+        let (nb, lead) = ((cols / BLOCK) as isize, &xs[..xs.len() - 1]);
+        if lead.iter().product::<usize>() >= DEQUANTIZE_ROWS {
+            return x.linear(&self.dequantize().contiguous().T(), None);
+        }
+        let batch: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
+        let weights = self.values(&[1, out as isize, nb]);
+        // x's block halves line up with the low and high nibbles
+        let halves = weights.len();
+        let x = x.reshape(&[&batch[..], &[1, nb, halves as isize, (BLOCK / halves) as isize]].concat());
+        let n = x.shape().len();
+        let half = |h: usize| {
+            let bounds: Vec<(usize, usize)> =
+                x.shape().iter().enumerate().map(|(a, &d)| if a == n - 2 { (h, h + 1) } else { (0, d) }).collect();
+            x.shrink(&bounds).reshape(&[&batch[..], &[1, nb, (BLOCK / halves) as isize]].concat())
+        };
+        let terms: Vec<Tensor> = weights.iter().enumerate().map(|(h, w)| half(h) * w).collect();
+        let product = terms.iter().skip(1).fold(terms[0].clone(), |acc, t| acc + t);
+        let axes = [n as isize - 3, n as isize - 2];
+        product.sum(&axes[..], false).reshape(&[&batch[..], &[out as isize]].concat())
+    }
+
+    /// The shape as a matrix whose rows are whole blocks (panics naming `op` otherwise).
+    fn matrix(&self, op: &str) -> [usize; 2] {
+        match self.shape[..] {
+            [rows, cols] if cols.is_multiple_of(BLOCK) => [rows, cols],
+            _ => panic!("{op}: quantized {:?} is not a matrix of rows of {BLOCK}-element blocks", self.shape),
+        }
+    }
+}
+
+/// A weight as a model holds it: float32, or quantized and multiplied as such.
+pub enum Weight {
+    Dense(Tensor),
+    Quantized(QuantizedTensor),
+}
+
+impl Weight {
+    /// The weight's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Weight::Dense(t) => t.shape(),
+            Weight::Quantized(q) => q.shape().to_vec(),
+        }
+    }
+    /// Stored on the device: a dense weight as float32, a quantized one as its parts.
+    pub fn realize(self) -> Weight {
+        match self {
+            Weight::Dense(t) => Weight::Dense(t.cast(DType::FLOAT32).contiguous().realize()),
+            Weight::Quantized(q) => Weight::Quantized(q.realize()),
+        }
+    }
+    /// The float32 values, lazily.
+    pub fn dense(&self) -> Tensor {
+        match self {
+            Weight::Dense(t) => t.clone(),
+            Weight::Quantized(q) => q.dequantize(),
+        }
+    }
+    /// `x @ w.T` (see `QuantizedTensor::linear`).
+    pub fn linear(&self, x: &Tensor) -> Tensor {
+        match self {
+            Weight::Dense(t) => x.linear(&t.T(), None),
+            Weight::Quantized(q) => q.linear(x),
+        }
+    }
+    /// Rows `[start, end)` of a matrix as float32.
+    pub fn rows(&self, start: Sint, end: Sint) -> Tensor {
+        match self {
+            Weight::Dense(t) => {
+                let width = Sint::Int(t.shape()[1]);
+                t.shrink_sym(&[(start, end), (Sint::Int(0), width)])
+            }
+            Weight::Quantized(q) => q.rows(start, end),
+        }
+    }
+}
