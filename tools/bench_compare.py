@@ -481,6 +481,8 @@ def done_when(name, results):
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
         "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
         "llama_decode": ("transformers (line: 1.5x)", results["PyTorch"].get(name), True),
+        "linear": ("PyTorch (line: 0.9x)", results["PyTorch"].get(name), True),
+        "matmul_1000": ("PyTorch (line: 0.9x)", results["PyTorch"].get(name), True),
     }
     fused = results["lazygrad"].get("elementwise")
     if name == "elementwise_reads" and ours and fused:
