@@ -4,8 +4,8 @@
 //! process: they bring TLS, proxies (`https_proxy`), redirects and timeouts without adding a TLS
 //! stack to lazygrad's dependencies. `file://` URLs are copied directly. A download is written
 //! to a temporary file beside its destination and renamed into place only once complete and
-//! checked, so the cache never holds a partial file. Checksums (MD5 or SHA-256) are computed by
-//! the small implementations here.
+//! checked, so the cache never holds a partial file. Checksums are MD5 (`md-5`) or SHA-256
+//! (`sha2`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
@@ -13,6 +13,8 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use sha2::Digest;
 
 use crate::error::{Error, Result};
 
@@ -31,8 +33,8 @@ impl Checksum {
     }
     fn hasher(&self) -> Hasher {
         match self {
-            Checksum::Md5(_) => Hasher::Md5(Md5::new()),
-            Checksum::Sha256(_) => Hasher::Sha256(Sha256::new()),
+            Checksum::Md5(_) => Hasher::Md5(md5::Md5::new()),
+            Checksum::Sha256(_) => Hasher::Sha256(sha2::Sha256::new()),
         }
     }
     fn kind(&self) -> &'static str {
@@ -391,8 +393,8 @@ fn human(bytes: f64) -> String {
 // ---- digests ---------------------------------------------------------------------------------
 
 enum Hasher {
-    Md5(Md5),
-    Sha256(Sha256),
+    Md5(md5::Md5),
+    Sha256(sha2::Sha256),
 }
 
 impl Hasher {
@@ -404,8 +406,8 @@ impl Hasher {
     }
     fn hex(self) -> String {
         match self {
-            Hasher::Md5(h) => hex(&h.finish()),
-            Hasher::Sha256(h) => hex(&h.finish()),
+            Hasher::Md5(h) => hex(&h.finalize()),
+            Hasher::Sha256(h) => hex(&h.finalize()),
         }
     }
 }
@@ -416,170 +418,13 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The MD5 digest of `data` as lowercase hex.
 pub fn md5_hex(data: &[u8]) -> String {
-    let mut h = Md5::new();
-    h.update(data);
-    hex(&h.finish())
-}
-
-/// The SHA-256 digest of `data` as lowercase hex.
-pub fn sha256_hex(data: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(data);
-    hex(&h.finish())
-}
-
-/// Buffers input into 64-byte blocks and pads the message the way MD5 and SHA-256 both do
-/// (0x80, zeros, the bit length in the last 8 bytes; little-endian for MD5, big for SHA-256).
-struct Blocks {
-    buf: [u8; 64],
-    used: usize,
-    len: u64,
-}
-
-impl Blocks {
-    fn new() -> Blocks {
-        Blocks { buf: [0; 64], used: 0, len: 0 }
-    }
-    fn update(&mut self, mut data: &[u8], mut block: impl FnMut(&[u8; 64])) {
-        self.len = self.len.wrapping_add(data.len() as u64);
-        while !data.is_empty() {
-            let take = (64 - self.used).min(data.len());
-            self.buf[self.used..self.used + take].copy_from_slice(&data[..take]);
-            self.used += take;
-            data = &data[take..];
-            if self.used == 64 {
-                block(&self.buf);
-                self.used = 0;
-            }
-        }
-    }
-    fn finish(mut self, big_endian: bool, mut block: impl FnMut(&[u8; 64])) {
-        let bits = self.len.wrapping_mul(8);
-        let len_bytes = if big_endian { bits.to_be_bytes() } else { bits.to_le_bytes() };
-        self.len = 0;
-        let mut pad = vec![0x80u8];
-        let after = (self.used + 1) % 64;
-        pad.resize(1 + if after <= 56 { 56 - after } else { 120 - after }, 0);
-        pad.extend_from_slice(&len_bytes);
-        self.update(&pad, &mut block);
-        debug_assert_eq!(self.used, 0);
-    }
-}
-
-/// MD5 (RFC 1321), for checking the classic published checksums of data sets.
-struct Md5 {
-    state: [u32; 4],
-    blocks: Blocks,
-    k: &'static [u32; 64],
-}
-
-impl Md5 {
-    fn new() -> Md5 {
-        // K[i] = floor(|sin(i + 1)| * 2^32), as RFC 1321 defines it (checked by the test vectors).
-        static K: std::sync::OnceLock<[u32; 64]> = std::sync::OnceLock::new();
-        let k = K.get_or_init(|| std::array::from_fn(|i| ((i as f64 + 1.0).sin().abs() * 4294967296.0) as u32));
-        Md5 { state: [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476], blocks: Blocks::new(), k }
-    }
-    fn compress(state: &mut [u32; 4], k: &[u32; 64], block: &[u8; 64]) {
-        const S: [u32; 16] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
-        let m: [u32; 16] = std::array::from_fn(|i| u32::from_le_bytes(block[4 * i..4 * i + 4].try_into().unwrap()));
-        let [mut a, mut b, mut c, mut d] = *state;
-        for i in 0..64 {
-            let (f, g) = match i / 16 {
-                0 => ((b & c) | (!b & d), i),
-                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-                2 => (b ^ c ^ d, (3 * i + 5) % 16),
-                _ => (c ^ (b | !d), (7 * i) % 16),
-            };
-            let rotated = a.wrapping_add(f).wrapping_add(k[i]).wrapping_add(m[g]).rotate_left(S[(i / 16) * 4 + i % 4]);
-            (a, d, c) = (d, c, b);
-            b = b.wrapping_add(rotated);
-        }
-        for (s, v) in state.iter_mut().zip([a, b, c, d]) {
-            *s = s.wrapping_add(v);
-        }
-    }
-    fn update(&mut self, data: &[u8]) {
-        let (state, k) = (&mut self.state, self.k);
-        self.blocks.update(data, |b| Md5::compress(state, k, b));
-    }
-    fn finish(mut self) -> [u8; 16] {
-        let (state, k) = (&mut self.state, self.k);
-        self.blocks.finish(false, |b| Md5::compress(state, k, b));
-        let mut out = [0u8; 16];
-        for (i, w) in self.state.iter().enumerate() {
-            out[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
-        }
-        out
-    }
-}
-
-/// SHA-256 (FIPS 180-4).
-struct Sha256 {
-    state: [u32; 8],
-    blocks: Blocks,
-}
-
-const SHA256_K: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
-    0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
-    0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
-    0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2,
-];
-
-impl Sha256 {
-    fn new() -> Sha256 {
-        Sha256 {
-            state: [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19],
-            blocks: Blocks::new(),
-        }
-    }
-    fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
-        let mut w = [0u32; 64];
-        for i in 0..16 {
-            w[i] = u32::from_be_bytes(block[4 * i..4 * i + 4].try_into().unwrap());
-        }
-        for i in 16..64 {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
-        for i in 0..64 {
-            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-            let ch = (e & f) ^ (!e & g);
-            let t1 = h.wrapping_add(s1).wrapping_add(ch).wrapping_add(SHA256_K[i]).wrapping_add(w[i]);
-            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-            let maj = (a & b) ^ (a & c) ^ (b & c);
-            let t2 = s0.wrapping_add(maj);
-            (h, g, f, e, d, c, b, a) = (g, f, e, d.wrapping_add(t1), c, b, a, t1.wrapping_add(t2));
-        }
-        for (s, v) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
-            *s = s.wrapping_add(v);
-        }
-    }
-    fn update(&mut self, data: &[u8]) {
-        let state = &mut self.state;
-        self.blocks.update(data, |b| Sha256::compress(state, b));
-    }
-    fn finish(mut self) -> [u8; 32] {
-        let state = &mut self.state;
-        self.blocks.finish(true, |b| Sha256::compress(state, b));
-        let mut out = [0u8; 32];
-        for (i, w) in self.state.iter().enumerate() {
-            out[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
-        }
-        out
-    }
+    hex(&md5::Md5::digest(data))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::helpers::cache::sha256_hex;
 
     #[test]
     fn digest_vectors() {

@@ -5,6 +5,8 @@ use std::fmt::Write;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use serde_json::{json, Value};
+
 use super::trace::{NodeRecord, Trace};
 use crate::uop::Ops;
 
@@ -26,34 +28,6 @@ pub fn op_color(op: Ops) -> &'static str {
     }
 }
 
-/// A string as a JSON string literal.
-fn json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-fn json_opt(out: &mut String, v: Option<impl std::fmt::Display>) {
-    match v {
-        Some(v) => {
-            let _ = write!(out, "{v}");
-        }
-        None => out.push_str("null"),
-    }
-}
-
 /// The trace as compact JSON:
 ///
 /// ```text
@@ -65,71 +39,26 @@ fn json_opt(out: &mut String, v: Option<impl std::fmt::Display>) {
 ///                           "steps": [[before id, after id, rule index, graph root id|null], ...]}]}] }
 /// ```
 pub fn to_json(trace: &Trace) -> String {
-    let mut out = String::with_capacity(64 * trace.nodes.len() + 1024);
-    out.push_str("{\"rules\":");
-    json_seq(&mut out, "[]", &trace.rules, |out, r| json_str(out, r));
-    out.push_str(",\"colors\":");
     let ops: BTreeSet<Ops> = trace.nodes.iter().map(|n| n.op).collect();
-    json_seq(&mut out, "{}", ops, |out, op| {
-        json_str(out, &op.name());
-        out.push(':');
-        json_str(out, op_color(op));
-    });
-    out.push_str(",\"nodes\":");
-    json_seq(&mut out, "[]", &trace.nodes, |out, n| {
-        out.push('[');
-        for text in [&n.op.name(), &n.dtype, &n.arg] {
-            json_str(out, text);
-            out.push(',');
-        }
-        json_seq(out, "[]", &n.src, |out, id| json_opt(out, Some(id)));
-        out.push(']');
-    });
-    out.push_str(",\"groups\":");
-    json_seq(&mut out, "[]", &trace.groups, |out, g| {
-        out.push_str("{\"name\":");
-        json_str(out, &g.name);
-        out.push_str(",\"parent\":");
-        json_opt(out, g.parent);
-        out.push_str(",\"code\":");
-        match &g.code {
-            Some(code) => json_str(out, code),
-            None => out.push_str("null"),
-        }
-        out.push_str(",\"passes\":");
-        json_seq(out, "[]", &g.passes, |out, p| {
-            out.push_str("{\"name\":");
-            json_str(out, &p.name);
-            let _ = write!(out, ",\"depth\":{},\"before\":{},\"after\":{},\"steps\":", p.depth, p.before, p.after);
-            json_seq(out, "[]", &p.steps, |out, s| {
-                let _ = write!(out, "[{},{},{},", s.before, s.after, s.rule);
-                json_opt(out, s.graph);
-                out.push(']');
-            });
-            out.push('}');
-        });
-        out.push('}');
-    });
-    out.push('}');
-    out
-}
-
-/// `items` written by `item`, comma-separated, between the two characters of `brackets`.
-fn json_seq<T>(
-    out: &mut String,
-    brackets: &str,
-    items: impl IntoIterator<Item = T>,
-    mut item: impl FnMut(&mut String, T),
-) {
-    let mut chars = brackets.chars();
-    out.push(chars.next().unwrap_or('['));
-    for (i, x) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        item(out, x);
-    }
-    out.push(chars.next().unwrap_or(']'));
+    let colors: serde_json::Map<String, Value> = ops.into_iter().map(|op| (op.name(), json!(op_color(op)))).collect();
+    let nodes: Vec<Value> = trace.nodes.iter().map(|n| json!([n.op.name(), n.dtype, n.arg, n.src])).collect();
+    let groups: Vec<Value> = trace
+        .groups
+        .iter()
+        .map(|g| {
+            let passes: Vec<Value> = g
+                .passes
+                .iter()
+                .map(|p| {
+                    let steps: Vec<Value> =
+                        p.steps.iter().map(|s| json!([s.before, s.after, s.rule, s.graph])).collect();
+                    json!({"name": p.name, "depth": p.depth, "before": p.before, "after": p.after, "steps": steps})
+                })
+                .collect();
+            json!({"name": g.name, "parent": g.parent, "code": g.code, "passes": passes})
+        })
+        .collect();
+    json!({"rules": trace.rules, "colors": colors, "nodes": nodes, "groups": groups}).to_string()
 }
 
 /// The nodes of the graph at `root` that the graph at `prev` does not have (what a rewrite added).
