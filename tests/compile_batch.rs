@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use lazygrad::codegen::{get_program, ProgramSpec};
+use lazygrad::codegen::get_program;
 use lazygrad::renderer::c::CRenderer;
+use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::Tensor;

@@ -2,10 +2,10 @@
 //! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
 
 use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
-use lazygrad::codegen::KernelName;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::{Renderer, Target};
 use lazygrad::runtime::DefaultDevice;
+use lazygrad::runtime::KernelName;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::{Context, Tensor};

@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 
+use lazygrad::codegen::get_program_opts;
 use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
-use lazygrad::codegen::{get_program_opts, ProgramSpec};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::{Renderer, Target, Workgroups};
+use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::uop::{Arg, Ops, UOp};
 use lazygrad::Tensor;

@@ -34,15 +34,10 @@ RANK = {
 # (file, the higher module it reaches): what issue 25's one-way layers remove
 KNOWN = {
     ("src/engine/jit.rs", "tensor"),
-    ("src/runtime/cpu.rs", "codegen"),
     ("src/runtime/cpu.rs", "renderer"),
-    ("src/runtime/cuda.rs", "codegen"),
     ("src/runtime/cuda.rs", "renderer"),
-    ("src/runtime/device.rs", "codegen"),
     ("src/runtime/device.rs", "renderer"),
-    ("src/runtime/interp.rs", "codegen"),
     ("src/runtime/interp.rs", "renderer"),
-    ("src/runtime/opencl.rs", "codegen"),
     ("src/runtime/opencl.rs", "renderer"),
     ("src/uop/uop.rs", "runtime"),
 }

@@ -5,12 +5,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::codegen::{get_program_for, KernelName, ProgramSpec};
+use crate::codegen::get_program_for;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::renderer::cuda::CudaRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
+use crate::runtime::{KernelName, ProgramSpec};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::{ScheduleItem, VarVals};
 use crate::uop::UOp;

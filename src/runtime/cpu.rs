@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
-use crate::codegen::ProgramSpec;
+use super::ProgramSpec;
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
 use crate::renderer::{c::CRenderer, Renderer};

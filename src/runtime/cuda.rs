@@ -14,7 +14,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunc
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use crate::codegen::{LaunchGrid, ProgramSpec};
+use super::{LaunchGrid, ProgramSpec};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::cuda::CudaRenderer;

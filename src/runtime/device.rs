@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::codegen::ProgramSpec;
+use super::ProgramSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;

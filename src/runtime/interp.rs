@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
-use crate::codegen::ProgramSpec;
+use super::ProgramSpec;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::renderer::listing::ListingRenderer;

@@ -17,9 +17,9 @@ pub use heuristic::{hand_coded_optimizations, matmul_panel};
 
 use std::fmt;
 
-use super::name::KernelName;
 use crate::dtype::DType;
 use crate::renderer::Target;
+use crate::runtime::KernelName;
 use crate::uop::wmma::TensorCore;
 use crate::uop::{Arg, AxisKind, Ops, Special, UOp, UOpMap};
 

@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::{apply_opt, kernel_ranges, Opt};
-use crate::codegen::{lower, optimizable, KernelName, ProgramSpec};
+use crate::codegen::{lower, optimizable};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::lru::Lru;
 use crate::helpers::{cache::cache_dir, debug, getenv, Context};
 use crate::renderer::Target;
 use crate::runtime::{Buffer, Device, Program};
+use crate::runtime::{KernelName, ProgramSpec};
 use crate::uop::print::render_tree;
 use crate::uop::uop::stable_hash;
 use crate::uop::variable::kernel_vars;
