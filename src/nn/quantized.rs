@@ -81,12 +81,24 @@ impl QuantizedTensor {
             .collect()
     }
 
-    /// The values as a float32 tensor of the tensor's shape, lazily.
+    /// The values as a float32 tensor of the tensor's shape, lazily. Each nibble is its byte
+    /// shifted by 0 or 4 (one expression over both halves, so the kernel reads whole vectors of
+    /// bytes without a gate per half).
     pub fn dequantize(&self) -> Tensor {
-        let blocks = self.quants.shape()[0] as isize;
-        let parts = self.values(&[blocks]);
+        let blocks = self.quants.shape()[0];
         let shape: Vec<isize> = self.shape.iter().map(|&d| d as isize).collect();
-        Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1).reshape(&shape)
+        let per_block = |t: &Tensor| t.reshape(&[blocks as isize, 1, 1]);
+        let q = self.quants.reshape(&[blocks as isize, 1, -1]).cast(DType::INT32);
+        let values = match &self.offset {
+            Some(offset) => {
+                let halves = q.expand(&[blocks, 2, BLOCK / 2]);
+                let shifts = (Tensor::arange(2) * 4).reshape(&[1, 2, 1]);
+                let nibbles = halves.rshift(&shifts).bitwise_and(15).cast(DType::FLOAT32);
+                nibbles * &per_block(&self.scale) + &per_block(offset)
+            }
+            None => q.cast(DType::FLOAT32) * &per_block(&self.scale),
+        };
+        values.reshape(&shape)
     }
 
     /// Rows `[start, end)` of a matrix, dequantized: an embedding's rows for token variables.
