@@ -3,9 +3,9 @@
 
 use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
 use lazygrad::renderer::c::CRenderer;
+use lazygrad::renderer::KernelName;
 use lazygrad::renderer::{Renderer, Target};
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::runtime::KernelName;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::{Context, Tensor};

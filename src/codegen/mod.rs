@@ -17,8 +17,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
+use crate::renderer::{KernelName, ProgramSpec};
 use crate::renderer::{Renderer, Target};
-use crate::runtime::{Device, KernelName, ProgramSpec};
+use crate::runtime::Device;
 use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
 

@@ -299,7 +299,7 @@ pub fn gguf_weights(path: impl AsRef<Path>) -> Result<(BTreeMap<String, GgufValu
             q => {
                 let (_, size) = q.block();
                 let blocks = tensor_from_bytes(bytes, &[bytes.len() / size, size], DType::UINT8, &device)?;
-                dequantize(&blocks, q, &t.shape)
+                block_weight(&blocks, q, &t.shape)
             }
         };
         tensors.insert(t.name.clone(), weight);
@@ -325,7 +325,7 @@ fn nibbles(q: &Tensor) -> (Tensor, Tensor) {
 
 /// Quantized `blocks` (`[blocks, bytes]` uint8) of a tensor of `shape`, as ggml lays them out:
 /// the 32-element formats as their parts, the K-quants dequantized to float32.
-fn dequantize(blocks: &Tensor, q: GgmlType, shape: &[usize]) -> Weight {
+fn block_weight(blocks: &Tensor, q: GgmlType, shape: &[usize]) -> Weight {
     let nb = blocks.shape()[0] as isize;
     let quantized = |offset, quants| Weight::Quantized(QuantizedTensor::new(shape, f16_at(blocks, 0), offset, quants));
     let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();

@@ -1,12 +1,17 @@
-//! Linear program -> source text, and the target description codegen reads.
+//! Linear program -> source text, the target description codegen reads, and the program a
+//! device compiles (`ProgramSpec`).
 
 pub mod c;
 pub mod cstyle;
 pub mod cuda;
 pub mod listing;
+pub mod name;
 pub mod opencl;
+pub mod program;
 pub mod target;
 
+pub use name::KernelName;
+pub use program::{LaunchGrid, ProgramSpec};
 pub use target::{DTypeSupport, Target, TensorCore, Workgroups};
 
 use crate::uop::{Ops, UOp};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
-use super::ProgramSpec;
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
+use crate::renderer::ProgramSpec;
 use crate::renderer::{c::CRenderer, Renderer};
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];

@@ -14,11 +14,11 @@ use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunc
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use super::{LaunchGrid, ProgramSpec};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::cuda::CudaRenderer;
 use crate::renderer::Renderer;
+use crate::renderer::{LaunchGrid, ProgramSpec};
 
 fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("CUDA {what}: {e}"))

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::ProgramSpec;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;
+use crate::renderer::ProgramSpec;
 use crate::renderer::Renderer;
 
 pub use super::allocator::{host_ptr, Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};

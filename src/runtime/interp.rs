@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
-use super::ProgramSpec;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::renderer::listing::ListingRenderer;
+use crate::renderer::ProgramSpec;
 use crate::renderer::Renderer;
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
 use crate::uop::wmma::WARP;

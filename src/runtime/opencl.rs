@@ -22,11 +22,11 @@ use opencl3::program::Program as ClProgram;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use super::{LaunchGrid, ProgramSpec};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::renderer::opencl::OpenClRenderer;
 use crate::renderer::{DTypeSupport, Renderer, Target, Workgroups};
+use crate::renderer::{LaunchGrid, ProgramSpec};
 
 fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> Error + '_ {
     move |e| Error::Device(format!("OpenCL {what}: {e}"))

@@ -41,7 +41,7 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
                 ScheduleItem::Kernel { ast, bufs } => {
                     let args: Vec<String> =
                         bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    let name = crate::runtime::KernelName::of(ast).for_debug();
+                    let name = crate::renderer::KernelName::of(ast).for_debug();
                     eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
                 }
                 ScheduleItem::Copy { dst, src } => {

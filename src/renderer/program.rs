@@ -1,5 +1,5 @@
 //! The program a device runs: a kernel's linearized UOps, its source, its name and its launch.
-//! Codegen produces it; the devices compile and launch it.
+//! Codegen produces it with a renderer; the devices compile and launch it.
 
 use crate::uop::{Arg, Ops, Special, UOp};
 
