@@ -8,6 +8,10 @@ use lazygrad::nn::state::get_parameters;
 use lazygrad::tensor::{ConvOpts, PoolOpts, Reduction};
 use lazygrad::{module, Context, Jit, Tensor};
 
+/// Held by every test here: a memory test reads the whole process's resident memory, which a
+/// test running beside it would grow.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The resident memory of this process now, in bytes (Linux: `/proc/self/statm`).
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
@@ -34,6 +38,7 @@ impl Net {
 #[test]
 #[ignore = "2,000 training steps (minutes); .ci/run runs it"]
 fn jit_training_memory_stays_flat_over_2000_steps() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     Tensor::manual_seed(3);
     let net = Net {
         c1: Conv2d::new(1, 8, 5, ConvOpts::default(), true),
@@ -79,6 +84,7 @@ fn jit_training_memory_stays_flat_over_2000_steps() {
 
 #[test]
 fn eager_ops_over_a_thousand_live_tensors_do_not_grow_memory() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // 10,000 eager ops, each result replacing one of 1,000 live tensors
     let mut live: Vec<Tensor> = (0..1000).map(|i| Tensor::from_slice(&[i as f32; 64], &[64])).collect();
     let mut before = 0;
@@ -97,6 +103,7 @@ fn eager_ops_over_a_thousand_live_tensors_do_not_grow_memory() {
 
 #[test]
 fn four_threads_build_and_realize_different_graphs_at_once() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let worker = |kind: usize| {
         move || {
             for round in 0..20 {
