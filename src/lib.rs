@@ -19,9 +19,9 @@ pub mod uop;
 pub mod viz;
 
 pub use dtype::DType;
-pub use engine::Jit;
 pub use error::{Error, Result};
 pub use helpers::{Context, GlobalCounters};
+pub use tensor::Jit;
 pub use tensor::Tensor;
 
 pub use uop::{BoundVar, Ops, Sint, UOp, Variable};

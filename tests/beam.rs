@@ -55,7 +55,7 @@ fn beam_matmul_matches_noopt_and_interp() {
 fn beam_results_are_cached_on_disk_and_corrupt_files_ignored() {
     let dev = get_device("CPU").unwrap();
     let kernel = matmul_kernel(32, 16, 48);
-    let path = cache_path(&kernel, &dev.renderer().target(), 2);
+    let path = cache_path(&kernel, &dev.target(), 2);
     let _ = std::fs::remove_file(&path);
     let first = beam_search(&kernel, dev.as_ref(), 2).unwrap().unwrap();
     assert_eq!(first.found, Found::Searched);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use lazygrad::codegen::get_program;
 use lazygrad::renderer::c::CRenderer;
-use lazygrad::renderer::ProgramSpec;
+use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::Tensor;

@@ -4,8 +4,8 @@
 use std::process::Command;
 
 use lazygrad::codegen::opt::{applied_opts_line, apply_opts, Opt};
-use lazygrad::renderer::KernelName;
 use lazygrad::runtime::DefaultDevice;
+use lazygrad::runtime::KernelName;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::{Jit, Tensor};
 

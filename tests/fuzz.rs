@@ -21,7 +21,7 @@ use lazygrad::codegen::opt::{apply_opt, kernel_ranges, Opt};
 use lazygrad::codegen::{get_program, get_program_opts, optimizable};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
-use lazygrad::renderer::ProgramSpec;
+use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer, DefaultDevice};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{AxisKind, UOp};

@@ -27,10 +27,11 @@ use common::only_kernel;
 /// reads too).
 fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let dev = match get_device(bufs[0].device()).unwrap() {
-        d if !d.renderer().target().tensor_cores.is_empty() => d,
+        d if !d.target().tensor_cores.is_empty() => d,
         _ => get_device("INTERP").unwrap(),
     };
-    let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    let spec = get_program_opts(ast, &*lazygrad::renderer::for_device(&*dev), opts, "")
+        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
     dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
@@ -176,10 +177,13 @@ fn float32_matmuls_take_tf32_tensor_cores_only_when_allowed() {
 
 #[test]
 fn cuda_renders_mma_sync_and_nvrtc_builds_it() {
-    let renderer = CudaRenderer::for_arch("sm_90").unwrap();
-    assert_eq!(renderer.target().tensor_cores.len(), 2, "sm_90 has the float16 and bfloat16 mma, TF32 when allowed");
+    let sm_90 = || CudaRenderer::for_arch("sm_90").unwrap();
+    assert_eq!(sm_90().target().tensor_cores.len(), 2, "sm_90 has the float16 and bfloat16 mma, TF32 when allowed");
     assert!(CudaRenderer::for_arch("sm_75").unwrap().target().tensor_cores.is_empty());
     let _tf32 = Context::new(&[("ALLOW_TF32", 1)]);
+    // a target is read when its renderer is made
+    let renderer = sm_90();
+    assert_eq!(renderer.target().tensor_cores.len(), 3);
     for (dtype, mma) in [
         (DType::FLOAT16, "m16n8k16.row.col.f32.f16.f16.f32"),
         (DType::BFLOAT16, "m16n8k16.row.col.f32.bf16.bf16.f32"),

@@ -10,9 +10,10 @@ use lazygrad::codegen::get_program_opts;
 use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
-use lazygrad::renderer::ProgramSpec;
-use lazygrad::renderer::{Renderer, Target, Workgroups};
+use lazygrad::renderer::Renderer;
+use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::runtime::{Target, Workgroups};
 use lazygrad::uop::{Arg, Ops, UOp};
 use lazygrad::Tensor;
 
@@ -27,10 +28,11 @@ fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
 /// for a CPU's (host memory, which INTERP reads too), a CPU having no workgroups.
 fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let dev = match get_device(bufs[0].device()).unwrap() {
-        d if d.renderer().target().has_local() => d,
+        d if d.target().has_local() => d,
         _ => get_device("INTERP").unwrap(),
     };
-    let spec = get_program_opts(ast, dev.renderer(), opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    let spec = get_program_opts(ast, &*lazygrad::renderer::for_device(&*dev), opts, "")
+        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }

@@ -6,9 +6,7 @@ Ranks the top-level modules of src/ as DESIGN.md draws them (`nn`/`models` -> `t
 `engine` -> `schedule` -> `codegen` -> `renderer` -> `runtime`, with `uop`, `dtype`, `error`,
 `helpers` and the VIZ recorder beneath them all) and reads every `crate::` path in each file
 outside its `#[cfg(test)]` module, grouped imports (`use crate::{a::X, b}`) included. A path into a
-higher layer is a violation. KNOWN lists the violations that predate this check (issue 25 removes
-them): a new one fails, and so does a listed one that is gone (delete it from the list). Exit 0
-when the graph matches, 1 otherwise, with one line per difference.
+higher layer is a violation: exit 1 with one line per violation, else 0.
 """
 
 import os
@@ -29,17 +27,6 @@ RANK = {
     "error": 0,
     "helpers": 0,
     "viz": 0,
-}
-
-# (file, the higher module it reaches): what issue 25's one-way layers remove
-KNOWN = {
-    ("src/engine/jit.rs", "tensor"),
-    ("src/runtime/cpu.rs", "renderer"),
-    ("src/runtime/cuda.rs", "renderer"),
-    ("src/runtime/device.rs", "renderer"),
-    ("src/runtime/interp.rs", "renderer"),
-    ("src/runtime/opencl.rs", "renderer"),
-    ("src/uop/uop.rs", "runtime"),
 }
 
 # the explorer's HTTP server sits on top of everything
@@ -74,15 +61,12 @@ def violations(root):
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    found = violations(root)
-    new, gone = sorted(found - KNOWN), sorted(KNOWN - found)
-    for path, reached in new:
+    found = sorted(violations(root))
+    for path, reached in found:
         print(f"{path}: imports `crate::{reached}`, a higher layer (DESIGN.md: layers point one way)")
-    for path, reached in gone:
-        print(f"{path} no longer imports `crate::{reached}`: delete it from KNOWN in tools/check_layers.py")
-    if new or gone:
+    if found:
         sys.exit(1)
-    print(f"layers: no new upward imports ({len(KNOWN)} known, issue 25)")
+    print("layers: every import points down (DESIGN.md)")
 
 
 if __name__ == "__main__":

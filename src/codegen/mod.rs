@@ -17,9 +17,10 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
-use crate::renderer::{KernelName, ProgramSpec};
-use crate::renderer::{Renderer, Target};
+use crate::renderer::Renderer;
 use crate::runtime::Device;
+use crate::runtime::Target;
+use crate::runtime::{KernelName, ProgramSpec};
 use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
 
@@ -54,10 +55,10 @@ pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
     let width = opt::search::beam_width();
     if width > 0 && dev.times_kernels() {
         if let Some(beam) = opt::search::beam_opts(kernel, dev, width)? {
-            return get_program_opts(kernel, dev.renderer(), &beam.opts, beam.note());
+            return get_program_opts(kernel, &*crate::renderer::for_device(dev), &beam.opts, beam.note());
         }
     }
-    get_program(kernel, dev.renderer())
+    get_program(kernel, &*crate::renderer::for_device(dev))
 }
 
 /// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of

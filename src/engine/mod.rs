@@ -1,7 +1,7 @@
-//! Running schedules, and the JIT that captures and replays them.
+//! Running schedules, and the JIT's capture and replay of them.
 
 pub mod jit;
 pub mod realize;
 
-pub use jit::Jit;
+pub use jit::CapturedJit;
 pub use realize::{capture, capturing, get_runner, run_schedule, ExecItem, Runner};

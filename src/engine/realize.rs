@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::renderer::cuda::CudaRenderer;
-use crate::renderer::{KernelName, ProgramSpec};
 use crate::runtime::{get_device, Buffer, Device, Program};
+use crate::runtime::{KernelName, ProgramSpec};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::{ScheduleItem, VarVals};
 use crate::uop::UOp;
@@ -30,7 +30,7 @@ pub struct CompiledKernel {
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
 /// 4096 used last (a JIT holds its own).
-type CacheKey = (String, UOp, (i64, usize, crate::renderer::Target));
+type CacheKey = (String, UOp, (i64, usize, crate::runtime::Target));
 type Cache = Mutex<crate::helpers::lru::Lru<CacheKey, Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
@@ -56,7 +56,7 @@ pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
 
 fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let dev = get_device(device)?;
-    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings(&dev.renderer().target()));
+    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings(&dev.target()));
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         phases.reused += 1;
         return Ok(k.clone());
@@ -205,7 +205,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     let mut todo: Vec<(CacheKey, &UOp)> = vec![];
     for item in items {
         if let ScheduleItem::Kernel { ast, bufs } = item {
-            let target = get_device(bufs[0].device())?.renderer().target();
+            let target = get_device(bufs[0].device())?.target();
             let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings(&target));
             if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
                 && !todo.iter().any(|(k, _)| *k == key)

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::engine::Jit;
 use crate::error::{Error, Result};
 use crate::nn::gguf::{gguf_weights, GgufValue};
 use crate::nn::layers::RMSNorm;
 use crate::nn::quantized::Weight;
+use crate::tensor::Jit;
 use crate::tensor::Tensor;
 use crate::uop::{BoundVar, Sint, Variable};
 use crate::DType;

@@ -2,8 +2,9 @@
 //! taking all buffers as one pointer array so every kernel has the same ABI.
 
 use super::cstyle::{self, Dialect, Param};
-use super::{Renderer, Target};
+use super::Renderer;
 use crate::dtype::{DType, Scalar};
+use crate::runtime::Target;
 use crate::uop::{Ops, Special, UOp};
 
 /// Renders kernels as C for the CPU device.

@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use super::Target;
 use crate::dtype::{DType, Scalar};
+use crate::runtime::Target;
 use crate::uop::variable::kernel_vars;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
 

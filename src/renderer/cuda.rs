@@ -6,58 +6,23 @@
 //! which NVRTC does not carry).
 
 use super::cstyle::{self, Dialect, Param};
-use super::{DTypeSupport, Renderer, Target, Workgroups};
+use super::Renderer;
 use crate::dtype::{DType, Scalar};
+use crate::runtime::Target;
 use crate::uop::wmma::TensorCore;
 use crate::uop::{Arg, Ops, Special, UOp};
 
 /// Renders kernels as CUDA C for a device described by `target`.
 pub struct CudaRenderer {
+    /// A `Language::Cuda` target.
     pub target: Target,
-    /// The compute capability the kernels are built for, `(9, 0)` on an H200.
-    pub arch: (u32, u32),
 }
 
 impl CudaRenderer {
-    /// The renderer for a device of compute capability `arch` with the given limits (threads
-    /// per block, block dims, grid dims, shared memory bytes per block).
-    pub fn new(
-        arch: (u32, u32),
-        max_threads: usize,
-        max_local: [usize; 3],
-        max_groups: [usize; 3],
-        shared: usize,
-    ) -> Self {
-        let target = Target {
-            name: format!("CUDA:sm_{}{}", arch.0, arch.1),
-            vector_bytes: 0,
-            register_bytes: 4,
-            threads: 1,
-            workgroups: Some(Workgroups {
-                max_threads,
-                max_local,
-                max_groups,
-                local_bytes: shared,
-                simd_threads: true,
-            }),
-            gpu: true,
-            dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
-            tensor_cores: vec![],
-        };
-        CudaRenderer { target, arch }
-    }
-    /// A device of architecture `arch` (`sm_90`) with the limits of every NVIDIA GPU since
-    /// Volta: 1024 threads a block, blocks up to 1024x1024x64, grids up to (2^31-1)x65535x65535,
-    /// 48 KiB of shared memory a block. For rendering without a device (`NVRTC_CHECK`).
+    /// The renderer for a GPU of architecture `arch` (`sm_90`) with every NVIDIA GPU's limits,
+    /// for rendering without a device (`Target::cuda_arch`).
     pub fn for_arch(arch: &str) -> Option<Self> {
-        let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))?;
-        let (major, minor) = digits.split_at(digits.len() - 1);
-        let capability = (major.parse().ok()?, minor.parse().ok()?);
-        Some(CudaRenderer::new(capability, 1024, [1024, 1024, 64], [(1 << 31) - 1, 65535, 65535], 48 << 10))
-    }
-    /// The NVRTC architecture option, `sm_90` for compute capability 9.0.
-    pub fn arch_name(&self) -> String {
-        format!("sm_{}{}", self.arch.0, self.arch.1)
+        Target::cuda_arch(arch).map(|target| CudaRenderer { target })
     }
 }
 
@@ -272,14 +237,8 @@ impl Renderer for CudaRenderer {
     fn language(&self) -> &'static str {
         "cu"
     }
-    /// The device's target with the tensor cores of its architecture (read afresh: `ALLOW_TF32`
-    /// may change within a scope).
     fn target(&self) -> Target {
-        let tensor_cores = match self.arch >= (8, 0) {
-            true => crate::uop::wmma::nvidia_sm80(),
-            false => vec![],
-        };
-        Target { tensor_cores, ..self.target.clone() }
+        self.target.clone()
     }
     fn supports(&self, _op: Ops) -> bool {
         true

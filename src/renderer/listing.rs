@@ -1,7 +1,8 @@
 //! The "renderer" of the INTERP device, which runs linearized UOps as they are: its source is the
 //! program's listing, one UOp per line (also DEBUG=6's format and VIZ's code pane).
 
-use super::{DTypeSupport, Renderer, Target, Workgroups};
+use super::Renderer;
+use crate::runtime::Target;
 use crate::uop::{Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
@@ -15,22 +16,7 @@ impl Renderer for ListingRenderer {
         "uops"
     }
     fn target(&self) -> Target {
-        let unbounded = usize::MAX;
-        Target {
-            workgroups: Some(Workgroups {
-                max_threads: 1024,
-                max_local: [unbounded; 3],
-                max_groups: [unbounded; 3],
-                local_bytes: unbounded,
-                simd_threads: false,
-            }),
-            dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
-            tensor_cores: match crate::helpers::getenv("EMULATE_CUDA", 0) {
-                0 => vec![],
-                _ => crate::uop::wmma::nvidia_sm80(),
-            },
-            ..Target::host_cpu("INTERP")
-        }
+        Target::interp()
     }
     /// All but float32 EXP2 and LOG2, which codegen computes in float64 as for the CPU
     /// (`transcendental.rs`), so that the oracle gives the CPU's bits.

@@ -1,19 +1,13 @@
-//! Linear program -> source text, the target description codegen reads, and the program a
-//! device compiles (`ProgramSpec`).
+//! Linear program -> source text, in the dialect of the device's target (`for_target`).
 
 pub mod c;
 pub mod cstyle;
 pub mod cuda;
 pub mod listing;
-pub mod name;
 pub mod opencl;
-pub mod program;
-pub mod target;
 
-pub use name::KernelName;
-pub use program::{LaunchGrid, ProgramSpec};
-pub use target::{DTypeSupport, Target, TensorCore, Workgroups};
-
+use crate::runtime::target::Language;
+use crate::runtime::{Device, Target};
 use crate::uop::{Ops, UOp};
 
 /// A source renderer for one family of devices, and the target it renders for.
@@ -27,4 +21,19 @@ pub trait Renderer: Send + Sync {
     fn supports(&self, op: Ops) -> bool;
     /// The source of kernel `name` from its linearized UOps.
     fn render(&self, name: &str, uops: &[UOp]) -> String;
+}
+
+/// The renderer for a target: its language picks the dialect.
+pub fn for_target(target: Target) -> Box<dyn Renderer> {
+    match target.language {
+        Language::C => Box::new(c::CRenderer),
+        Language::OpenCl => Box::new(opencl::OpenClRenderer { target }),
+        Language::Cuda(..) => Box::new(cuda::CudaRenderer { target }),
+        Language::Listing => Box::new(listing::ListingRenderer),
+    }
+}
+
+/// The renderer for a device, as it describes itself now.
+pub fn for_device(device: &dyn Device) -> Box<dyn Renderer> {
+    for_target(device.target())
 }

@@ -2,8 +2,9 @@
 //! `__local` arrays and barriers, OpenCL's built-in vector types and overloaded math.
 
 use super::cstyle::{self, Dialect, Param};
-use super::{Renderer, Target};
+use super::Renderer;
 use crate::dtype::{DType, Scalar};
+use crate::runtime::Target;
 use crate::uop::{Ops, Special, UOp};
 
 /// Renders kernels as OpenCL C for a device described by `target`.

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
+use super::{ProgramSpec, Target};
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
-use crate::renderer::ProgramSpec;
-use crate::renderer::{c::CRenderer, Renderer};
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
@@ -300,7 +299,6 @@ struct Batch<'a> {
 /// The CPU device.
 pub struct CpuDevice {
     compiler: CCompiler,
-    renderer: CRenderer,
     allocator: LruAllocator<HostAllocator>,
 }
 
@@ -308,7 +306,6 @@ impl CpuDevice {
     pub fn open() -> Result<CpuDevice> {
         Ok(CpuDevice {
             compiler: CCompiler::detect()?,
-            renderer: CRenderer,
             allocator: LruAllocator::new(HostAllocator, LruAllocator::<HostAllocator>::default_cap()),
         })
     }
@@ -321,8 +318,8 @@ impl Device for CpuDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> &dyn Renderer {
-        &self.renderer
+    fn target(&self) -> Target {
+        Target::host_cpu("CPU")
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();

@@ -14,11 +14,10 @@ use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunc
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use super::target::cuda_arch_name;
+use super::{LaunchGrid, ProgramSpec, Target};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
-use crate::renderer::cuda::CudaRenderer;
-use crate::renderer::Renderer;
-use crate::renderer::{LaunchGrid, ProgramSpec};
 
 fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("CUDA {what}: {e}"))
@@ -178,11 +177,23 @@ impl Allocator for CudaAllocator {
     }
 }
 
+/// What a CUDA device reports of itself: compute capability, threads per block, block dims,
+/// grid dims and shared memory bytes per block.
+struct CudaLimits {
+    arch: (u32, u32),
+    max_threads: usize,
+    max_local: [usize; 3],
+    max_groups: [usize; 3],
+    shared: usize,
+}
+
 /// One CUDA device.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    renderer: CudaRenderer,
+    /// The GPU and its limits, from which `target` is built afresh (its tensor cores follow
+    /// `ALLOW_TF32`).
+    limits: CudaLimits,
     allocator: LruAllocator<CudaAllocator>,
 }
 
@@ -192,26 +203,26 @@ impl CudaDevice {
         let attr = |a: CUdevice_attribute| ctx.attribute(a).map(|v| v as usize).map_err(cu_err("device info"));
         use CUdevice_attribute::*;
         let (major, minor) = ctx.compute_capability().map_err(cu_err("device info"))?;
-        let renderer = CudaRenderer::new(
-            (major as u32, minor as u32),
-            attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            [
+        let limits = CudaLimits {
+            arch: (major as u32, minor as u32),
+            max_threads: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_local: [
                 attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
                 attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
                 attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
             ],
-            [
+            max_groups: [
                 attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
                 attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
-            attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-        );
+            shared: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        };
         Ok(CudaDevice {
             stream: ctx.default_stream(),
             allocator: LruAllocator::new(CudaAllocator { ctx: ctx.clone() }, 1 << 32),
             ctx,
-            renderer,
+            limits,
         })
     }
 }
@@ -223,12 +234,13 @@ impl Device for CudaDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> &dyn Renderer {
-        &self.renderer
+    fn target(&self) -> Target {
+        let l = &self.limits;
+        Target::cuda(l.arch, l.max_threads, l.max_local, l.max_groups, l.shared)
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let cubin = nvrtc_compile(&spec.src, &self.renderer.arch_name())?;
+        let cubin = nvrtc_compile(&spec.src, &cuda_arch_name(self.limits.arch))?;
         if crate::helpers::debug() >= 3 {
             eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
@@ -257,7 +269,7 @@ impl Device for CudaDevice {
     /// The new kernels' cubins built by NVRTC on every core at once (each lands in the artifact
     /// cache; a failure is reported by the load that follows), then each loaded in order.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
-        let (arch, next) = (self.renderer.arch_name(), std::sync::atomic::AtomicUsize::new(0));
+        let (arch, next) = (cuda_arch_name(self.limits.arch), std::sync::atomic::AtomicUsize::new(0));
         std::thread::scope(|scope| {
             for _ in 0..super::pool::cpu_threads().min(specs.len()) {
                 scope.spawn(|| {

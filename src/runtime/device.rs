@@ -1,15 +1,16 @@
 //! Devices, buffers, and the traits a backend implements.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::{ProgramSpec, Target};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;
-use crate::renderer::ProgramSpec;
-use crate::renderer::Renderer;
+use crate::uop::{Arg, DeviceBuffer, Identified, Shared, UOp};
 
 pub use super::allocator::{host_ptr, Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
 
@@ -167,6 +168,35 @@ impl Buffer {
     }
 }
 
+impl Identified for Buffer {
+    fn id(&self) -> u64 {
+        Buffer::id(self)
+    }
+    fn describe(&self) -> String {
+        format!("Buffer#{}({}, {:?})", Buffer::id(self), self.size(), self.dtype())
+    }
+}
+
+impl DeviceBuffer for Buffer {
+    fn numel(&self) -> usize {
+        self.size
+    }
+}
+
+impl Buffer {
+    /// The buffer a BUFFER node stands for.
+    pub fn of(u: &UOp) -> Option<Arc<Buffer>> {
+        match u.arg() {
+            Arg::Buffer(b) => (b.0.clone() as Arc<dyn Any + Send + Sync>).downcast().ok(),
+            _ => None,
+        }
+    }
+    /// The argument of a BUFFER node standing for `buffer`.
+    pub fn arg(buffer: &Arc<Buffer>) -> Arg {
+        Arg::Buffer(Shared(buffer.clone()))
+    }
+}
+
 /// A compiled kernel, ready to launch on its device.
 pub trait Program: Send + Sync {
     /// Run over `bufs` (in PARAM order) with `vals` the values of the kernel's variables (in
@@ -178,8 +208,9 @@ pub trait Program: Send + Sync {
 pub trait Device: Send + Sync {
     fn name(&self) -> &str;
     fn allocator(&self) -> &dyn Allocator;
-    /// The renderer, which also describes the device as codegen sees it (its `Target`).
-    fn renderer(&self) -> &dyn Renderer;
+    /// The device as codegen sees it (read afresh: settings such as `NUM_CPU_THREADS` may change
+    /// it within a scope); its language picks the renderer.
+    fn target(&self) -> Target;
     /// Whether kernel times are real (BEAM search times candidates only where they are).
     fn times_kernels(&self) -> bool {
         true
@@ -255,7 +286,7 @@ pub fn get_device(name: &str) -> Result<Arc<dyn Device>> {
         other => Error::Device(format!("{name} unavailable: {other}")),
     })?;
     if crate::helpers::debug() >= 1 {
-        eprintln!("opened device {name}: {}", dev.renderer().target());
+        eprintln!("opened device {name}: {}", dev.target());
     }
     devices.insert(name, dev.clone());
     Ok(dev)

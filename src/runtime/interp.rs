@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
+use super::{ProgramSpec, Target};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
-use crate::renderer::listing::ListingRenderer;
-use crate::renderer::ProgramSpec;
-use crate::renderer::Renderer;
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
 use crate::uop::wmma::WARP;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
@@ -39,8 +37,8 @@ impl Device for InterpDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> &dyn Renderer {
-        &ListingRenderer
+    fn target(&self) -> Target {
+        Target::interp()
     }
     fn times_kernels(&self) -> bool {
         false

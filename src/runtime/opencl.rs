@@ -22,11 +22,10 @@ use opencl3::program::Program as ClProgram;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use super::target::Language;
+use super::{DTypeSupport, LaunchGrid, ProgramSpec, Target, Workgroups};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
-use crate::renderer::opencl::OpenClRenderer;
-use crate::renderer::{DTypeSupport, Renderer, Target, Workgroups};
-use crate::renderer::{LaunchGrid, ProgramSpec};
 
 fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> Error + '_ {
     move |e| Error::Device(format!("OpenCL {what}: {e}"))
@@ -162,7 +161,7 @@ impl Allocator for ClAllocator {
 /// One OpenCL device.
 pub struct ClDevice {
     cl: Arc<Cl>,
-    renderer: OpenClRenderer,
+    target: Target,
     allocator: LruAllocator<ClAllocator>,
     options: String,
     /// The device, its driver and platform: with the build options, what a binary depends on.
@@ -184,6 +183,7 @@ impl ClDevice {
         let register_bytes = 4 * device.native_vector_width_float().unwrap_or(1) as usize;
         let target = Target {
             name: "CL".into(),
+            language: Language::OpenCl,
             // a CPU device's work-items are a core's loop iterations: its vector registers are
             // what OpenCL vectors fill (a GPU's threads fill its SIMD lanes instead)
             vector_bytes: if on_cpu { register_bytes } else { 0 },
@@ -217,7 +217,7 @@ impl ClDevice {
             .join("\n");
         let cl = Arc::new(Cl { context, queue, device });
         Ok(ClDevice {
-            renderer: OpenClRenderer { target },
+            target,
             allocator: LruAllocator::new(ClAllocator { cl: cl.clone(), align }, 1 << 30),
             cl,
             options: options.into(),
@@ -284,8 +284,8 @@ impl Device for ClDevice {
     fn allocator(&self) -> &dyn Allocator {
         &self.allocator
     }
-    fn renderer(&self) -> &dyn Renderer {
-        &self.renderer
+    fn target(&self) -> Target {
+        self.target.clone()
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();

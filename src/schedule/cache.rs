@@ -87,9 +87,10 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
         .iter()
         .map(|u| {
             let arg = match (u.op(), u.arg()) {
-                (Ops::Buffer, Arg::Buffer(b)) => {
-                    described.push((b.0.device().to_string(), b.0.size(), b.0.dtype()));
-                    inputs.push(b.0.clone());
+                (Ops::Buffer, Arg::Buffer(_)) => {
+                    let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
+                    described.push((b.device().to_string(), b.size(), b.dtype()));
+                    inputs.push(b);
                     Arg::Int(inputs.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {
@@ -170,8 +171,8 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
     let becomes = outputs
         .iter()
         .map(|o| match o.op() {
-            Ops::Assign => super::kernel::assigned_buffer(o).map(&mut slot),
-            _ => becomes.get(o).and_then(super::view_buffer).map(&mut slot),
+            Ops::Assign => super::kernel::assigned_buffer(o).as_ref().map(&mut slot),
+            _ => becomes.get(o).and_then(super::view_buffer).as_ref().map(&mut slot),
         })
         .collect();
     cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, Template { items, fresh, becomes });

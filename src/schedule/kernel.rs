@@ -9,9 +9,9 @@ use super::rangeify::{is_buffer_view, realize_points, storage_order, KernelBuild
 use super::split_reduce::split_large_reduces;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::renderer::Target;
+use crate::runtime::Target;
 use crate::runtime::{get_device, Buffer};
-use crate::uop::{Arg, Ops, Shared, UOp, UOpMap};
+use crate::uop::{Arg, Ops, UOp, UOpMap};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -41,7 +41,7 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
                 ScheduleItem::Kernel { ast, bufs } => {
                     let args: Vec<String> =
                         bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    let name = crate::renderer::KernelName::of(ast).for_debug();
+                    let name = crate::runtime::KernelName::of(ast).for_debug();
                     eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
                 }
                 ScheduleItem::Copy { dst, src } => {
@@ -68,7 +68,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
     let mut targets: HashMap<String, Option<Target>> = HashMap::new();
     let mut target_of = |u: &UOp| {
         let device = device_of(u);
-        let target = targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.renderer().target()));
+        let target = targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.target()));
         target.clone()
     };
     let split = split_large_reduces(&lay_out(outputs, &mut target_of));
@@ -146,26 +146,26 @@ pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
 }
 
 /// The buffer under the target of ASSIGN `u`: a BUFFER, or a RESHAPE, PERMUTE or SHRINK of one.
-pub fn assigned_buffer(u: &UOp) -> Option<&Arc<Buffer>> {
+pub fn assigned_buffer(u: &UOp) -> Option<Arc<Buffer>> {
     let mut target = &u.src()[0];
     while matches!(target.op(), Ops::Reshape | Ops::Permute | Ops::Shrink) {
         target = &target.src()[0];
     }
-    target.buffer()
+    Buffer::of(target)
 }
 
 /// The buffer behind a BUFFER or reshaped BUFFER node.
-pub fn view_buffer(u: &UOp) -> Option<&Arc<Buffer>> {
+pub fn view_buffer(u: &UOp) -> Option<Arc<Buffer>> {
     match u.op() {
-        Ops::Buffer => u.buffer(),
-        _ if is_buffer_view(u) => u.src()[0].buffer(),
+        Ops::Buffer => Buffer::of(u),
+        _ if is_buffer_view(u) => Buffer::of(&u.src()[0]),
         _ => None,
     }
 }
 
 /// A BUFFER node for `buf`, reshaped to `shape` when that differs from `[size]`.
 pub fn buffer_view(buf: &Arc<Buffer>, shape: &[usize]) -> UOp {
-    let b = UOp::new(Ops::Buffer, buf.dtype(), vec![], Arg::Buffer(Shared(buf.clone())));
+    let b = UOp::new(Ops::Buffer, buf.dtype(), vec![], Buffer::arg(buf));
     if shape == [buf.size()] {
         b
     } else {

@@ -333,8 +333,8 @@ impl<'a> KernelBuilder<'a> {
         let moved =
             |new_idx: Vec<UOp>, gate: Option<UOp>| Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], Finish::Same);
         match (u.op(), u.arg()) {
-            (Ops::Buffer, Arg::Buffer(b)) => {
-                let b = b.0.clone();
+            (Ops::Buffer, Arg::Buffer(_)) => {
+                let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
                 Plan::Done(self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
             }
             (Ops::Const, Arg::Const(c)) => Plan::Done(UOp::constant(u.dtype(), *c)),

@@ -25,7 +25,7 @@ pub struct Function {
 
 /// A stand-in BUFFER of `numel` elements: never allocated, only substituted.
 fn stand_in(device: &str, numel: usize, dtype: DType) -> UOp {
-    UOp::new(Ops::Buffer, dtype, vec![], Arg::Buffer(Shared(Arc::new(Buffer::new(device, numel, dtype)))))
+    UOp::new(Ops::Buffer, dtype, vec![], Buffer::arg(&Arc::new(Buffer::new(device, numel, dtype))))
 }
 
 impl Function {
@@ -36,7 +36,7 @@ impl Function {
             .iter()
             .zip(examples)
             .map(|(p, t)| {
-                Tensor::from_uop(buffer_view(p.buffer().expect("a stand-in is a BUFFER"), &t.shape()), t.device())
+                Tensor::from_uop(buffer_view(&Buffer::of(p).expect("a stand-in is a BUFFER"), &t.shape()), t.device())
             })
             .collect();
         let out = f(&args);

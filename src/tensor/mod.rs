@@ -7,6 +7,7 @@ pub mod function;
 mod functional;
 mod gradient;
 mod indexing;
+mod jit;
 mod movement;
 mod origin;
 mod processing;
@@ -21,6 +22,7 @@ pub use conv::{ConvOpts, PoolOpts, Spatial};
 pub use creation::TensorData;
 pub use elementwise::Scalar;
 pub use indexing::{Idx, PadMode, SplitSizes};
+pub use jit::Jit;
 
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
@@ -174,7 +176,7 @@ impl Tensor {
                 if let (Ops::Copy | Ops::Device, crate::uop::Arg::Str(d)) = (n.op(), n.arg()) {
                     return d.clone();
                 }
-                if let Some(b) = n.buffer() {
+                if let Some(b) = crate::runtime::Buffer::of(&n) {
                     return b.device().to_string();
                 }
                 if seen.insert(n.clone()) {

@@ -19,6 +19,7 @@ pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};
 pub use rewrite::{graph_rewrite, substitute, substitute_outside};
 pub use uop::{
-    Arg, AxisKind, BufferRef, Call, ConstValue, FastHasher, Shared, Special, StoreMode, UOp, UOpMap, WeakUOp,
+    Arg, AxisKind, BufferRef, Call, ConstValue, DeviceBuffer, FastHasher, Identified, Shared, Special, StoreMode, UOp,
+    UOpMap, WeakUOp,
 };
 pub use variable::{BoundVar, Sint, Variable};

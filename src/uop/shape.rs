@@ -7,7 +7,7 @@ use super::uop::{Arg, UOp};
 pub fn derive_shape(u: &UOp) -> Option<Vec<usize>> {
     let src_shape = || u.src().first().and_then(|s| s.shape()).map(<[usize]>::to_vec);
     match (u.op(), u.arg()) {
-        (Ops::Buffer, Arg::Buffer(b)) => Some(vec![b.0.size()]),
+        (Ops::Buffer, Arg::Buffer(b)) => Some(vec![b.0.numel()]),
         (Ops::Const | Ops::DefineVar | Ops::Bind, _) => Some(vec![]),
         (Ops::Reshape | Ops::Expand, Arg::Shape(shape)) => Some(shape.clone()),
         (Ops::Permute, Arg::Axes(order)) => src_shape().map(|s| order.iter().map(|&i| s[i]).collect()),

@@ -1,5 +1,6 @@
 //! `UOp`: the one IR node. Interned globally, so equal content means the same `Arc`.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -9,7 +10,6 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::ops::Ops;
 use crate::dtype::DType;
-use crate::runtime::Buffer;
 
 /// A constant scalar. Integers of every width are held as `i64` (a `u64` keeps its bit
 /// pattern); equality and hashing of floats are by bits, so `NaN` consts intern too.
@@ -196,41 +196,40 @@ pub trait Identified {
 }
 
 /// A shared object in an argument, compared and hashed by identity.
-pub struct Shared<T>(pub Arc<T>);
+pub struct Shared<T: ?Sized>(pub Arc<T>);
 
-impl<T> Clone for Shared<T> {
+impl<T: ?Sized> Clone for Shared<T> {
     fn clone(&self) -> Self {
         Shared(self.0.clone())
     }
 }
-impl<T> PartialEq for Shared<T> {
+impl<T: ?Sized> PartialEq for Shared<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
-impl<T> Eq for Shared<T> {}
-impl<T: Identified> Hash for Shared<T> {
+impl<T: ?Sized> Eq for Shared<T> {}
+impl<T: Identified + ?Sized> Hash for Shared<T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.id().hash(state)
     }
 }
-impl<T: Identified> fmt::Debug for Shared<T> {
+impl<T: Identified + ?Sized> fmt::Debug for Shared<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.describe())
     }
 }
 
-/// A device buffer a BUFFER node stands for.
-pub type BufferRef = Shared<Buffer>;
-
-impl Identified for Buffer {
-    fn id(&self) -> u64 {
-        Buffer::id(self)
-    }
-    fn describe(&self) -> String {
-        format!("Buffer#{}({}, {:?})", Buffer::id(self), self.size(), self.dtype())
-    }
+/// A device buffer as the IR sees it: an identity and a length. The runtime's `Buffer` is the
+/// one implementation; the layers above it take it back with `Buffer::of` (the IR, beneath every
+/// layer, does not name the one that allocates memory).
+pub trait DeviceBuffer: Identified + Any + Send + Sync {
+    /// Number of elements.
+    fn numel(&self) -> usize;
 }
+
+/// The device buffer a BUFFER node stands for.
+pub type BufferRef = Shared<dyn DeviceBuffer>;
 
 /// FNV-1a: a hasher whose output is stable across runs, for content keys and disk caches.
 #[derive(Default)]
@@ -540,14 +539,6 @@ impl UOp {
     }
     pub fn vmax(&self) -> i128 {
         self.bounds().1
-    }
-
-    /// The buffer behind a BUFFER node.
-    pub fn buffer(&self) -> Option<&Arc<Buffer>> {
-        match &self.0.arg {
-            Arg::Buffer(b) => Some(&b.0),
-            _ => None,
-        }
     }
 }
 

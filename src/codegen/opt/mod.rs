@@ -18,8 +18,8 @@ pub use heuristic::{hand_coded_optimizations, matmul_panel};
 use std::fmt;
 
 use crate::dtype::DType;
-use crate::renderer::KernelName;
-use crate::renderer::Target;
+use crate::runtime::KernelName;
+use crate::runtime::Target;
 use crate::uop::wmma::TensorCore;
 use crate::uop::{Arg, AxisKind, Ops, Special, UOp, UOpMap};
 

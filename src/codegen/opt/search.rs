@@ -17,9 +17,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::lru::Lru;
 use crate::helpers::{cache::cache_dir, debug, getenv, Context};
-use crate::renderer::Target;
-use crate::renderer::{KernelName, ProgramSpec};
+use crate::runtime::Target;
 use crate::runtime::{Buffer, Device, Program};
+use crate::runtime::{KernelName, ProgramSpec};
 use crate::uop::print::render_tree;
 use crate::uop::uop::stable_hash;
 use crate::uop::variable::kernel_vars;
@@ -115,7 +115,7 @@ pub fn cache_path(kernel: &UOp, target: &Target, width: usize) -> PathBuf {
 
 /// `beam_search`, once per process for each kernel, target and width.
 pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
-    let key = cache_key(kernel, &dev.renderer().target(), width);
+    let key = cache_key(kernel, &dev.target(), width);
     if let Some(opts) = memory().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Some(Beam { opts: opts.clone(), found: Found::Memory }));
     }
@@ -131,7 +131,7 @@ pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<
 /// indices are unbounded, or its buffers too large).
 pub fn beam_search(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
     let ast = optimizable(kernel);
-    let path = cache_path(kernel, &dev.renderer().target(), width);
+    let path = cache_path(kernel, &dev.target(), width);
     if let Some(opts) = read_cache(&path, &ast) {
         return Ok(Some(Beam { opts, found: Found::Disk }));
     }
@@ -159,7 +159,7 @@ struct Member {
 /// The beam search proper, on `ast` (already `optimizable`), timing on `bufs`.
 fn search(ast: &UOp, dev: &dyn Device, bufs: &[Arc<Buffer>], width: usize, name: &KernelName) -> Result<Vec<Opt>> {
     let start = Instant::now();
-    let target = dev.renderer().target();
+    let target = dev.target();
     let mut beam = vec![Member { opts: vec![], ast: ast.clone(), time: f64::INFINITY }];
     let (mut seen_asts, mut seen_srcs) = (HashSet::from([ast.clone()]), HashSet::new());
     let (mut round, mut least_ops) = (0, lower_quietly(ast, dev)?.ops);
@@ -318,10 +318,11 @@ fn lanes(ast: &UOp) -> usize {
 /// the search's).
 fn lower_quietly(ast: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
     let _quiet = Context::new(&[("DEBUG", 0)]);
-    let target = dev.renderer().target();
+    let target = dev.target();
+    let renderer = crate::renderer::for_target(target.clone());
     match crate::viz::recording() {
-        true => crate::viz::capture(|| lower(ast, dev.renderer(), &target)).0,
-        false => lower(ast, dev.renderer(), &target),
+        true => crate::viz::capture(|| lower(ast, &*renderer, &target)).0,
+        false => lower(ast, &*renderer, &target),
     }
 }
 

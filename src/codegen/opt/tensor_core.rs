@@ -11,7 +11,7 @@
 use super::{find_range, kernel_ranges, new_range, threaded, workgroups, Opt};
 use crate::codegen::vectorize::{broadcast, gep};
 use crate::helpers::getenv;
-use crate::renderer::Target;
+use crate::runtime::Target;
 use crate::uop::wmma::{Fragment, TensorCore, WARP};
 use crate::uop::{substitute, Arg, AxisKind, ConstValue, Ops, UOp, UOpMap};
 

@@ -1,6 +1,8 @@
 //! What codegen may assume about a device, as data: one codegen serves every device by reading
-//! its target, never the machine it runs on. A target is part of every program and BEAM cache
-//! key, so two devices (or two settings of one) never share a compiled kernel by accident.
+//! its target, never the machine it runs on. A device describes itself with one (it knows its
+//! limits); the renderer layer picks its dialect by the target's language. A target is part of
+//! every program and BEAM cache key, so two devices (or two settings of one) never share a
+//! compiled kernel by accident.
 
 use std::fmt;
 
@@ -32,11 +34,24 @@ pub struct DTypeSupport {
 
 pub use crate::uop::wmma::TensorCore;
 
+/// The source a device compiles, which picks its renderer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// C for the system compiler (the CPU device).
+    C,
+    OpenCl,
+    /// CUDA C for a GPU of this compute capability (major, minor).
+    Cuda(u32, u32),
+    /// A listing of the linearized UOps, which the interpreter runs.
+    Listing,
+}
+
 /// A device as codegen, the opts, the heuristics and BEAM see it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
     /// The device family (`CPU`, `CL`, `INTERP`).
     pub name: String,
+    pub language: Language,
     /// The widest vector codegen builds, in bytes (values of at most this many bytes are one
     /// vector; 0: scalar code only).
     pub vector_bytes: usize,
@@ -83,6 +98,7 @@ impl Target {
         };
         Target {
             name: name.to_string(),
+            language: Language::C,
             vector_bytes,
             register_bytes: native,
             threads: crate::runtime::pool::cpu_threads(),
@@ -92,6 +108,79 @@ impl Target {
             tensor_cores: vec![],
         }
     }
+}
+
+impl Target {
+    /// The reference interpreter: the CPU's vectors and layout choices (it is the CPU's oracle),
+    /// and unbounded workgroups so that every workgroup opt can be checked on it; with
+    /// `EMULATE_CUDA=1` it offers CUDA's tensor cores, so the TC opt is checked without a GPU.
+    pub fn interp() -> Target {
+        let unbounded = usize::MAX;
+        Target {
+            language: Language::Listing,
+            workgroups: Some(Workgroups {
+                max_threads: 1024,
+                max_local: [unbounded; 3],
+                max_groups: [unbounded; 3],
+                local_bytes: unbounded,
+                simd_threads: false,
+            }),
+            dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
+            tensor_cores: match crate::helpers::getenv("EMULATE_CUDA", 0) {
+                0 => vec![],
+                _ => crate::uop::wmma::nvidia_sm80(),
+            },
+            ..Target::host_cpu("INTERP")
+        }
+    }
+
+    /// A CUDA GPU of compute capability `arch` with the given limits (threads per block, block
+    /// dims, grid dims, shared memory bytes per block). Scalar code: a GPU's threads fill its
+    /// SIMD lanes. The tensor cores of its architecture are read afresh (`ALLOW_TF32` may change
+    /// within a scope).
+    pub fn cuda(
+        arch: (u32, u32),
+        max_threads: usize,
+        max_local: [usize; 3],
+        max_groups: [usize; 3],
+        shared: usize,
+    ) -> Target {
+        Target {
+            name: format!("CUDA:{}", cuda_arch_name(arch)),
+            language: Language::Cuda(arch.0, arch.1),
+            vector_bytes: 0,
+            register_bytes: 4,
+            threads: 1,
+            workgroups: Some(Workgroups {
+                max_threads,
+                max_local,
+                max_groups,
+                local_bytes: shared,
+                simd_threads: true,
+            }),
+            gpu: true,
+            dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
+            tensor_cores: match arch >= (8, 0) {
+                true => crate::uop::wmma::nvidia_sm80(),
+                false => vec![],
+            },
+        }
+    }
+
+    /// A CUDA GPU of architecture `arch` (`sm_90`) with the limits of every NVIDIA GPU since
+    /// Volta: 1024 threads a block, blocks up to 1024x1024x64, grids up to (2^31-1)x65535x65535,
+    /// 48 KiB of shared memory a block. For rendering without a device (`NVRTC_CHECK`).
+    pub fn cuda_arch(arch: &str) -> Option<Target> {
+        let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))?;
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        let capability = (major.parse().ok()?, minor.parse().ok()?);
+        Some(Target::cuda(capability, 1024, [1024, 1024, 64], [(1 << 31) - 1, 65535, 65535], 48 << 10))
+    }
+}
+
+/// The NVRTC architecture option for compute capability `(major, minor)`: `sm_90` for 9.0.
+pub fn cuda_arch_name((major, minor): (u32, u32)) -> String {
+    format!("sm_{major}{minor}")
 }
 
 impl fmt::Display for Target {

@@ -1,0 +1,122 @@
+//! The JIT (tinygrad's TinyJit): run a function over tensors once normally, capture the kernels
+//! it runs on the second call, and from the third call on replay them (`engine::jit`) on the new
+//! inputs' buffers without scheduling or codegen. An input may be a bound variable
+//! (`Tensor::from_var`): a replay passes its new value to the kernels that read it.
+
+use std::sync::Arc;
+
+use super::Tensor;
+use crate::dtype::DType;
+use crate::engine::capture;
+use crate::engine::jit::CapturedJit;
+use crate::error::{Error, Result};
+use crate::helpers::debug;
+use crate::runtime::Buffer;
+use crate::schedule::{buffer_view, view_buffer, VarVals};
+use crate::uop::BoundVar;
+
+/// What a call's input must match: a tensor's shape, dtype and device, or a variable's name.
+#[derive(PartialEq, Debug)]
+enum Input {
+    Tensor(Vec<usize>, DType, String),
+    Variable(String),
+}
+type Signature = Vec<Input>;
+
+/// A capture and the shape and device of each output it returns.
+struct Captured {
+    jit: CapturedJit,
+    outputs: Vec<(Vec<usize>, String)>,
+}
+
+/// A function over tensors whose kernels are captured once and replayed.
+pub struct Jit<F> {
+    f: F,
+    calls: usize,
+    signature: Option<Signature>,
+    captured: Option<Captured>,
+}
+
+fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
+    view_buffer(&t.uop())
+        .ok_or_else(|| Error::Invalid(format!("JIT: input of shape {:?} is not a realized buffer", t.shape())))
+}
+
+impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
+    pub fn new(f: F) -> Jit<F> {
+        Jit { f, calls: 0, signature: None, captured: None }
+    }
+
+    /// Call the function (or replay it). Inputs are realized first; every call must pass the
+    /// same shapes, dtypes and devices.
+    pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let vars: Vec<BoundVar> = inputs.iter().filter_map(Tensor::as_var).collect();
+        let tensors: Vec<Tensor> = inputs.iter().filter(|t| t.as_var().is_none()).cloned().collect();
+        Tensor::realize_all(&tensors)?;
+        let sig: Signature = inputs
+            .iter()
+            .map(|t| match t.as_var() {
+                Some(v) => Input::Variable(v.variable().name().to_string()),
+                None => Input::Tensor(t.shape(), t.dtype(), t.device().to_string()),
+            })
+            .collect();
+        match &self.signature {
+            None => self.signature = Some(sig),
+            Some(first) if *first != sig => {
+                return Err(Error::Invalid(format!("JIT: inputs changed from {first:?} to {sig:?}")));
+            }
+            _ => {}
+        }
+        let in_bufs = tensors.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+        let vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
+        let result = self.run(inputs, &in_bufs, &vals);
+        if result.is_err() && self.captured.is_none() {
+            // the first call or the capture failed: the next call runs it again
+            self.calls -= 1;
+        }
+        result
+    }
+
+    fn run(&mut self, inputs: &[Tensor], in_bufs: &[Arc<Buffer>], vals: &VarVals) -> Result<Vec<Tensor>> {
+        self.calls += 1;
+        match self.calls {
+            1 => {
+                let _viz = crate::viz::group(|| "JIT first call".into());
+                let out = (self.f)(inputs);
+                Tensor::realize_all(&out)?;
+                Ok(out)
+            }
+            2 => {
+                let _viz = crate::viz::group(|| "JIT capture".into());
+                let (out, items) = capture(|| {
+                    let out = (self.f)(inputs);
+                    Tensor::realize_all(&out).map(|_| out)
+                });
+                let out = out?;
+                if items.is_empty() {
+                    return Err(Error::Invalid("JIT: the function ran no kernels, nothing to capture".into()));
+                }
+                let out_bufs = out.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+                let jit = CapturedJit::new(items, in_bufs, &out_bufs);
+                if debug() >= 1 {
+                    eprintln!("JIT call 2: captured {} kernels with {} inputs", jit.len(), inputs.len());
+                }
+                let outputs = out.iter().map(|t| (t.shape(), t.device().to_string())).collect();
+                self.captured = Some(Captured { jit, outputs });
+                Ok(out)
+            }
+            _ => {
+                let cap = self.captured.as_ref().ok_or_else(|| Error::Invalid("JIT: nothing was captured".into()))?;
+                let (out_bufs, seconds) = cap.jit.replay(in_bufs, vals)?;
+                if debug() >= 1 {
+                    eprintln!("JIT call {}: replayed {} kernels in {:.2} ms", self.calls, cap.jit.len(), seconds * 1e3);
+                }
+                Ok(out_bufs
+                    .iter()
+                    .zip(&cap.outputs)
+                    .map(|(b, (shape, dev))| Tensor::from_uop(buffer_view(b, shape), dev))
+                    .collect())
+            }
+        }
+    }
+}
