@@ -15,6 +15,8 @@ pub enum Error {
     Invalid(String),
     /// A file's contents break its format (corrupt or truncated safetensors, IDX, gzip ...).
     Format(String),
+    /// A compiler pass left a malformed graph (`uop/spec.rs`): names the pass and the node.
+    Spec(String),
 }
 
 impl fmt::Display for Error {
@@ -25,6 +27,7 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "io error: {e}"),
             Error::Invalid(m) => write!(f, "{m}"),
             Error::Format(m) => write!(f, "format error: {m}"),
+            Error::Spec(m) => write!(f, "IR spec violation {m}"),
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::renderer::Renderer;
 use crate::runtime::Device;
 use crate::runtime::Target;
 use crate::runtime::{KernelName, ProgramSpec};
+use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::symbolic;
 use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
 
@@ -44,9 +45,21 @@ pub fn optimizable(kernel: &UOp) -> UOp {
 /// (`replay.rs`); failing to write it is the error.
 pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    let (ast, target) = (optimizable(kernel), renderer.target());
-    let opts = opt::hand_coded_optimizations(&ast, &target);
-    finish(kernel, &ast, &opts, renderer, &target, "")
+    checked(kernel, || {
+        let (ast, target) = (optimizable(kernel), renderer.target());
+        let opts = opt::hand_coded_optimizations(&ast, &target);
+        finish(kernel, &ast, &opts, renderer, &target, "")
+    })
+}
+
+/// `codegen` with every pass's result checked against the kernel spec (`uop/spec.rs`) when
+/// checks are on: a malformed node is the error, before whatever a later pass made of it.
+fn checked(kernel: &UOp, codegen: impl FnOnce() -> Result<ProgramSpec>) -> Result<ProgramSpec> {
+    let Some(check) = spec::check_stage(Stage::Kernel) else { return codegen() };
+    spec::verify(kernel, Stage::Kernel, "rangeify")?;
+    let result = codegen();
+    check.finish()?;
+    result
 }
 
 /// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
@@ -65,7 +78,7 @@ pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
 /// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
 pub fn get_program_opts(kernel: &UOp, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
     let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    finish(kernel, &optimizable(kernel), opts, renderer, &renderer.target(), note)
+    checked(kernel, || finish(kernel, &optimizable(kernel), opts, renderer, &renderer.target(), note))
 }
 
 fn finish(
@@ -132,6 +145,9 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower_ctx, "lower reduce", false);
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
+    if spec::enabled() {
+        spec::verify_program(&uops, "linearize")?;
+    }
     if debug() >= 6 {
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());
         eprint!("{}", crate::renderer::listing::listing(&uops));

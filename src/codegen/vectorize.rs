@@ -252,12 +252,25 @@ pub fn vector_math(u: &UOp) -> bool {
     })
 }
 
-/// `value` with loop `r` computed as vector lanes (a reduce's source over its UNROLL loop).
-pub fn vectorize_value(value: &UOp, r: &UOp) -> UOp {
+/// The loop a `vectorize` pass computes as lanes, and the vector of its lane numbers.
+struct Lanes {
+    range: UOp,
+    iota: UOp,
+}
+
+/// `u` (a reduce's source over its UNROLL loop, or a store) with loop `r` computed as vector
+/// lanes, in one pass: the loop becomes the vector `(0, 1, .., w-1)` and each user of it a vector
+/// op as it is rebuilt, so that no node is left scalar over a vector source.
+pub fn vectorize_value(u: &UOp, r: &UOp) -> UOp {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Range]).named("r"), |m, lanes: &mut Lanes| {
+            (m["r"] == lanes.range).then(|| lanes.iota.clone())
+        })])
+        .extend(pm_vectorize())
+    });
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), (0..w).map(UOp::index_const).collect(), Arg::None);
-    let value = crate::uop::substitute(value, &mut crate::uop::UOpMap::from_iter([(r.clone(), iota)]), "vector lanes");
-    graph_rewrite(&value, pm_vectorize(), &mut (), "vectorize", false)
+    graph_rewrite(u, &PM, &mut Lanes { range: r.clone(), iota }, "vectorize", false)
 }
 
 /// Whether some load in `value` reads consecutive elements along loop `r`.
@@ -290,10 +303,7 @@ pub fn gep(u: &UOp, k: usize) -> UOp {
 /// addresses are not consecutive.
 pub fn vectorize(store: &UOp, r: &UOp) -> Vec<UOp> {
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
-    let lanes: Vec<UOp> = (0..w).map(UOp::index_const).collect();
-    let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), lanes, Arg::None);
-    let store = crate::uop::substitute(store, &mut crate::uop::UOpMap::from_iter([(r.clone(), iota)]), "vector lanes");
-    let store = graph_rewrite(&store, pm_vectorize(), &mut (), "vectorize", false);
+    let store = vectorize_value(store, r);
     let (index, value) = (&store.src()[0], &store.src()[1]);
     if index.src()[1].dtype().count == 1 {
         return vec![store];

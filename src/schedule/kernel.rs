@@ -7,10 +7,13 @@ use std::time::Instant;
 use super::layout::lay_out;
 use super::rangeify::{is_buffer_view, realize_points, storage_order, KernelBuilder};
 use super::split_reduce::split_large_reduces;
+use crate::dtype::DType;
+use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::Target;
 use crate::runtime::{get_device, Buffer};
+use crate::uop::spec::{self, Stage};
 use crate::uop::{Arg, Ops, UOp, UOpMap};
 
 /// One step of a schedule.
@@ -23,18 +26,25 @@ pub enum ScheduleItem {
 
 /// The kernels and copies that compute `outputs`, and what each output node became (a BUFFER,
 /// reshaped to the node's shape).
-pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
+/// With spec checks on (`uop/spec.rs`), a malformed tensor graph or kernel is the error.
+pub fn create_schedule(
+    outputs: &[UOp],
+    device_of: &dyn Fn(&UOp) -> String,
+) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let start = Instant::now();
     let key = super::cache::key(outputs, device_of);
     let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
     let hit = cached.is_some();
-    let (items, becomes) = cached.unwrap_or_else(|| {
-        let (items, becomes) = schedule_graph(outputs, device_of);
-        if let Some((k, inputs)) = key {
-            super::cache::insert(k, &inputs, outputs, &items, &becomes);
+    let (items, becomes) = match cached {
+        Some(cached) => cached,
+        None => {
+            let (items, becomes) = schedule_graph(outputs, device_of)?;
+            if let Some((k, inputs)) = key {
+                super::cache::insert(k, &inputs, outputs, &items, &becomes);
+            }
+            (items, becomes)
         }
-        (items, becomes)
-    });
+    };
     if debug() >= 3 {
         for (i, item) in items.iter().enumerate() {
             match item {
@@ -59,12 +69,16 @@ pub fn create_schedule(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (
             if hit { "hit" } else { "miss" }
         );
     }
-    (items, becomes)
+    Ok((items, becomes))
 }
 
 /// The schedule of `outputs`, computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
+fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let _viz = crate::viz::group(|| "schedule".into());
+    let check = spec::check_stage(Stage::Tensor);
+    if check.is_some() {
+        spec::verify(&UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None), Stage::Tensor, "tensor ops")?;
+    }
     let mut targets: HashMap<String, Option<Target>> = HashMap::new();
     let mut target_of = |u: &UOp| {
         let device = device_of(u);
@@ -92,15 +106,15 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
             }
             Ops::Assign => {
                 let target = assigned_buffer(u).expect("ASSIGN target is a view of a buffer").clone();
-                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None);
+                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None)?;
                 if reads_other_elements(&ast) {
                     // the value reads the target at other positions: compute it aside first
                     let value = &u.src()[1];
                     let tmp = new_buffer();
-                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized, &orders).build(value, &tmp, None);
+                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized, &orders).build(value, &tmp, None)?;
                     steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
                     realized.insert(value.clone(), tmp);
-                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None);
+                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None)?;
                 }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 target
@@ -109,10 +123,10 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
             _ if u.sh().contains(&0) => new_buffer(),
             _ => {
                 let buf = new_buffer();
-                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, None);
+                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, None)?;
                 // an intermediate (never a requested output) may be stored in another order
                 if let Some(order) = (!requested.contains(u)).then(|| storage_order(u, &ast, &bufs)).flatten() {
-                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, Some(&order));
+                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, Some(&order))?;
                     orders.insert(u.clone(), order);
                 }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
@@ -127,7 +141,8 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> (Vec<S
         .zip(&split)
         .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), became(o, b))))
         .collect::<UOpMap<_>>();
-    (items, becomes)
+    check.map_or(Ok(()), spec::StageCheck::finish)?;
+    Ok((items, becomes))
 }
 
 /// What output `o`, realized into `buf`, becomes: an assignment its target (a view of the

@@ -10,7 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::dtype::DType;
+use crate::error::Result;
 use crate::runtime::Buffer;
+use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::simplify;
 use crate::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
 
@@ -228,7 +230,17 @@ impl<'a> KernelBuilder<'a> {
 
     /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
     /// `order` (row-major without one); the loops nest in storage order.
-    pub fn build(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> (UOp, Vec<Arc<Buffer>>) {
+    /// With spec checks on, the AST and the passes that simplified its indices are checked
+    /// against the kernel spec (`uop/spec.rs`).
+    pub fn build(self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<(UOp, Vec<Arc<Buffer>>)> {
+        let Some(check) = spec::check_stage(Stage::Kernel) else { return Ok(self.build_unchecked(root, out, order)) };
+        let (ast, bufs) = self.build_unchecked(root, out, order);
+        check.finish()?;
+        spec::verify(&ast, Stage::Kernel, "rangeify")?;
+        Ok((ast, bufs))
+    }
+
+    fn build_unchecked(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> (UOp, Vec<Arc<Buffer>>) {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let mut idx = vec![UOp::index_const(0); shape.len()];

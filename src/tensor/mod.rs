@@ -154,13 +154,18 @@ impl Tensor {
         Ok(self.clone())
     }
     /// The kernels and copies that would compute these tensors (nothing runs; for inspection).
+    /// Panics where `try_schedule` errs.
     pub fn schedule(tensors: &[Tensor]) -> Vec<ScheduleItem> {
-        Tensor::create_schedule(tensors).0
+        Tensor::try_schedule(tensors).unwrap_or_else(|e| panic!("schedule: {e}"))
+    }
+    /// `schedule`, with a malformed graph (spec checks, `uop/spec.rs`) as the error.
+    pub fn try_schedule(tensors: &[Tensor]) -> Result<Vec<ScheduleItem>> {
+        Ok(Tensor::create_schedule(tensors)?.0)
     }
 
     /// The schedule of `tensors`, what each became, and the values of the variables bound in
     /// their graph (which the schedule holds as variables).
-    fn create_schedule(tensors: &[Tensor]) -> (Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals) {
+    fn create_schedule(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
         let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let (outputs, vals) = unbind(&bound);
         let devices: Vec<(UOp, String)> =
@@ -185,7 +190,7 @@ impl Tensor {
             }
             default_device()
         };
-        let (items, mut becomes) = create_schedule(&outputs, &device_of);
+        let (items, mut becomes) = create_schedule(&outputs, &device_of)?;
         if !vals.is_empty() {
             becomes = bound
                 .iter()
@@ -193,7 +198,7 @@ impl Tensor {
                 .filter_map(|(b, o)| becomes.get(o).map(|v| (b.clone(), rebind(v, &vals))))
                 .collect();
         }
-        (items, becomes, vals)
+        Ok((items, becomes, vals))
     }
 
     /// Whether the graph of `tensors` has a tensor of at least `THREAD_MIN_WORK` elements.
@@ -217,7 +222,7 @@ impl Tensor {
         if Tensor::threadable(tensors) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) = Tensor::create_schedule(tensors);
+        let (items, becomes, vals) = Tensor::create_schedule(tensors)?;
         if becomes.is_empty() {
             return Ok(());
         }

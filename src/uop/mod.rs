@@ -8,6 +8,7 @@ pub mod pattern;
 pub mod print;
 pub mod rewrite;
 pub mod shape;
+pub mod spec;
 pub mod symbolic;
 #[allow(clippy::module_inception)]
 pub mod uop;

@@ -258,6 +258,13 @@ impl PatternMatcher {
     pub fn extend(&self, other: &PatternMatcher) -> PatternMatcher {
         PatternMatcher::new(self.rules.iter().chain(&other.rules).cloned().collect())
     }
+    /// Whether some rule accepts `u` (a spec table's rules return the node itself to accept it).
+    pub fn accepts(&self, u: &UOp) -> bool {
+        self.by_op[u.op() as usize].iter().any(|&i| {
+            let rule = &self.rules[i];
+            rule.pat.matches(u, Captures::default()).iter().any(|caps| (rule.f)(caps, &mut ()).is_some())
+        })
+    }
     /// The first rewrite of `u` a rule offers, if any.
     pub fn rewrite(&self, u: &UOp, ctx: &mut dyn Any) -> Option<UOp> {
         self.rewrite_by_rule(u, ctx).map(|(r, _)| r)

@@ -46,15 +46,21 @@ type Offer<'a> = dyn FnMut(&UOp) -> Option<(UOp, &'static Location<'static>)> + 
 /// says are final are neither offered nor walked.
 fn run_pass(root: &UOp, name: &str, bottom_up: bool, settled: &dyn Fn(&UOp) -> bool, offer: &mut Offer) -> UOp {
     let mut map = UOpMap::default();
-    if !viz::recording() {
-        rewrite_into(root, settled, offer, bottom_up, &mut map, None);
-        return map[root].clone();
-    }
-    let pass = viz::start_pass(name, root);
-    let mut rewrites = vec![];
-    rewrite_into(root, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
-    let result = map[root].clone();
-    pass.finish(&result, &rewrites);
+    let result = match viz::recording() {
+        false => {
+            rewrite_into(root, settled, offer, bottom_up, &mut map, None);
+            map[root].clone()
+        }
+        true => {
+            let pass = viz::start_pass(name, root);
+            let mut rewrites = vec![];
+            rewrite_into(root, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
+            let result = map[root].clone();
+            pass.finish(&result, &rewrites);
+            result
+        }
+    };
+    super::spec::after_pass(name, &result);
     result
 }
 
