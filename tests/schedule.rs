@@ -23,6 +23,17 @@ fn elementwise_chain_is_one_kernel() {
 }
 
 #[test]
+fn a_chain_of_100000_ops_is_stored_every_thousand() {
+    // one kernel would be 100,000 chained statements, which gcc's cc1 cannot compile
+    let mut x = Tensor::from_slice(&[0.5f32, 1.5, -2.0], &[3]);
+    for _ in 0..100_000 {
+        x = &x + 1.0;
+    }
+    assert_eq!(kernels(&x), 100_000usize.div_ceil(lazygrad::schedule::rangeify::MAX_FUSED_DEPTH));
+    assert_eq!(x.to_vec::<f32>(), [100_000.5, 100_001.5, 99_998.0]);
+}
+
+#[test]
 fn broadcast_multiply_sum_matmul_is_one_kernel() {
     let (a, b, _) = inputs();
     assert_eq!(kernels(&(a.reshape(&[N, 1, N]) * b.T().reshape(&[1, N, N])).sum(2, false)), 1);

@@ -47,7 +47,31 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
         }
     }
     realize.extend(shared_reduces(&order, &realize));
+    realize.extend(chain_breaks(&order, &realize));
     order.into_iter().filter(|u| realize.contains(u)).collect()
+}
+
+/// The most ALU ops a kernel chains one after another. A deeper chain (100,000 times `x = x + 1`)
+/// is stored every this many ops: a C compiler given it as one kernel runs out of stack (gcc 12's
+/// cc1 segfaults on 100,000) or takes minutes, where kernels of this depth compile in moments.
+pub const MAX_FUSED_DEPTH: usize = 1000;
+
+/// Nodes to store so that no kernel chains more than `MAX_FUSED_DEPTH` ALU ops: walking sources
+/// first, a value whose chain from the last stored values reaches the limit is stored.
+fn chain_breaks(order: &[UOp], realize: &HashSet<UOp>) -> Vec<UOp> {
+    let mut depth: HashMap<&UOp, usize> = HashMap::new();
+    let mut breaks = vec![];
+    for u in order {
+        let chained = u.src().iter().map(|s| depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
+        let d = chained + usize::from(u.op().is_alu() || u.op() == Ops::Cast);
+        let storable = u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none();
+        let stored = realize.contains(u) || (d >= MAX_FUSED_DEPTH && storable);
+        if stored && !realize.contains(u) {
+            breaks.push(u.clone());
+        }
+        depth.insert(u, if stored { 0 } else { d });
+    }
+    breaks
 }
 
 /// Reduces that read memory and would be fused into more than one kernel (a weight's gradient
