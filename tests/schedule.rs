@@ -29,7 +29,7 @@ fn a_chain_of_100000_ops_is_stored_every_thousand() {
     for _ in 0..100_000 {
         x = &x + 1.0;
     }
-    assert_eq!(kernels(&x), 100_000usize.div_ceil(lazygrad::schedule::rangeify::MAX_FUSED_DEPTH));
+    assert_eq!(kernels(&x), 100_000usize.div_ceil(lazygrad::schedule::realize::MAX_FUSED_DEPTH));
     assert_eq!(x.to_vec::<f32>(), [100_000.5, 100_001.5, 99_998.0]);
 }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::layout::lay_out;
-use super::rangeify::{is_buffer_view, realize_points, storage_order, KernelBuilder};
+use super::rangeify::{is_buffer_view, storage_order, KernelBuilder};
+use super::realize::realize_points;
 use super::split_reduce::split_large_reduces;
 use crate::dtype::DType;
 use crate::error::Result;

@@ -5,6 +5,7 @@ pub mod kernel;
 pub mod layout;
 pub mod memory;
 pub mod rangeify;
+pub mod realize;
 pub mod split_reduce;
 pub mod unbind;
 

@@ -1,12 +1,12 @@
-//! Rangeify: which tensor nodes become buffers, and how one kernel's value is expressed as index
-//! arithmetic over RANGE loops.
+//! Rangeify: how one kernel's value is expressed as index arithmetic over RANGE loops (which
+//! nodes become kernels is `realize.rs`'s).
 //!
 //! Building a kernel walks the tensor graph consumer-first, carrying the index (one UOp per axis)
 //! at which the consumer needs a value. Movement ops only transform that index: SHRINK adds an
 //! offset, PERMUTE reorders, FLIP is `n-1-i`, EXPAND drops it, PAD adds a validity condition and
 //! RESHAPE flattens and unflattens with `*`, `//` and `%`, which the symbolic rules fold back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::dtype::DType;
@@ -16,96 +16,6 @@ use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::simplify;
 use crate::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
 
-/// Nodes that must be stored to memory: the requested outputs, CONTIGUOUS and COPY, every reduce
-/// whose result is broadcast, and every costly elementwise value that is broadcast (fusing either
-/// would recompute it once per broadcast element).
-pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    let order = sink.toposort();
-    let mut realize: HashSet<UOp> = HashSet::new();
-    for u in outputs.iter().filter(|u| !is_buffer_view(u)) {
-        realize.insert(u.clone());
-    }
-    for u in &order {
-        match u.op() {
-            Ops::Contiguous | Ops::Assign => {
-                realize.insert(u.clone());
-            }
-            Ops::Copy => {
-                realize.insert(u.clone());
-                if !is_buffer_view(&u.src()[0]) {
-                    realize.insert(u.src()[0].clone());
-                }
-            }
-            Ops::Expand => {
-                mark_reduces_below(&u.src()[0], &mut realize);
-                if let Some(src) = costly_broadcast_source(u, &realize) {
-                    realize.insert(src);
-                }
-            }
-            _ => {}
-        }
-    }
-    realize.extend(shared_reduces(&order, &realize));
-    realize.extend(chain_breaks(&order, &realize));
-    order.into_iter().filter(|u| realize.contains(u)).collect()
-}
-
-/// The most ALU ops a kernel chains one after another. A deeper chain (100,000 times `x = x + 1`)
-/// is stored every this many ops: a C compiler given it as one kernel runs out of stack (gcc 12's
-/// cc1 segfaults on 100,000) or takes minutes, where kernels of this depth compile in moments.
-pub const MAX_FUSED_DEPTH: usize = 1000;
-
-/// Nodes to store so that no kernel chains more than `MAX_FUSED_DEPTH` ALU ops: walking sources
-/// first, a value whose chain from the last stored values reaches the limit is stored.
-fn chain_breaks(order: &[UOp], realize: &HashSet<UOp>) -> Vec<UOp> {
-    let mut depth: HashMap<&UOp, usize> = HashMap::new();
-    let mut breaks = vec![];
-    for u in order {
-        let chained = u.src().iter().map(|s| depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
-        let d = chained + usize::from(u.op().is_alu() || u.op() == Ops::Cast);
-        let storable = u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none();
-        let stored = realize.contains(u) || (d >= MAX_FUSED_DEPTH && storable);
-        if stored && !realize.contains(u) {
-            breaks.push(u.clone());
-        }
-        depth.insert(u, if stored { 0 } else { d });
-    }
-    breaks
-}
-
-/// Reduces that read memory and would be fused into more than one kernel (a weight's gradient
-/// feeding both of Adam's moment updates): computed once and stored instead.
-fn shared_reduces(order: &[UOp], realize: &HashSet<UOp>) -> Vec<UOp> {
-    let mut kernels_using: HashMap<UOp, usize> = HashMap::new();
-    for root in order.iter().filter(|u| realize.contains(u)) {
-        for n in fused_region(root.src(), realize).0.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
-            *kernels_using.entry(n).or_default() += 1;
-        }
-    }
-    kernels_using.into_iter().filter(|(n, count)| *count > 1 && reads_memory(n)).map(|(n, _)| n).collect()
-}
-
-/// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (realized
-/// or buffers) it loads.
-fn fused_region(roots: &[UOp], realize: &HashSet<UOp>) -> (Vec<UOp>, Vec<UOp>) {
-    let (mut inside, mut loaded) = (vec![], vec![]);
-    let mut stack = roots.to_vec();
-    let mut seen = HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.clone()) {
-            continue;
-        }
-        if realize.contains(&n) || n.op() == Ops::Buffer {
-            loaded.push(n);
-            continue;
-        }
-        stack.extend(n.src().iter().cloned());
-        inside.push(n);
-    }
-    (inside, loaded)
-}
-
 /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
 pub fn is_buffer_view(u: &UOp) -> bool {
     match u.op() {
@@ -113,52 +23,6 @@ pub fn is_buffer_view(u: &UOp) -> bool {
         Ops::Reshape => u.src()[0].op() == Ops::Buffer,
         _ => false,
     }
-}
-
-fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
-    let mut stack = vec![u.clone()];
-    let mut seen = HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.clone()) || realize.contains(&n) || n.op() == Ops::Buffer {
-            continue;
-        }
-        // an arange is recomputed where it is used: the reduce-folding pass turns it into index
-        // arithmetic there
-        if is_arange(&n) {
-            continue;
-        }
-        if n.op() == Ops::ReduceAxis {
-            realize.insert(n);
-            continue;
-        }
-        stack.extend(n.src().iter().cloned());
-    }
-}
-
-/// Broadcasts that multiply the element count by less than this recompute their source.
-const BROADCAST_MIN_RATIO: usize = 4;
-/// A broadcast source reading memory with at least this many ALU ops plus loads is stored first.
-const BROADCAST_MIN_COST: usize = 3;
-
-/// The computed value under the broadcast `expand` if recomputing it per broadcast element costs
-/// more than storing it once: it reads memory and has a few ops (a conv's backward chain, say).
-/// Index values (integers, masks) and values built on an arange stay fused: the reduce-folding
-/// pass turns them into index math.
-fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> {
-    let numel = |u: &UOp| u.sh().iter().product::<usize>();
-    let mut src = expand.src()[0].clone();
-    while src.op().is_movement() && !realize.contains(&src) {
-        src = src.src()[0].clone();
-    }
-    if realize.contains(&src) || !src.dtype().is_float() || numel(expand) < BROADCAST_MIN_RATIO * numel(&src).max(1) {
-        return None;
-    }
-    let (inside, loaded) = fused_region(std::slice::from_ref(&src), realize);
-    if inside.iter().any(|n| n.op() == Ops::ReduceAxis) {
-        return None;
-    }
-    let alus = inside.iter().filter(|n| n.op().is_alu() || n.op() == Ops::Cast).count();
-    (!loaded.is_empty() && alus + loaded.len() >= BROADCAST_MIN_COST).then_some(src)
 }
 
 /// A reduce over constants only (an arange): codegen folds it into index arithmetic.

@@ -1,0 +1,155 @@
+//! Realize decisions: which tensor nodes are stored to memory, each kernel computing one of them
+//! and fusing everything between. Three named passes over the tensor graph (rule tables that
+//! record into their context and rewrite nothing), each a step in VIZ:
+//! - `realize map`: the requested outputs, CONTIGUOUS, ASSIGN and COPY (and a COPY's computed
+//!   source), every reduce whose result is broadcast, and every costly value that is broadcast
+//!   (fusing either would recompute it once per broadcast element);
+//! - `shared reduces`: a reduce reading memory that two kernels would fuse (a weight's gradient
+//!   feeding both of Adam's moments) is computed once;
+//! - `chain breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use super::rangeify::{is_arange, is_buffer_view, reads_memory};
+use crate::dtype::DType;
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+
+/// The most ALU ops a kernel chains one after another. A deeper chain (100,000 times `x = x + 1`)
+/// is stored every this many ops: a C compiler given it as one kernel runs out of stack (gcc 12's
+/// cc1 segfaults on 100,000) or takes minutes, where kernels of this depth compile in moments.
+pub const MAX_FUSED_DEPTH: usize = 1000;
+
+/// Broadcasts that multiply the element count by less than this recompute their source.
+const BROADCAST_MIN_RATIO: usize = 4;
+/// A broadcast source reading memory with at least this many ALU ops plus loads is stored first.
+const BROADCAST_MIN_COST: usize = 3;
+
+/// What the passes decide: the nodes to store; for `shared reduces` how many kernels fuse each
+/// reduce, and for `chain breaks` how many ALU ops each node's value chains since the last
+/// stored one.
+#[derive(Default)]
+struct Realize {
+    nodes: HashSet<UOp>,
+    uses: HashMap<UOp, usize>,
+    depth: HashMap<UOp, usize>,
+}
+
+/// The stored nodes among `outputs`' graph, sources before users.
+pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
+    static REALIZE_MAP: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![
+            rule_ctx(UPat::ops(&[Ops::Contiguous, Ops::Assign]).named("u"), |m, r: &mut Realize| {
+                r.nodes.insert(m["u"].clone());
+                None
+            }),
+            rule_ctx(UPat::ops(&[Ops::Copy]).named("u"), |m, r: &mut Realize| {
+                r.nodes.insert(m["u"].clone());
+                if !is_buffer_view(&m["u"].src()[0]) {
+                    r.nodes.insert(m["u"].src()[0].clone());
+                }
+                None
+            }),
+            rule_ctx(UPat::ops(&[Ops::Expand]).named("u"), |m, r: &mut Realize| {
+                mark_reduces_below(&m["u"].src()[0], &mut r.nodes);
+                if let Some(src) = costly_broadcast_source(&m["u"], &r.nodes) {
+                    r.nodes.insert(src);
+                }
+                None
+            }),
+        ])
+    });
+    static SHARED_REDUCES: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
+            if r.nodes.contains(&m["u"]) {
+                for n in fused_region(m["u"].src(), &r.nodes).0.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
+                    *r.uses.entry(n).or_default() += 1;
+                }
+            }
+            None
+        })])
+    });
+    static CHAIN_BREAKS: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
+            let u = &m["u"];
+            let chained = u.src().iter().map(|s| r.depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
+            let depth = chained + usize::from(u.op().is_alu() || u.op() == Ops::Cast);
+            let storable = u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none();
+            if depth >= MAX_FUSED_DEPTH && storable {
+                r.nodes.insert(u.clone());
+            }
+            r.depth.insert(u.clone(), if r.nodes.contains(u) { 0 } else { depth });
+            None
+        })])
+    });
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    let requested = outputs.iter().filter(|u| !is_buffer_view(u)).cloned().collect();
+    let mut realize = Realize { nodes: requested, ..Realize::default() };
+    graph_rewrite(&sink, &REALIZE_MAP, &mut realize, "realize map", false);
+    graph_rewrite(&sink, &SHARED_REDUCES, &mut realize, "shared reduces", false);
+    let shared = std::mem::take(&mut realize.uses).into_iter().filter(|(n, count)| *count > 1 && reads_memory(n));
+    realize.nodes.extend(shared.map(|(n, _)| n));
+    graph_rewrite(&sink, &CHAIN_BREAKS, &mut realize, "chain breaks", false);
+    sink.toposort().into_iter().filter(|u| realize.nodes.contains(u)).collect()
+}
+
+/// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (realized
+/// or buffers) it loads.
+fn fused_region(roots: &[UOp], realize: &HashSet<UOp>) -> (Vec<UOp>, Vec<UOp>) {
+    let (mut inside, mut loaded) = (vec![], vec![]);
+    let mut stack = roots.to_vec();
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if realize.contains(&n) || n.op() == Ops::Buffer {
+            loaded.push(n);
+            continue;
+        }
+        stack.extend(n.src().iter().cloned());
+        inside.push(n);
+    }
+    (inside, loaded)
+}
+
+fn mark_reduces_below(u: &UOp, realize: &mut HashSet<UOp>) {
+    let mut stack = vec![u.clone()];
+    let mut seen = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.clone()) || realize.contains(&n) || n.op() == Ops::Buffer {
+            continue;
+        }
+        // an arange is recomputed where it is used: the reduce-folding pass turns it into index
+        // arithmetic there
+        if is_arange(&n) {
+            continue;
+        }
+        if n.op() == Ops::ReduceAxis {
+            realize.insert(n);
+            continue;
+        }
+        stack.extend(n.src().iter().cloned());
+    }
+}
+
+/// The computed value under the broadcast `expand` if recomputing it per broadcast element costs
+/// more than storing it once: it reads memory and has a few ops (a conv's backward chain, say).
+/// Index values (integers, masks) and values built on an arange stay fused: the reduce-folding
+/// pass turns them into index math.
+fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> {
+    let numel = |u: &UOp| u.sh().iter().product::<usize>();
+    let mut src = expand.src()[0].clone();
+    while src.op().is_movement() && !realize.contains(&src) {
+        src = src.src()[0].clone();
+    }
+    if realize.contains(&src) || !src.dtype().is_float() || numel(expand) < BROADCAST_MIN_RATIO * numel(&src).max(1) {
+        return None;
+    }
+    let (inside, loaded) = fused_region(std::slice::from_ref(&src), realize);
+    if inside.iter().any(|n| n.op() == Ops::ReduceAxis) {
+        return None;
+    }
+    let alus = inside.iter().filter(|n| n.op().is_alu() || n.op() == Ops::Cast).count();
+    (!loaded.is_empty() && alus + loaded.len() >= BROADCAST_MIN_COST).then_some(src)
+}
