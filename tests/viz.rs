@@ -73,7 +73,8 @@ fn realize_records_the_schedule_and_each_kernel_with_its_code() {
     let schedule = trace.groups.iter().find(|g| g.name == "schedule").expect("a schedule group");
     // the scheduler's passes, each by name, in the order they ran
     let ran: Vec<&str> = schedule.passes.iter().map(|p| p.name.as_str()).collect();
-    let order = ["lay_out", "split_reduce", "realize map", "shared reduces", "chain breaks", "rangeify"];
+    let order =
+        ["lay_out", "split_reduce", "realize map", "shared reduces", "chain breaks", "push indices", "rangeify"];
     let at: Vec<usize> =
         order.iter().map(|n| ran.iter().position(|r| r == n).unwrap_or_else(|| panic!("{n} not in {ran:?}"))).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{ran:?}");

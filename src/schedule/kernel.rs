@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::layout::lay_out;
-use super::rangeify::{is_buffer_view, storage_order, KernelBuilder};
+use super::rangeify::{is_buffer_view, storage_order, Realized};
 use super::realize::realize_points;
 use super::split_reduce::split_large_reduces;
 use crate::dtype::DType;
@@ -88,8 +88,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
     };
     let split = split_large_reduces(&lay_out(outputs, &mut target_of));
     let points = realize_points(&split);
-    let mut realized: HashMap<UOp, Arc<Buffer>> = HashMap::new();
-    let mut orders: HashMap<UOp, Vec<usize>> = HashMap::new();
+    let mut realized = Realized::default();
     let requested: HashSet<&UOp> = split.iter().collect();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
     for u in &points {
@@ -97,7 +96,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
         let buf = match u.op() {
             Ops::Copy => {
                 let src = &u.src()[0];
-                let src_buf = match realized.get(src) {
+                let src_buf = match realized.buffers.get(src) {
                     Some(b) => b.clone(),
                     None => view_buffer(src).expect("COPY source is realized or a buffer").clone(),
                 };
@@ -107,15 +106,15 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
             }
             Ops::Assign => {
                 let target = assigned_buffer(u).expect("ASSIGN target is a view of a buffer").clone();
-                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None)?;
+                let (mut ast, mut bufs) = realized.build(u, &target, None)?;
                 if reads_other_elements(&ast) {
                     // the value reads the target at other positions: compute it aside first
                     let value = &u.src()[1];
                     let tmp = new_buffer();
-                    let (tmp_ast, tmp_bufs) = KernelBuilder::new(&realized, &orders).build(value, &tmp, None)?;
+                    let (tmp_ast, tmp_bufs) = realized.build(value, &tmp, None)?;
                     steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
-                    realized.insert(value.clone(), tmp);
-                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &target, None)?;
+                    realized.buffers.insert(value.clone(), tmp);
+                    (ast, bufs) = realized.build(u, &target, None)?;
                 }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 target
@@ -124,23 +123,23 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
             _ if u.sh().contains(&0) => new_buffer(),
             _ => {
                 let buf = new_buffer();
-                let (mut ast, mut bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, None)?;
+                let (mut ast, mut bufs) = realized.build(u, &buf, None)?;
                 // an intermediate (never a requested output) may be stored in another order
                 if let Some(order) = (!requested.contains(u)).then(|| storage_order(u, &ast, &bufs)).flatten() {
-                    (ast, bufs) = KernelBuilder::new(&realized, &orders).build(u, &buf, Some(&order))?;
-                    orders.insert(u.clone(), order);
+                    (ast, bufs) = realized.build(u, &buf, Some(&order))?;
+                    realized.orders.insert(u.clone(), order);
                 }
                 steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 buf
             }
         };
-        realized.insert(u.clone(), buf);
+        realized.buffers.insert(u.clone(), buf);
     }
     let items = order_steps(steps);
     let becomes = outputs
         .iter()
         .zip(&split)
-        .filter_map(|(o, s)| realized.get(s).map(|b| (o.clone(), became(o, b))))
+        .filter_map(|(o, s)| realized.buffers.get(s).map(|b| (o.clone(), became(o, b))))
         .collect::<UOpMap<_>>();
     check.map_or(Ok(()), spec::StageCheck::finish)?;
     Ok((items, becomes))

@@ -1,20 +1,22 @@
 //! Rangeify: how one kernel's value is expressed as index arithmetic over RANGE loops (which
 //! nodes become kernels is `realize.rs`'s).
 //!
-//! Building a kernel walks the tensor graph consumer-first, carrying the index (one UOp per axis)
-//! at which the consumer needs a value. Movement ops only transform that index: SHRINK adds an
-//! offset, PERMUTE reorders, FLIP is `n-1-i`, EXPAND drops it, PAD adds a validity condition and
-//! RESHAPE flattens and unflattens with `*`, `//` and `%`, which the symbolic rules fold back.
+//! Building a kernel is one rule-table pass, `push indices`: the stored value's *site* (the node
+//! and the index, one UOp per axis, at which it is wanted) is pushed down the tensor graph,
+//! consumer first. Movement ops only transform the index: SHRINK adds an offset, PERMUTE
+//! reorders, FLIP is `n-1-i`, EXPAND drops it, PAD adds a validity condition and RESHAPE
+//! flattens and unflattens with `*`, `//` and `%`, which the symbolic rules fold back. The
+//! engine keeps its own stack, so a graph deeper than the thread's stack builds too.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::Buffer;
 use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::simplify;
-use crate::uop::{Arg, AxisKind, ConstValue, Ops, UOp};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
 pub fn is_buffer_view(u: &UOp) -> bool {
@@ -98,37 +100,74 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<
     (contiguous != innermost).then(|| (0..shape.len()).filter(|&a| a != contiguous).chain([contiguous]).collect())
 }
 
-/// Builds one kernel's AST: the buffers it reads become PARAMs, everything else index math.
-pub struct KernelBuilder<'a> {
-    /// What each realized tensor node was stored into.
-    realized: &'a HashMap<UOp, Arc<Buffer>>,
-    /// The storage order of realized nodes not stored row-major.
-    orders: &'a HashMap<UOp, Vec<usize>>,
-    /// The kernel's buffers in PARAM order (the output is slot 0).
-    pub bufs: Vec<Arc<Buffer>>,
-    params: HashMap<u64, UOp>,
-    memo: HashMap<Site, UOp>,
-    next_range: usize,
+/// The nodes stored so far (what each was stored into, and the storage order of those not
+/// stored row-major), from which each next kernel's AST is built.
+#[derive(Default)]
+pub struct Realized {
+    pub buffers: HashMap<UOp, Arc<Buffer>>,
+    pub orders: HashMap<UOp, Vec<usize>>,
 }
 
-impl<'a> KernelBuilder<'a> {
-    pub fn new(realized: &'a HashMap<UOp, Arc<Buffer>>, orders: &'a HashMap<UOp, Vec<usize>>) -> KernelBuilder<'a> {
-        KernelBuilder { realized, orders, bufs: vec![], params: HashMap::new(), memo: HashMap::new(), next_range: 0 }
-    }
+/// The context of `push indices` while it builds one kernel: the stored nodes, the kernel's
+/// buffers in PARAM order (the output is slot 0), and its loops so far.
+struct KernelCtx {
+    realized: Realized,
+    bufs: Vec<Arc<Buffer>>,
+    params: HashMap<u64, UOp>,
+    next_range: usize,
+    /// The site of the value the kernel stores: computed even if its node was stored before.
+    root: Option<UOp>,
+}
 
+/// A tensor node's value at an index (one index UOp per axis), valid where `gate` holds: what
+/// `push indices` rewrites into loads and index math. A tensor-level INDEX: its argument counts
+/// the axes, the tensor node is its first source and a gate its last.
+fn site(u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+    let mut src = vec![u.clone()];
+    src.extend(idx.iter().cloned());
+    src.extend(gate);
+    UOp::new(Ops::Index, u.dtype(), src, Arg::Int(idx.len() as i64))
+}
+
+/// Index pushing: a site over a movement op becomes a site over its source at the moved index
+/// (a PAD's also gated, and selected by its valid condition), over a reduce a REDUCE over new
+/// loops, over an ALU op the op over its sources' sites, and over a stored node or a buffer a
+/// LOAD. Applied bottom-up (each site before what it becomes), so the loops are numbered in the
+/// order a recursive walk would visit them: consumer, then first operand first.
+static PM_PUSH_INDEX: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("site"), |m, k: &mut KernelCtx| {
+        let site = &m["site"];
+        let Arg::Int(n) = site.arg() else { return None };
+        let (u, idx) = (&site.src()[0], &site.src()[1..=*n as usize]);
+        Some(k.push(site, u, idx, site.src().get(*n as usize + 1).cloned()))
+    })])
+});
+
+impl Realized {
     /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
-    /// `order` (row-major without one); the loops nest in storage order.
-    /// With spec checks on, the AST and the passes that simplified its indices are checked
-    /// against the kernel spec (`uop/spec.rs`).
-    pub fn build(self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<(UOp, Vec<Arc<Buffer>>)> {
-        let Some(check) = spec::check_stage(Stage::Kernel) else { return Ok(self.build_unchecked(root, out, order)) };
-        let (ast, bufs) = self.build_unchecked(root, out, order);
-        check.finish()?;
-        spec::verify(&ast, Stage::Kernel, "rangeify")?;
-        Ok((ast, bufs))
+    /// `order` (row-major without one); the loops nest in storage order. With spec checks on, the
+    /// AST and the passes that built it are checked against the kernel spec (`uop/spec.rs`).
+    pub fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<(UOp, Vec<Arc<Buffer>>)> {
+        let check = spec::check_stage(Stage::Kernel);
+        let mut k = KernelCtx {
+            realized: std::mem::take(self),
+            bufs: vec![],
+            params: HashMap::new(),
+            next_range: 0,
+            root: None,
+        };
+        let ast = k.build(root, out, order);
+        *self = std::mem::take(&mut k.realized);
+        if let Some(check) = check {
+            check.finish()?;
+            spec::verify(&ast, Stage::Kernel, "rangeify")?;
+        }
+        Ok((ast, k.bufs))
     }
+}
 
-    fn build_unchecked(mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> (UOp, Vec<Arc<Buffer>>) {
+impl KernelCtx {
+    fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> UOp {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let mut idx = vec![UOp::index_const(0); shape.len()];
@@ -141,7 +180,9 @@ impl<'a> KernelBuilder<'a> {
             Ops::Assign => &root.src()[1],
             _ => root,
         };
-        let value = self.value(src, &idx, src == root);
+        let top = site(src, &idx, None);
+        self.root = (src == root).then(|| top.clone());
+        let value = graph_rewrite(&top, &PM_PUSH_INDEX, self, "push indices", true);
         let index = match root.op() {
             Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx),
             _ => storage_index(&idx, &shape, order),
@@ -150,7 +191,7 @@ impl<'a> KernelBuilder<'a> {
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
         let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
         crate::viz::record_transform("rangeify", root, &ast);
-        (ast, self.bufs)
+        ast
     }
 
     fn param(&mut self, buf: &Arc<Buffer>) -> UOp {
@@ -186,73 +227,37 @@ impl<'a> KernelBuilder<'a> {
         UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
     }
 
-    /// The value of tensor node `u` at index `idx` (`is_root`: `u` is what the kernel stores, so
-    /// it is computed even if realized). The walk keeps its own stack: a chain of tens of
-    /// thousands of lazy ops is deeper than the thread's.
-    fn value(&mut self, u: &UOp, idx: &[UOp], is_root: bool) -> UOp {
-        let top: Site = (u.clone(), idx.to_vec(), None);
-        let mut stack: Vec<(Site, Option<Needs>)> = vec![(top.clone(), None)];
-        let mut root = is_root;
-        while let Some((site, planned)) = stack.pop() {
-            match planned {
-                None if self.memo.contains_key(&site) => {}
-                None => match self.plan(&site, std::mem::take(&mut root)) {
-                    Plan::Done(v) => {
-                        self.memo.insert(site, v);
-                    }
-                    Plan::Needs(needs) => {
-                        // the first source is planned first: range ids grow in the order the
-                        // recursive definition visits them, consumer and first operand first
-                        let todo: Vec<Site> =
-                            needs.sites.iter().rev().filter(|n| !self.memo.contains_key(*n)).cloned().collect();
-                        stack.push((site, Some(needs)));
-                        stack.extend(todo.into_iter().map(|n| (n, None)));
-                    }
-                },
-                Some(needs) => {
-                    let values: Vec<UOp> = needs.sites.iter().map(|n| self.memo[n].clone()).collect();
-                    let v = needs.finish.apply(&site.0, values);
-                    self.memo.insert(site, v);
-                }
+    /// What the value of tensor node `u` at `idx` (valid where `gate` holds) is one step closer
+    /// to a kernel: a load or a constant, or an op over the sites of its sources.
+    fn push(&mut self, site_node: &UOp, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        if self.root.as_ref() != Some(site_node) {
+            if let Some(buf) = self.realized.buffers.get(u).cloned() {
+                let index = storage_index(idx, u.sh(), self.realized.orders.get(u).map(Vec::as_slice));
+                return self.load(&buf, index, gate, u.dtype());
             }
         }
-        self.memo[&top].clone()
-    }
-
-    /// How the value of `site` is computed: directly (a load, a constant), or from the values of
-    /// the sites below it.
-    fn plan(&mut self, (u, idx, gate): &Site, is_root: bool) -> Plan {
-        let gate = gate.clone();
-        if !is_root {
-            if let Some(buf) = self.realized.get(u).cloned() {
-                let index = storage_index(idx, u.sh(), self.orders.get(u).map(Vec::as_slice));
-                return Plan::Done(self.load(&buf, index, gate, u.dtype()));
-            }
-        }
-        let src_shape = || u.src()[0].sh().to_vec();
-        let moved =
-            |new_idx: Vec<UOp>, gate: Option<UOp>| Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], Finish::Same);
         match (u.op(), u.arg()) {
             (Ops::Buffer, Arg::Buffer(_)) => {
                 let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
-                Plan::Done(self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
+                self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype())
             }
-            (Ops::Const, Arg::Const(c)) => Plan::Done(UOp::constant(u.dtype(), *c)),
-            (Ops::DefineVar, _) => Plan::Done(u.clone()),
+            (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
+            (Ops::DefineVar, _) => u.clone(),
             (op, _) if op.is_movement() => match moved_index(u, idx) {
-                (new_idx, None) => moved(new_idx, gate),
+                (new_idx, None) => site(&u.src()[0], &new_idx, gate),
                 (new_idx, Some(valid)) => {
                     let inner_gate = match &gate {
                         Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
                         None => valid.clone(),
                     };
-                    Plan::needs(vec![(u.src()[0].clone(), new_idx, Some(inner_gate))], Finish::Pad(valid))
+                    let inner = site(&u.src()[0], &new_idx, Some(inner_gate));
+                    UOp::where_(&valid, &inner, &UOp::constant(u.dtype(), ConstValue::Int(0)))
                 }
             },
             (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
-                let old = src_shape();
+                let old = u.src()[0].sh().to_vec();
                 if axes.iter().any(|&a| old[a] == 0) {
-                    return Plan::Done(UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype())));
+                    return UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype()));
                 }
                 let mut ranges = vec![];
                 let new_idx: Vec<UOp> = (0..old.len())
@@ -267,14 +272,16 @@ impl<'a> KernelBuilder<'a> {
                         r
                     })
                     .collect();
-                let finish = if ranges.is_empty() { Finish::Same } else { Finish::Reduce(ranges) };
-                Plan::needs(vec![(u.src()[0].clone(), new_idx, gate)], finish)
+                let inner = site(&u.src()[0], &new_idx, gate);
+                match ranges.is_empty() {
+                    true => inner,
+                    false => UOp::new(Ops::Reduce, u.dtype(), [vec![inner], ranges].concat(), Arg::Reduce(*op)),
+                }
             }
-            (Ops::Contiguous | Ops::Detach, _) => moved(idx.to_vec(), gate),
-            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => Plan::Needs(Needs {
-                sites: u.src().iter().map(|s| (s.clone(), idx.to_vec(), gate.clone())).collect(),
-                finish: Finish::Alu,
-            }),
+            (Ops::Contiguous | Ops::Detach, _) => site(&u.src()[0], idx, gate),
+            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => {
+                u.replace_src(u.src().iter().map(|s| site(s, idx, gate.clone())).collect())
+            }
             (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
         }
     }
@@ -353,52 +360,4 @@ fn view_store_index(target: &UOp, idx: &[UOp]) -> UOp {
         (u, idx) = (&u.src()[0], new_idx);
     }
     flat_index(&idx, u.sh())
-}
-
-/// A tensor node, the index at which its value is wanted, and whether that index is valid.
-type Site = (UOp, Vec<UOp>, Option<UOp>);
-
-/// How `KernelBuilder` computes a site's value.
-enum Plan {
-    Done(UOp),
-    Needs(Needs),
-}
-
-/// The sites whose values a site's value is computed from, and how.
-struct Needs {
-    sites: Vec<Site>,
-    finish: Finish,
-}
-
-impl Plan {
-    fn needs(sites: Vec<Site>, finish: Finish) -> Plan {
-        Plan::Needs(Needs { sites, finish })
-    }
-}
-
-/// How the values of a node's sources combine into its own.
-enum Finish {
-    /// A movement op: its source's value at the moved index.
-    Same,
-    /// The source's value where `valid` holds, else 0.
-    Pad(UOp),
-    /// A reduce over these loops.
-    Reduce(Vec<UOp>),
-    /// The node itself over the values of its sources.
-    Alu,
-}
-
-impl Finish {
-    fn apply(self, u: &UOp, mut values: Vec<UOp>) -> UOp {
-        match (self, u.arg()) {
-            (Finish::Same, _) => values.swap_remove(0),
-            (Finish::Pad(valid), _) => UOp::where_(&valid, &values[0], &UOp::constant(u.dtype(), ConstValue::Int(0))),
-            (Finish::Reduce(ranges), Arg::ReduceAxis(op, _)) => {
-                values.extend(ranges);
-                UOp::new(Ops::Reduce, u.dtype(), values, Arg::Reduce(*op))
-            }
-            (Finish::Reduce(_), _) => unreachable!("only a REDUCE_AXIS reduces"),
-            (Finish::Alu, _) => u.replace_src(values),
-        }
-    }
 }
