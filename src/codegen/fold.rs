@@ -32,7 +32,7 @@ use std::sync::LazyLock;
 
 use crate::dtype::DType;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// The reduce-folding rule table (followed by the symbolic rules).
 pub fn pm_reduce_fold() -> &'static PatternMatcher {
@@ -155,85 +155,50 @@ fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
     let others: Vec<&UOp> = atoms.iter().enumerate().filter(|(i, _)| *i != pos).map(|(_, a)| a).collect();
     let n = &k.src()[0];
     let valid = UOp::index_const(-1).alu(Ops::CmpLt, &[&e]).alu(Ops::And, &[&e.alu(Ops::CmpLt, &[n])]);
-    let substitute = |sub: &mut Substitution| -> Option<UOp> {
-        let mut cond = valid.clone();
-        for a in &others {
-            cond = cond.alu(Ops::And, &[&sub.apply(a)?]);
-        }
-        Some(UOp::where_(&cond, &sub.apply(x)?, &zero(d)))
+    // x(e) and every other atom's C(e), from one substitution over all of them
+    let substitute = |e: &UOp, gate: Option<&UOp>| -> Option<UOp> {
+        let roots = [vec![x.clone()], others.iter().map(|a| (*a).clone()).collect()].concat();
+        let done = substitution(&UOp::new(Ops::Sink, DType::VOID, roots, Arg::None), k, e, gate)?;
+        let (x, cs) = done.src().split_first().expect("x is the first root");
+        let cond = cs.iter().fold(valid.clone(), |cond, c| cond.alu(Ops::And, &[c]));
+        Some(UOp::where_(&cond, x, &zero(d)))
     };
-    let gated = substitute(&mut Substitution { k, e: e.clone(), gate: Some(valid.clone()), map: UOpMap::default() });
-    gated.or_else(|| {
+    substitute(&e, Some(&valid)).or_else(|| {
         // min(y, N-1) as -max(-y, 1-N) with y = max(e, 0) >= 0, so no negation overflows
         let neg_y = e.alu(Ops::Max, &[&UOp::index_const(0)]).alu(Ops::Neg, &[]);
         let one_minus_n = UOp::index_const(1).alu(Ops::Add, &[&n.alu(Ops::Neg, &[])]);
         let clamped = neg_y.alu(Ops::Max, &[&one_minus_n]).alu(Ops::Neg, &[]);
-        substitute(&mut Substitution { k, e: clamped, gate: None, map: UOpMap::default() })
+        substitute(&clamped, None)
     })
 }
 
-/// What `k := e` with `gate` does to `root` (see `Substitution`): each node that depended on `k`
-/// mapped to its new form, `root` among them, for a substitution pass to apply; None where an
-/// `e` failing the gate could fault or wrap. PADTO pads a loop with it.
-pub(crate) fn gated_substitution(root: &UOp, k: &UOp, e: UOp, gate: UOp) -> Option<UOpMap<UOp>> {
-    let mut sub = Substitution { k, e, gate: Some(gate), map: UOpMap::default() };
-    sub.apply(root)?;
-    Some(sub.map)
-}
-
-/// `k := e` in a graph. With a `gate`, every INDEX that depended on `k` gets it ANDed into its
-/// gate, and the substitution is refused where an out-of-range `e` could fault or wrap; without
-/// one, `e` must take only values `k` takes.
-struct Substitution<'a> {
-    k: &'a UOp,
-    e: UOp,
-    gate: Option<UOp>,
-    /// What each `k`-dependent node became (nodes free of `k` are absent: unchanged).
-    map: UOpMap<UOp>,
-}
-
-impl Substitution<'_> {
-    /// `u` with the substitution applied, or None where it would not be sound (see rule 3).
-    fn apply(&mut self, u: &UOp) -> Option<UOp> {
-        for n in u.toposort() {
-            if self.map.contains_key(&n) {
-                continue;
-            }
-            if n == *self.k {
-                self.map.insert(n, self.e.clone());
-                continue;
-            }
-            if !n.src().iter().any(|s| self.map.contains_key(s)) {
-                continue;
-            }
-            let src: Vec<UOp> = n.src().iter().map(|s| self.map.get(s).unwrap_or(s).clone()).collect();
-            let mut new = n.replace_src(src);
-            if let Some(gate) = &self.gate {
-                let partial = matches!(n.op(), Ops::IDiv | Ops::Mod | Ops::Shl | Ops::Shr);
-                if partial && self.map.contains_key(&n.src()[1]) {
-                    return None;
-                }
-                // a float too large for the integer type is undefined in C
-                if n.op() == Ops::Cast && n.src()[0].dtype().is_float() && !n.dtype().is_float() {
-                    return None;
-                }
-                let arith = matches!(n.op(), Ops::Add | Ops::Sub | Ops::Mul | Ops::Neg) && n.dtype().is_int();
-                if arith && !may_wrap(&n) && may_wrap(&new) {
-                    return None;
-                }
-                if n.op() == Ops::Index {
-                    let mut src = new.src()[..2].to_vec();
-                    src.push(match new.src().get(2) {
-                        Some(g) => gate.alu(Ops::And, &[g]),
-                        None => gate.clone(),
-                    });
-                    new = UOp::new(Ops::Index, new.dtype(), src, new.arg().clone());
-                }
-            }
-            self.map.insert(n, new);
+/// `k := e` in `root`, through the shared rewrite engine (`substitute_rebuilt`). With a `gate`,
+/// every INDEX that depended on `k` gets it ANDed into its gate, and the substitution is refused
+/// (None) where an `e` failing the gate could fault or wrap: `k` reaching a divisor, a shift
+/// amount or a float-to-integer cast, or exact integer arithmetic that could not wrap before and
+/// could after. Without one, `e` must take only values `k` takes. PADTO pads a loop with it.
+pub(crate) fn substitution(root: &UOp, k: &UOp, e: &UOp, gate: Option<&UOp>) -> Option<UOp> {
+    let mut refused = false;
+    let out = crate::uop::rewrite::substitute_rebuilt(root, k, e, "substitute", &mut |n, new| {
+        let gate = gate?;
+        let partial = matches!(n.op(), Ops::IDiv | Ops::Mod | Ops::Shl | Ops::Shr);
+        // a float too large for the integer type is undefined in C
+        let float_to_int = n.op() == Ops::Cast && n.src()[0].dtype().is_float() && !n.dtype().is_float();
+        let arith = matches!(n.op(), Ops::Add | Ops::Sub | Ops::Mul | Ops::Neg) && n.dtype().is_int();
+        if (partial && new.src()[1] != n.src()[1]) || float_to_int || (arith && !may_wrap(n) && may_wrap(new)) {
+            refused = true;
+            return None;
         }
-        Some(self.map.get(u).unwrap_or(u).clone())
-    }
+        (n.op() == Ops::Index).then(|| {
+            let mut src = new.src()[..2].to_vec();
+            src.push(match new.src().get(2) {
+                Some(g) => gate.alu(Ops::And, &[g]),
+                None => gate.clone(),
+            });
+            UOp::new(Ops::Index, new.dtype(), src, new.arg().clone())
+        })
+    });
+    (!refused).then_some(out)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ use crate::viz::{self, Rewrite};
 /// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
-    run_pass(root, name, bottom_up, &|_| false, &mut |u| {
+    run_pass(root, name, bottom_up, &|_| false, &mut |_, u| {
         pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location()))
     })
 }
@@ -34,13 +34,34 @@ pub fn substitute(root: &UOp, map: &mut UOpMap<UOp>, name: &str) -> UOp {
 /// `substitute` that leaves alone, without walking them, the subgraphs whose roots `settled`
 /// says hold no key of `map`.
 pub fn substitute_outside(root: &UOp, map: &mut UOpMap<UOp>, name: &str, settled: &dyn Fn(&UOp) -> bool) -> UOp {
-    run_pass(root, name, true, settled, &mut |u| {
+    run_pass(root, name, true, settled, &mut |_, u| {
         PM_SUBSTITUTE.rewrite_by_rule(u, map).map(|(r, rule)| (r, rule.location()))
     })
 }
 
-/// What a pass offers each node to: its replacement, if any, and the rule that made it.
-type Offer<'a> = dyn FnMut(&UOp) -> Option<(UOp, &'static Location<'static>)> + 'a;
+/// `root` with `k` replaced by `e`, where each node that depended on `k` is rebuilt over its
+/// sources' new forms and passed, after its original, to `rebuilt`, which returns its
+/// replacement or None to keep it. For substitutions that change more than the sources (fold.rs
+/// gates every INDEX that read `k`); `e` must not hold `k`.
+#[track_caller]
+pub fn substitute_rebuilt(
+    root: &UOp,
+    k: &UOp,
+    e: &UOp,
+    name: &str,
+    rebuilt: &mut dyn FnMut(&UOp, &UOp) -> Option<UOp>,
+) -> UOp {
+    let here = Location::caller();
+    run_pass(root, name, false, &|_| false, &mut |original, new| match original == k {
+        true => Some((e.clone(), here)),
+        false if new == original => None,
+        false => rebuilt(original, new).map(|r| (r, here)),
+    })
+}
+
+/// What a pass offers each node to, as its original and its form rebuilt over its sources' new
+/// forms: its replacement, if any, and the rule that made it.
+type Offer<'a> = dyn FnMut(&UOp, &UOp) -> Option<(UOp, &'static Location<'static>)> + 'a;
 
 /// One rewrite pass over the graph of `root`, recorded for VIZ when it is on; nodes `settled`
 /// says are final are neither offered nor walked.
@@ -82,8 +103,8 @@ fn rewrite_into(
     map: &mut UOpMap<UOp>,
     mut trace: Option<&mut Vec<Rewrite>>,
 ) {
-    let mut offer = |u: &UOp| {
-        let (r, rule) = rules(u)?;
+    let mut offer = |original: &UOp, u: &UOp| {
+        let (r, rule) = rules(original, u)?;
         if let Some(t) = trace.as_deref_mut() {
             t.push(Rewrite { before: u.clone(), after: r.clone(), rule });
         }
@@ -101,7 +122,7 @@ fn rewrite_into(
                     continue;
                 }
                 if bottom_up {
-                    if let Some(r) = offer(&n) {
+                    if let Some(r) = offer(&n, &n) {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));
                         continue;
@@ -119,7 +140,7 @@ fn rewrite_into(
                     continue;
                 }
                 let new = n.replace_src(n.src().iter().map(|s| map[s].clone()).collect());
-                match offer(&new) {
+                match offer(&n, &new) {
                     Some(r) => {
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));

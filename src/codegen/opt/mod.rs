@@ -200,8 +200,7 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             // the loop := its padded self, every access that depends on it gated by `r < size`
             let padded = new_range(size.next_multiple_of(amount), *id, *kind);
             let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
-            let mut gated = crate::codegen::fold::gated_substitution(ast, &r, padded.clone(), gate.clone())?;
-            let out = crate::uop::substitute(ast, &mut gated, "apply opts");
+            let out = crate::codegen::fold::substitution(ast, &r, &padded, Some(&gate))?;
             (*kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate)).then_some(out)
         }
         Opt::Thread(n) => {
