@@ -34,6 +34,17 @@ fn a_chain_of_100000_ops_is_stored_every_thousand() {
 }
 
 #[test]
+fn a_large_sum_over_a_100000_op_chain_is_scheduled_without_recursion() {
+    // split_reduce asks whether the reduced axis is a broadcast along every path to memory: it
+    // walked the chain recursively and overflowed the stack
+    let mut x = Tensor::from_slice(&vec![1.0f32; 1 << 14], &[1 << 14]).realize();
+    for _ in 0..100_000 {
+        x = &x + 1.0;
+    }
+    assert_eq!(x.sum(0, false).item::<f32>(), (1 << 14) as f32 * 100_001.0);
+}
+
+#[test]
 fn broadcast_multiply_sum_matmul_is_one_kernel() {
     let (a, b, _) = inputs();
     assert_eq!(kernels(&(a.reshape(&[N, 1, N]) * b.T().reshape(&[1, N, N])).sum(2, false)), 1);

@@ -91,13 +91,21 @@ fn split(reduce: &UOp, partials: &mut Partials) -> Option<UOp> {
 /// Whether axis `axis` of `x` is a broadcast (an EXPAND of size 1) on every path to memory, so
 /// splitting it would only repeat the same partial sums.
 fn is_broadcast(x: &UOp, axis: usize) -> bool {
-    match (x.op(), x.arg()) {
-        (Ops::Expand, _) => x.src()[0].sh()[axis] == 1 || is_broadcast(&x.src()[0], axis),
-        (Ops::Permute, Arg::Axes(order)) => is_broadcast(&x.src()[0], order[axis]),
-        (Ops::Const, _) => true,
-        (op, _) if op.is_alu() || op == Ops::Cast => x.src().iter().all(|s| is_broadcast(s, axis)),
-        _ => false,
+    let (mut paths, mut seen) = (vec![(x.clone(), axis)], std::collections::HashSet::new());
+    while let Some((n, axis)) = paths.pop() {
+        if !seen.insert((n.clone(), axis)) {
+            continue;
+        }
+        match (n.op(), n.arg()) {
+            (Ops::Expand, _) if n.src()[0].sh()[axis] == 1 => {}
+            (Ops::Expand, _) => paths.push((n.src()[0].clone(), axis)),
+            (Ops::Permute, Arg::Axes(order)) => paths.push((n.src()[0].clone(), order[axis])),
+            (Ops::Const, _) => {}
+            (op, _) if op.is_alu() || op == Ops::Cast => paths.extend(n.src().iter().map(|s| (s.clone(), axis))),
+            _ => return false,
+        }
     }
+    true
 }
 
 /// Whether `x`'s elementwise region (not looking inside other reduces or stored values) uses an
