@@ -68,10 +68,11 @@ pub(super) fn want(node: &UOp) {
 
 /// The BUFFER node under a view of it.
 fn base(view: &UOp) -> &UOp {
-    match view.op() {
-        op if op.is_movement() => base(&view.src()[0]),
-        _ => view,
+    let mut base = view;
+    while base.op().is_movement() {
+        base = &base.src()[0];
     }
+    base
 }
 
 /// After a realize: remember what each realized graph (a key of `becomes`, realized into the
