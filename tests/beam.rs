@@ -1,7 +1,7 @@
 //! BEAM search: its kernels compute what the unoptimized ones (and INTERP) do, it picks opts, and
 //! its disk cache is read back (and a corrupt cache file ignored).
 
-use lazygrad::codegen::opt::search::{beam_opts, beam_search, cache_path, Found};
+use lazygrad::engine::search::{beam_opts, beam_search, cache_path, Found};
 use lazygrad::runtime::{get_device, DefaultDevice};
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::UOp;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use lazygrad::codegen::get_program;
 use lazygrad::renderer::c::CRenderer;
-use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
+use lazygrad::uop::ProgramSpec;
 use lazygrad::Tensor;
 
 fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>) {

@@ -5,8 +5,8 @@ use std::process::Command;
 
 use lazygrad::codegen::opt::{applied_opts_line, apply_opts, Opt};
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::runtime::KernelName;
 use lazygrad::schedule::ScheduleItem;
+use lazygrad::uop::KernelName;
 use lazygrad::{Jit, Tensor};
 
 /// The one kernel of a 64x64 matmul.

@@ -42,14 +42,14 @@ fn one_graph_gives_one_program_per_target() {
     let (cpu_target, cl_target) = (cpu.target(), cl.target());
     assert_ne!(cpu_target, cl_target);
     let (on_cpu, on_cl) = (
-        get_program(&ast, &*lazygrad::renderer::for_device(&*cpu)).unwrap(),
-        get_program(&ast, &*lazygrad::renderer::for_device(&*cl)).unwrap(),
+        get_program(&ast, &*lazygrad::renderer::for_target(cpu.target())).unwrap(),
+        get_program(&ast, &*lazygrad::renderer::for_target(cl.target())).unwrap(),
     );
     assert!(on_cpu.src.contains("_entry(void** bufs"), "{}", on_cpu.src);
     assert!(on_cl.src.contains("__kernel void") && on_cl.src.contains("get_group_id(0)"), "{}", on_cl.src);
     assert!(on_cpu.local_size.is_none() && on_cl.local_size.is_some());
     // the heuristics read the target: a CPU's threads, none on a device of workgroups
-    let two_cores = lazygrad::runtime::Target { threads: 2, ..cpu_target };
+    let two_cores = lazygrad::uop::Target { threads: 2, ..cpu_target };
     let (cpu_opts, cl_opts) = (hand_coded_optimizations(&ast, &two_cores), hand_coded_optimizations(&ast, &cl_target));
     let threaded = |opts: &[Opt]| opts.iter().any(|o| matches!(o, Opt::Thread(_)));
     assert!(threaded(&cpu_opts) && !threaded(&cl_opts), "{cpu_opts:?} {cl_opts:?}");
@@ -99,9 +99,9 @@ fn the_tensor_graph_is_one_for_every_device_and_the_scheduler_lays_it_out() {
         t.uop().toposort().iter().map(|u| (u.op(), u.sh().to_vec())).collect()
     };
     let cpu = get_device("CPU").unwrap().target();
-    let scalar = lazygrad::runtime::Target { vector_bytes: 0, ..cpu.clone() };
+    let scalar = lazygrad::uop::Target { vector_bytes: 0, ..cpu.clone() };
     // the copies a layout adds: CONTIGUOUS nodes of the weight's size
-    let layout_copies = |t: &Tensor, target: &lazygrad::runtime::Target, weight: &Tensor| {
+    let layout_copies = |t: &Tensor, target: &lazygrad::uop::Target, weight: &Tensor| {
         let laid_out = lay_out(&[t.uop()], &mut |_| Some(target.clone()));
         let nodes = laid_out[0].toposort();
         nodes.iter().filter(|u| u.op() == Ops::Contiguous && u.sh().iter().product::<usize>() == weight.numel()).count()
@@ -190,7 +190,7 @@ fn cuda_kernels_render_for_blocks_of_threads_and_nvrtc_builds_them() {
     // with NVRTC_CHECK set (.ci/run, NVRTC from PyPI on the library path) NVRTC builds them
     use lazygrad::renderer::cuda::CudaRenderer;
     let renderer = CudaRenderer::for_arch("sm_90").expect("sm_90 parses");
-    assert_eq!(renderer.target.language, lazygrad::runtime::target::Language::Cuda(9, 0));
+    assert_eq!(renderer.target.language, lazygrad::uop::Language::Cuda(9, 0));
     assert!(CudaRenderer::for_arch("90").is_none() && CudaRenderer::for_arch("sm_x0").is_none());
     let (a, b) = (Tensor::rand(&[64, 48]).realize(), Tensor::rand(&[48, 40]).realize());
     let half = Tensor::rand(&[124]).realize().cast(DType::FLOAT16).realize();

@@ -5,10 +5,10 @@ use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::runtime::KernelName;
-use lazygrad::runtime::Target;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
+use lazygrad::uop::KernelName;
+use lazygrad::uop::Target;
 use lazygrad::{Context, Tensor};
 
 /// Tests here draw from the process-wide random stream: one at a time, so that a seed gives the
@@ -706,8 +706,8 @@ fn upcast_lanes_that_share_a_reduce_loop_share_where_it_runs() {
     let opts = [Opt::Upcast { range: 0, amount: 4 }, Opt::Unroll { range: 5, amount: 3 }];
     for device in ["CPU", "INTERP"] {
         let dev = lazygrad::runtime::get_device(device).unwrap();
-        let spec =
-            lazygrad::codegen::get_program_opts(&ast, &*lazygrad::renderer::for_device(&*dev), &opts, "").unwrap();
+        let spec = lazygrad::codegen::get_program_opts(&ast, &*lazygrad::renderer::for_target(dev.target()), &opts, "")
+            .unwrap();
         dev.compile(&spec).unwrap().run(&bufs, &[]).unwrap();
         let got: Vec<i32> =
             bufs[0].copyout().unwrap().chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();

@@ -30,7 +30,7 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
         d if !d.target().tensor_cores.is_empty() => d,
         _ => get_device("INTERP").unwrap(),
     };
-    let spec = get_program_opts(ast, &*lazygrad::renderer::for_device(&*dev), opts, "")
+    let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
     dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));

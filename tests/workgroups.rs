@@ -11,10 +11,10 @@ use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
-use lazygrad::runtime::ProgramSpec;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::runtime::{Target, Workgroups};
+use lazygrad::uop::ProgramSpec;
 use lazygrad::uop::{Arg, Ops, UOp};
+use lazygrad::uop::{Target, Workgroups};
 use lazygrad::Tensor;
 
 mod common;
@@ -31,7 +31,7 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
         d if d.target().has_local() => d,
         _ => get_device("INTERP").unwrap(),
     };
-    let spec = get_program_opts(ast, &*lazygrad::renderer::for_device(&*dev), opts, "")
+    let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()

@@ -23,7 +23,7 @@ struct GroupCtx {
 }
 
 /// The kernel launched as a grid of workgroups within the device's `limits` (none: unbounded).
-pub fn gpudims(ast: &UOp, limits: Option<&crate::runtime::Workgroups>) -> crate::Result<UOp> {
+pub fn gpudims(ast: &UOp, limits: Option<&crate::uop::Workgroups>) -> crate::Result<UOp> {
     let of_kind = |kinds: &[AxisKind]| -> Vec<UOp> {
         let mut rs: Vec<UOp> = ast
             .toposort()

@@ -32,7 +32,7 @@ pub struct LowerCtx {
 
 impl LowerCtx {
     /// The context for lowering `ast` on `target`.
-    pub fn new(ast: &UOp, target: &crate::runtime::Target) -> LowerCtx {
+    pub fn new(ast: &UOp, target: &crate::uop::Target) -> LowerCtx {
         // a GPU's float64 units are few: its sums accumulate in float32, as tinygrad's do; a
         // CPU's sums (OpenCL on one too, so that both compute the same) in float64
         let f64_lanes = match target.dtypes.float64 && !target.simd_workgroups() {

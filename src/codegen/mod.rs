@@ -18,12 +18,11 @@ use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
-use crate::runtime::Device;
-use crate::runtime::Target;
-use crate::runtime::{KernelName, ProgramSpec};
 use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::symbolic;
+use crate::uop::Target;
 use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
+use crate::uop::{KernelName, ProgramSpec};
 
 use opt::Opt;
 
@@ -60,18 +59,6 @@ fn checked(kernel: &UOp, codegen: impl FnOnce() -> Result<ProgramSpec>) -> Resul
     let result = codegen();
     check.finish()?;
     result
-}
-
-/// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
-/// its kernels (INTERP keeps the heuristics: there is nothing to time), else `get_program`'s.
-pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
-    let width = opt::search::beam_width();
-    if width > 0 && dev.times_kernels() {
-        if let Some(beam) = opt::search::beam_opts(kernel, dev, width)? {
-            return get_program_opts(kernel, &*crate::renderer::for_device(dev), &beam.opts, beam.note());
-        }
-    }
-    get_program(kernel, &*crate::renderer::for_device(dev))
 }
 
 /// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of

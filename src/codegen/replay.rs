@@ -25,7 +25,7 @@ pub fn capture_dir() -> Option<PathBuf> {
 /// same AST, settings and renderer (the AST is hashed through its printed form, so the key does not
 /// depend on how `Ops` happens to be numbered). `settings` are `opt::settings`' (BEAM's choices
 /// depend on timings, so code BEAM chose is not something to replay).
-pub fn capture_key(ast: &UOp, settings: &(i64, usize, crate::runtime::Target)) -> u64 {
+pub fn capture_key(ast: &UOp, settings: &(i64, usize, crate::uop::Target)) -> u64 {
     stable_hash(&(render_tree(ast), settings))
 }
 

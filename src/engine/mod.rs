@@ -2,6 +2,7 @@
 
 pub mod jit;
 pub mod realize;
+pub mod search;
 
 pub use jit::CapturedJit;
 pub use realize::{capture, capturing, get_runner, run_schedule, ExecItem, Runner};

@@ -5,16 +5,16 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::codegen::get_program_for;
+use super::search::get_program_for;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::renderer::cuda::CudaRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
-use crate::runtime::{KernelName, ProgramSpec};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::{ScheduleItem, VarVals};
 use crate::uop::UOp;
+use crate::uop::{KernelName, ProgramSpec};
 
 /// A compiled kernel and what DEBUG prints about it.
 pub struct CompiledKernel {
@@ -30,7 +30,7 @@ pub struct CompiledKernel {
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
 /// 4096 used last (a JIT holds its own).
-type CacheKey = (String, UOp, (i64, usize, crate::runtime::Target));
+type CacheKey = (String, UOp, (i64, usize, crate::uop::Target));
 type Cache = Mutex<crate::helpers::lru::Lru<CacheKey, Arc<CompiledKernel>>>;
 
 fn program_cache() -> &'static Cache {
@@ -214,7 +214,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
             }
         }
     }
-    let workers = crate::runtime::pool::cpu_threads().min(todo.len());
+    let workers = crate::helpers::cpu_threads().min(todo.len());
     if workers < 2 {
         return Ok(phases);
     }

@@ -9,3 +9,15 @@ pub mod lru;
 
 pub use context::{debug, getenv, getenv_str, Context};
 pub use counters::{peak_rss_bytes, GlobalCounters};
+
+/// How many CPU threads kernels use: `NUM_CPU_THREADS`, else the available cores.
+pub fn cpu_threads() -> usize {
+    // asked once: it is a system call, and kernels' cache keys read the thread count
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let default = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    getenv("NUM_CPU_THREADS", default as i64).clamp(1, MAX_THREADS as i64) as usize
+}
+
+/// The most threads a kernel is split over (`NUM_CPU_THREADS` beyond it counts as this): each is a
+/// worker the pool spawns, and the system refuses thousands.
+pub const MAX_THREADS: usize = 256;

@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use crate::dtype::{DType, Scalar};
-use crate::runtime::Target;
 use crate::uop::variable::kernel_vars;
+use crate::uop::Target;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
 
 /// What one C-family language spells its own way.

@@ -8,8 +8,8 @@
 use super::cstyle::{self, Dialect, Param};
 use super::Renderer;
 use crate::dtype::{DType, Scalar};
-use crate::runtime::Target;
 use crate::uop::wmma::TensorCore;
+use crate::uop::Target;
 use crate::uop::{Arg, Ops, Special, UOp};
 
 /// Renders kernels as CUDA C for a device described by `target`.

@@ -2,7 +2,7 @@
 //! program's listing, one UOp per line (also DEBUG=6's format and VIZ's code pane).
 
 use super::Renderer;
-use crate::runtime::Target;
+use crate::uop::Target;
 use crate::uop::{Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups

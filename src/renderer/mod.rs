@@ -6,8 +6,8 @@ pub mod cuda;
 pub mod listing;
 pub mod opencl;
 
-use crate::runtime::target::Language;
-use crate::runtime::{Device, Target};
+use crate::uop::Language;
+use crate::uop::Target;
 use crate::uop::{Ops, UOp};
 
 /// A source renderer for one family of devices, and the target it renders for.
@@ -31,9 +31,4 @@ pub fn for_target(target: Target) -> Box<dyn Renderer> {
         Language::Cuda(..) => Box::new(cuda::CudaRenderer { target }),
         Language::Listing => Box::new(listing::ListingRenderer),
     }
-}
-
-/// The renderer for a device, as it describes itself now.
-pub fn for_device(device: &dyn Device) -> Box<dyn Renderer> {
-    for_target(device.target())
 }

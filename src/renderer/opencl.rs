@@ -4,7 +4,7 @@
 use super::cstyle::{self, Dialect, Param};
 use super::Renderer;
 use crate::dtype::{DType, Scalar};
-use crate::runtime::Target;
+use crate::uop::Target;
 use crate::uop::{Ops, Special, UOp};
 
 /// Renders kernels as OpenCL C for a device described by `target`.

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
-use super::{ProgramSpec, Target};
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
+use crate::uop::{ProgramSpec, Target};
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
@@ -351,7 +351,7 @@ impl Device for CpuDevice {
         let mut todo: Vec<&ProgramSpec> = specs.iter().copied().filter(|s| !self.compiler.is_cached(&s.src)).collect();
         todo.sort_by(|a, b| b.src.len().cmp(&a.src.len()).then_with(|| a.src.cmp(&b.src)));
         todo.dedup_by(|a, b| a.src == b.src);
-        let cores = super::pool::cpu_threads();
+        let cores = crate::helpers::cpu_threads();
         let mut batches: Vec<Batch> = vec![];
         for spec in todo {
             let (flags, name) = (source_flags(&spec.src), spec.name.to_string());

@@ -14,10 +14,10 @@ use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunc
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use super::target::cuda_arch_name;
-use super::{LaunchGrid, ProgramSpec, Target};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
+use crate::uop::target::cuda_arch_name;
+use crate::uop::{LaunchGrid, ProgramSpec, Target};
 
 fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("CUDA {what}: {e}"))
@@ -271,7 +271,7 @@ impl Device for CudaDevice {
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
         let (arch, next) = (cuda_arch_name(self.limits.arch), std::sync::atomic::AtomicUsize::new(0));
         std::thread::scope(|scope| {
-            for _ in 0..super::pool::cpu_threads().min(specs.len()) {
+            for _ in 0..crate::helpers::cpu_threads().min(specs.len()) {
                 scope.spawn(|| {
                     while let Some(spec) = specs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
                         let _ = nvrtc_compile(&spec.src, &arch);

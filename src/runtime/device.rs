@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::{ProgramSpec, Target};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;
 use crate::uop::{Arg, DeviceBuffer, Identified, Shared, UOp};
+use crate::uop::{ProgramSpec, Target};
 
 pub use super::allocator::{host_ptr, Allocator, AllocatorStats, HostAllocator, HostMemory, LruAllocator, RawBuffer};
 

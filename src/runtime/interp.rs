@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
-use super::{ProgramSpec, Target};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
 use crate::uop::wmma::WARP;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
+use crate::uop::{ProgramSpec, Target};
 
 /// The reference interpreter device.
 pub struct InterpDevice {

@@ -6,16 +6,10 @@ pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod interp;
-pub mod name;
 pub mod opencl;
 pub mod pool;
-pub mod program;
-pub mod target;
 
 pub use device::{
     canonical_device, default_device, get_device, Allocator, AllocatorStats, Buffer, Compiler, DefaultDevice, Device,
     LruAllocator, Program, RawBuffer,
 };
-pub use name::KernelName;
-pub use program::{LaunchGrid, ProgramSpec};
-pub use target::{DTypeSupport, Target, TensorCore, Workgroups};

@@ -22,10 +22,10 @@ use opencl3::program::Program as ClProgram;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
 use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
-use super::target::Language;
-use super::{DTypeSupport, LaunchGrid, ProgramSpec, Target, Workgroups};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
+use crate::uop::Language;
+use crate::uop::{DTypeSupport, LaunchGrid, ProgramSpec, Target, Workgroups};
 
 fn cl_err(what: &str) -> impl Fn(opencl3::error_codes::ClError) -> Error + '_ {
     move |e| Error::Device(format!("OpenCL {what}: {e}"))

@@ -12,9 +12,9 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::runtime::Target;
 use crate::runtime::{get_device, Buffer};
 use crate::uop::spec::{self, Stage};
+use crate::uop::Target;
 use crate::uop::{Arg, Ops, UOp, UOpMap};
 
 /// One step of a schedule.
@@ -52,7 +52,7 @@ pub fn create_schedule(
                 ScheduleItem::Kernel { ast, bufs } => {
                     let args: Vec<String> =
                         bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    let name = crate::runtime::KernelName::of(ast).for_debug();
+                    let name = crate::uop::KernelName::of(ast).for_debug();
                     eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
                 }
                 ScheduleItem::Copy { dst, src } => {

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use crate::codegen::opt::matmul_panel;
 use crate::dtype::DType;
-use crate::runtime::Target;
+use crate::uop::Target;
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// The panel width (columns of a matmul tile) of the device of each matmul and conv CALL,

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::process::Command;
 
 use lazygrad::codegen::opt::search::beam_width;
+use lazygrad::helpers::cpu_threads;
 use lazygrad::helpers::debug;
 use lazygrad::nn::state::tensor_from_bytes;
 use lazygrad::renderer::{c::CRenderer, Renderer};
-use lazygrad::runtime::pool::cpu_threads;
 use lazygrad::runtime::{default_device, get_device, DefaultDevice};
 use lazygrad::uop::{Arg, Ops, UOp};
 use lazygrad::{Context, DType, Error, Tensor};

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::{apply_opt, apply_opts, kernel_ranges, Opt};
 use crate::dtype::DType;
 use crate::helpers::getenv;
-use crate::runtime::Target;
+use crate::uop::Target;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// Kernels smaller than this many loop iterations stay on one thread.

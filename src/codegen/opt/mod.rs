@@ -18,9 +18,9 @@ pub use heuristic::{hand_coded_optimizations, matmul_panel};
 use std::fmt;
 
 use crate::dtype::DType;
-use crate::runtime::KernelName;
-use crate::runtime::Target;
 use crate::uop::wmma::TensorCore;
+use crate::uop::KernelName;
+use crate::uop::Target;
 use crate::uop::{Arg, AxisKind, Ops, Special, UOp, UOpMap};
 
 /// One optimization action on the range with id `range`.

@@ -11,8 +11,8 @@
 use super::{find_range, kernel_ranges, new_range, threaded, workgroups, Opt};
 use crate::codegen::vectorize::{broadcast, gep};
 use crate::helpers::getenv;
-use crate::runtime::Target;
 use crate::uop::wmma::{Fragment, TensorCore, WARP};
+use crate::uop::Target;
 use crate::uop::{substitute, Arg, AxisKind, ConstValue, Ops, UOp, UOpMap};
 
 /// The kernel's one REDUCE when it is a sum into `tc.accumulate` of a product of two `tc.input`

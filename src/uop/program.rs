@@ -1,9 +1,10 @@
 //! The program a device runs: a kernel's linearized UOps, its source, its name and its launch.
+//! Beneath codegen, which makes it, and the runtime, which runs it.
 //! Codegen produces it with a renderer; the devices compile and launch it.
 
 use crate::uop::{Arg, Ops, Special, UOp};
 
-use super::KernelName;
+use super::name::KernelName;
 
 /// A kernel ready for a device: its linearized UOps and, for compiled devices, its source.
 #[derive(Clone, Debug)]

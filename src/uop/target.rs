@@ -101,7 +101,7 @@ impl Target {
             language: Language::C,
             vector_bytes,
             register_bytes: native,
-            threads: crate::runtime::pool::cpu_threads(),
+            threads: crate::helpers::cpu_threads(),
             workgroups: None,
             gpu: false,
             dtypes: DTypeSupport { half: true, bfloat16: false, float64: true, int64: true },
