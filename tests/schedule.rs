@@ -154,3 +154,21 @@ fn every_node_is_younger_than_its_sources_even_when_interned_again() {
         assert!(u.src().iter().all(|s| s.serial() < u.serial()), "{:?} is older than a source", u.op());
     }
 }
+
+/// A step reading a buffer that another step of the same schedule assigns in place runs before
+/// the assignment, whichever was asked for first, unless it reads through the assignment.
+#[test]
+fn reads_of_a_buffer_assigned_in_the_same_schedule_run_before_the_write_unless_they_read_it() {
+    for assign_first in [false, true] {
+        let x = Tensor::new([1.0f32, 2.0, 3.0]).realize();
+        let old = &x + 1.0;
+        let assigned = x.assign(&(&x * 10.0));
+        let new = &assigned + 1.0;
+        let mut outputs = vec![old.clone(), new.clone()];
+        outputs.insert(if assign_first { 0 } else { 2 }, assigned);
+        Tensor::realize_all(&outputs).unwrap();
+        assert_eq!(old.to_vec::<f32>(), [2.0, 3.0, 4.0], "assign first: {assign_first}");
+        assert_eq!(new.to_vec::<f32>(), [11.0, 21.0, 31.0], "assign first: {assign_first}");
+        assert_eq!(x.to_vec::<f32>(), [10.0, 20.0, 30.0], "assign first: {assign_first}");
+    }
+}

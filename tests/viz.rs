@@ -73,13 +73,28 @@ fn realize_records_the_schedule_and_each_kernel_with_its_code() {
     let schedule = trace.groups.iter().find(|g| g.name == "schedule").expect("a schedule group");
     // the scheduler's passes, each by name, in the order they ran
     let ran: Vec<&str> = schedule.passes.iter().map(|p| p.name.as_str()).collect();
-    let order =
-        ["lay_out", "split_reduce", "realize map", "shared reduces", "chain breaks", "push indices", "rangeify"];
+    let order = [
+        "lay_out",
+        "split_reduce",
+        "realize map",
+        "shared reduces",
+        "chain breaks",
+        "push indices",
+        "rangeify",
+        "kernel graph",
+        "order steps",
+    ];
     let at: Vec<usize> =
         order.iter().map(|n| ran.iter().position(|r| r == n).unwrap_or_else(|| panic!("{n} not in {ran:?}"))).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{ran:?}");
     let rangeify = schedule.passes.iter().find(|p| p.name == "rangeify").expect("rangeify recorded");
     assert_eq!(trace.nodes[rangeify.after as usize].op, Ops::Sink, "a kernel AST is a SINK");
+    // the steps in the order they run: the one kernel
+    let ordered = schedule.passes.iter().find(|p| p.name == "order steps").expect("order steps recorded");
+    let steps = &trace.nodes[ordered.after as usize];
+    let kernels: Vec<(Ops, &str)> =
+        steps.src.iter().map(|&k| (trace.nodes[k as usize].op, trace.nodes[k as usize].arg.as_str())).collect();
+    assert_eq!(kernels, [(Ops::Kernel, "0")]);
     let kernel = trace.groups.iter().find(|g| g.name.starts_with("kernel r_")).expect("a kernel group");
     let code = kernel.code.as_deref().expect("kernel code recorded");
     assert!(code.contains(&kernel.name["kernel ".len()..]), "the code defines the kernel:\n{code}");

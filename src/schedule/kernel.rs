@@ -1,10 +1,11 @@
 //! The schedule: realized nodes become kernels (or copies), in dependency order.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::layout::lay_out;
+use super::order::order_steps;
 use super::rangeify::{is_buffer_view, storage_order, Realized};
 use super::realize::realize_points;
 use super::split_reduce::split_large_reduces;
@@ -135,12 +136,15 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
         };
         realized.buffers.insert(u.clone(), buf);
     }
-    let items = order_steps(steps);
     let becomes = outputs
         .iter()
         .zip(&split)
         .filter_map(|(o, s)| realized.buffers.get(s).map(|b| (o.clone(), became(o, b))))
         .collect::<UOpMap<_>>();
+    let (nodes, items): (Vec<UOp>, Vec<ScheduleItem>) = steps.into_iter().unzip();
+    let order = order_steps(&split, std::mem::take(&mut realized.buffers), &nodes);
+    let mut items: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
+    let items = order.into_iter().map(|i| items[i].take().expect("each step runs once")).collect();
     check.map_or(Ok(()), spec::StageCheck::finish)?;
     Ok((items, becomes))
 }
@@ -196,49 +200,4 @@ fn reads_other_elements(ast: &UOp) -> bool {
             && u.src()[0].src()[0] == store_index.src()[0]
             && u.src()[0].src()[1] != store_index.src()[1]
     })
-}
-
-/// Order steps so that every read sees the right data: after the step that wrote it
-/// (read-after-write) and, for a buffer assigned in place, before the assignment unless the
-/// reader depends on the assigned value (write-after-read).
-fn order_steps(steps: Vec<(UOp, ScheduleItem)>) -> Vec<ScheduleItem> {
-    let (reads, writes): (Vec<HashSet<u64>>, Vec<u64>) = steps
-        .iter()
-        .map(|(_, item)| match item {
-            ScheduleItem::Kernel { bufs, .. } => (bufs[1..].iter().map(|b| b.id()).collect(), bufs[0].id()),
-            ScheduleItem::Copy { dst, src } => ([src.id()].into(), dst.id()),
-        })
-        .unzip();
-    let n = steps.len();
-    let mut after: Vec<Vec<usize>> = vec![vec![]; n];
-    for i in 0..n {
-        for j in 0..n {
-            if i == j || !reads[j].contains(&writes[i]) {
-                continue;
-            }
-            let (node, writer) = (&steps[j].0, &steps[i].0);
-            let sees_write = writer.op() != Ops::Assign || node.toposort().contains(writer);
-            if sees_write {
-                after[i].push(j);
-            } else {
-                after[j].push(i);
-            }
-        }
-    }
-    let mut waiting: Vec<usize> = vec![0; n];
-    after.iter().flatten().for_each(|&j| waiting[j] += 1);
-    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
-    let mut order = vec![];
-    while let Some(i) = ready.pop_first() {
-        order.push(i);
-        for &j in &after[i] {
-            waiting[j] -= 1;
-            if waiting[j] == 0 {
-                ready.insert(j);
-            }
-        }
-    }
-    assert_eq!(order.len(), n, "schedule: reads and in-place writes form a cycle");
-    let mut slots: Vec<Option<ScheduleItem>> = steps.into_iter().map(|(_, item)| Some(item)).collect();
-    order.into_iter().map(|i| slots[i].take().expect("each step is emitted once")).collect()
 }

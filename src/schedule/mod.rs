@@ -4,6 +4,7 @@ pub mod cache;
 pub mod kernel;
 pub mod layout;
 pub mod memory;
+pub mod order;
 pub mod rangeify;
 pub mod realize;
 pub mod split_reduce;

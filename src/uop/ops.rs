@@ -92,6 +92,10 @@ pub enum Ops {
     /// A DEFINE_VAR (`src[0]`) with its value for this run (`src[1]`, a CONST). Realize strips
     /// it before scheduling, so caches key on the variable, not the value.
     Bind,
+    // the schedule (last, for the same reason)
+    /// A step of the schedule in its kernel graph (`Arg::Int`: the step's index): its sources are
+    /// the buffer states it reads, each a BUFFER or the AFTER of the step that wrote it.
+    Kernel,
 }
 
 impl Ops {

@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     /// What Tensor ops build and the scheduler reads: buffers, movement ops with their
-    /// arguments, REDUCE_AXIS, COPY, ASSIGN, ALU over shaped values.
+    /// arguments, REDUCE_AXIS, COPY, ASSIGN, ALU over shaped values; and the kernel graph the
+    /// scheduler orders its steps by (KERNEL, AFTER).
     Tensor,
     /// A kernel from rangeify to the last codegen pass: a SINK of STOREs into INDEXed PARAMs
     /// over RANGEs, with REDUCEs, vectors, SPECIAL launch dims, registers and local memory.
@@ -111,6 +112,17 @@ static TENSOR_SPEC: LazyLock<PatternMatcher> = LazyLock::new(|| {
         accept(UPat::ops(&[Ops::Call]), |u| !u.src().is_empty() && matches!(u.arg(), Arg::Call(..) | Arg::Function(_))),
         accept(UPat::ops(&[Ops::Bind]), |u| {
             u.src().len() == 2 && u.src()[0].op() == Ops::DefineVar && u.src()[1].op() == Ops::Const
+        }),
+        // the kernel graph: a step reads buffer states, and a buffer's state after the step
+        // that wrote it is an AFTER
+        accept(UPat::ops(&[Ops::Kernel]), |u| {
+            u.dtype() == DType::VOID
+                && matches!(u.arg(), Arg::Int(_))
+                && u.src().iter().all(|s| matches!(s.op(), Ops::Buffer | Ops::After))
+        }),
+        accept(UPat::ops(&[Ops::After]), |u| {
+            let s = u.src();
+            s.len() == 2 && s[0].op() == Ops::Buffer && s[1].op() == Ops::Kernel && u.dtype() == s[0].dtype()
         }),
     ]);
     rules.extend(alu_rules());

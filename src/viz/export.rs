@@ -16,7 +16,7 @@ pub fn op_color(op: Ops) -> &'static str {
         Ops::Sink | Ops::Noop | Ops::After | Ops::End => "#d0d0d0",
         Ops::Const => "#eeeeee",
         Ops::Buffer | Ops::Param | Ops::DefineReg => "#a8d0f0",
-        Ops::Copy | Ops::Assign | Ops::Contiguous | Ops::Detach | Ops::Call => "#c8b8f0",
+        Ops::Copy | Ops::Assign | Ops::Contiguous | Ops::Detach | Ops::Call | Ops::Kernel => "#c8b8f0",
         Ops::Range | Ops::Special => "#d8a8f8",
         Ops::Index => "#f8d8a8",
         Ops::Load => "#f8b8b8",
