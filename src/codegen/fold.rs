@@ -3,19 +3,19 @@
 //!
 //! `REDUCE(v, k, rest...)` is `REDUCE(Σ_k v, rest...)` (sums over distinct ranges commute), so
 //! every rule computes `Σ_{k=0}^{N-1} v` for one range `k` of size `N >= 1` and keeps the REDUCE
-//! over the other ranges (dropping it when none remain). The rules:
+//! over the other ranges (dropping it when none remain). The rules, in the table's order:
 //!
 //! 1. **Unparented range**: `v` does not depend on `k`. ADD: `Σ_k v = v·N`; MAX: `max_k v = v`.
-//! 2. **Counting**: `v = WHERE(A ∧ B, x, 0)` with `x` and `A` independent of `k` and `B` a
-//!    conjunction of bounds `k >= L_i`, `k < U_j` (each a comparison of integers whose difference
-//!    is linear in `k` with coefficient ±1). Then `Σ_k v = WHERE(A, x·count, 0)` with
-//!    `count = max(0, min(N, U_j...) - max(0, L_i...))`, the number of integers in
-//!    `[max(0, L), min(N, U))`.
-//! 3. **Selection**: `v = WHERE(k == e ∧ C(k), x(k), 0)` with `e` independent of `k` (any
+//! 2. **Selection**: `v = WHERE(k == e ∧ C(k), x(k), 0)` with `e` independent of `k` (any
 //!    integer equality whose difference is linear in `k` with coefficient ±1). Exactly the one
 //!    term `k = e` survives when `0 <= e < N`, none otherwise:
 //!    `Σ_k v = WHERE(0 <= e < N ∧ C(e), x(e), 0)`. Every load whose index depends on `k` gets
 //!    `0 <= e < N` ANDed into its INDEX gate, so `x(e)` never reads out of bounds.
+//! 3. **Counting**: `v = WHERE(A ∧ B, x, 0)` with `x` and `A` independent of `k` and `B` a
+//!    conjunction of bounds `k >= L_i`, `k < U_j` (each a comparison of integers whose difference
+//!    is linear in `k` with coefficient ±1). Then `Σ_k v = WHERE(A, x·count, 0)` with
+//!    `count = max(0, min(N, U_j...) - max(0, L_i...))`, the number of integers in
+//!    `[max(0, L), min(N, U))`.
 //!
 //! `v` is recognized as `WHERE(cond, x, 0)` in the forms the tensor layer builds: `WHERE`,
 //! `CAST(bool)` (`cond ? 1 : 0`), casts of such values and products `WHERE(c, y, 0) · z` when
@@ -34,62 +34,121 @@ use crate::dtype::DType;
 use crate::uop::symbolic::symbolic;
 use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
-/// The reduce-folding rule table (followed by the symbolic rules).
+/// The reduce-folding rule table (followed by the symbolic rules): one rule per closed form,
+/// each trying the REDUCE's ranges in order.
 pub fn pm_reduce_fold() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("r"), |m| fold_reduce(&m["r"]))])
-            .extend(symbolic())
+        let reduce = || UPat::ops(&[Ops::Reduce]).named("r");
+        PatternMatcher::new(vec![
+            rule(reduce(), |m| Foldable::of(&m["r"])?.unparented()),
+            rule(reduce(), |m| Foldable::of(&m["r"])?.masked(fold_select)),
+            rule(reduce(), |m| Foldable::of(&m["r"])?.masked(fold_count)),
+        ])
+        .extend(symbolic())
     });
     &PM
 }
 
-/// Try every rule on every range of `red`; the first closed form found wins.
-fn fold_reduce(red: &UOp) -> Option<UOp> {
-    let Arg::Reduce(op) = red.arg() else { return None };
-    let d = red.dtype();
-    let (v, ranges) = (&red.src()[0], &red.src()[1..]);
-    if d.count != 1 || d.is_ptr() || v.dtype() != d || !matches!(op, Ops::Add | Ops::Max) {
-        return None;
-    }
-    let with_rest = |x: UOp, skip: usize| -> UOp {
-        let rest: Vec<UOp> = ranges.iter().enumerate().filter(|(j, _)| *j != skip).map(|(_, r)| r.clone()).collect();
-        if rest.is_empty() {
-            return x;
-        }
-        let mut src = vec![x];
-        src.extend(rest);
-        UOp::new(Ops::Reduce, d, src, red.arg().clone())
-    };
-    // N >= 1, and N (so any count) is finite in `d`: an f16 infinity would turn 0·N into NaN
-    let foldable =
-        |k: &UOp| k.op() == Ops::Range && k.src()[0].vmin() >= 1 && (d != DType::FLOAT16 || k.src()[0].vmax() < 65504);
-    // rule 1 first: it needs nothing of `v`
-    for (i, k) in ranges.iter().enumerate() {
-        if !foldable(k) || depends(v, k) {
-            continue;
-        }
-        return match op {
-            Ops::Max => Some(with_rest(v.clone(), i)),
-            _ if d.is_bool() => None,
-            _ => Some(with_rest(v.clone(), i).alu(Ops::Mul, &[&k.src()[0].cast(d)])),
-        };
-    }
-    if *op != Ops::Add || d.is_bool() {
-        return None;
-    }
-    let (atoms, x) = as_masked(v)?;
-    for (i, k) in ranges.iter().enumerate() {
-        if !foldable(k) {
-            continue;
-        }
-        if let Some(s) = fold_select(&atoms, &x, k, d).or_else(|| fold_count(&atoms, &x, k, d)) {
-            return Some(with_rest(s, i));
-        }
-    }
-    None
+/// A REDUCE the rules may fold: a scalar ADD or MAX of values of its own dtype.
+struct Foldable<'a> {
+    red: &'a UOp,
+    op: Ops,
+    d: DType,
 }
 
-/// Rule 2 (counting): `Σ_k WHERE(A ∧ B(k), x, 0)` with `x`, `A` free of `k` and `B` bounds on `k`
+impl<'a> Foldable<'a> {
+    fn of(red: &'a UOp) -> Option<Foldable<'a>> {
+        let Arg::Reduce(op) = red.arg() else { return None };
+        let d = red.dtype();
+        let scalar = d.count == 1 && !d.is_ptr() && red.src()[0].dtype() == d;
+        (scalar && matches!(op, Ops::Add | Ops::Max)).then_some(Foldable { red, op: *op, d })
+    }
+
+    /// The ranges a rule may fold, with their positions: `N >= 1`, and `N` (so any count) finite
+    /// in the dtype (an f16 infinity would turn `0·N` into NaN).
+    fn ranges(&self) -> impl Iterator<Item = (usize, &'a UOp)> + '_ {
+        let finite = |n: &UOp| self.d != DType::FLOAT16 || n.vmax() < 65504;
+        let red: &'a UOp = self.red;
+        red.src()[1..]
+            .iter()
+            .enumerate()
+            .filter(move |(_, k)| k.op() == Ops::Range && k.src()[0].vmin() >= 1 && finite(&k.src()[0]))
+    }
+
+    /// `x` reduced over every range but the one at `skip` (`x` itself when none remain).
+    fn over_rest(&self, x: UOp, skip: usize) -> UOp {
+        let mut src = vec![x];
+        src.extend(self.red.src()[1..].iter().enumerate().filter(|(j, _)| *j != skip).map(|(_, r)| r.clone()));
+        match src.len() {
+            1 => src.pop().expect("x"),
+            _ => UOp::new(Ops::Reduce, self.d, src, self.red.arg().clone()),
+        }
+    }
+
+    /// Rule 1 (unparented range): `v` does not depend on `k`. ADD: `Σ_k v = v·N`; MAX:
+    /// `max_k v = v`.
+    fn unparented(&self) -> Option<UOp> {
+        let v = &self.red.src()[0];
+        let (i, k) = self.ranges().find(|(_, k)| !depends(v, k))?;
+        match self.op {
+            Ops::Max => Some(self.over_rest(v.clone(), i)),
+            _ if self.d.is_bool() => None,
+            _ => Some(self.over_rest(v.clone(), i).alu(Ops::Mul, &[&k.src()[0].cast(self.d)])),
+        }
+    }
+
+    /// Rules 2 and 3, on a sum of a masked value `WHERE(AND(atoms), x, 0)`: `fold` of the atoms,
+    /// `x`, a range and the dtype, on the first range it folds.
+    fn masked(&self, fold: fn(&[UOp], &UOp, &UOp, DType) -> Option<UOp>) -> Option<UOp> {
+        if self.op != Ops::Add || self.d.is_bool() {
+            return None;
+        }
+        let (atoms, x) = as_masked(&self.red.src()[0])?;
+        self.ranges().find_map(|(i, k)| Some(self.over_rest(fold(&atoms, &x, k, self.d)?, i)))
+    }
+}
+
+/// Rule 2 (selection): `Σ_k WHERE(k == e ∧ C(k), x(k), 0)` with `e` free of `k` is
+/// `WHERE(0 <= e < N ∧ C(e), x(e), 0)`.
+///
+/// The equality holds for at most one `k`, namely `k = e`, and only if `e ∈ [0, N)`; every other
+/// term is 0 (WHERE selects, so even a NaN or infinite `x(k)` there contributes 0), and the sum
+/// of one term `t` and zeros is `t`. `x(e)`, `C(e)` are `x`, `C` with `e` substituted for `k`;
+/// every INDEX that depended on `k` gets `0 <= e < N` ANDed into its gate, so for an `e` out of
+/// range no load happens (a gated-off load yields 0) and the value is discarded by the WHERE.
+/// For `e` in range every index is one the original loop computed.
+///
+/// An out-of-range `e` must not reach anything else that could fault or overflow. When `k`
+/// reaches a divisor, a shift amount or a float-to-integer cast, or the substitution could make
+/// exact integer arithmetic wrap (a 64-bit index times a stride), `e` is clamped into `[0, N)`
+/// instead, `k := min(max(e, 0), N-1)`, so `x` and `C` only ever see values `k` took (no gates
+/// needed).
+fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
+    let (pos, e) = atoms.iter().enumerate().find_map(|(i, a)| match depends(a, k).then(|| classify(a, k))?? {
+        Atom::Eq(e) => Some((i, e)),
+        _ => None,
+    })?;
+    let others: Vec<&UOp> = atoms.iter().enumerate().filter(|(i, _)| *i != pos).map(|(_, a)| a).collect();
+    let n = &k.src()[0];
+    let valid = UOp::index_const(-1).alu(Ops::CmpLt, &[&e]).alu(Ops::And, &[&e.alu(Ops::CmpLt, &[n])]);
+    // x(e) and every other atom's C(e), from one substitution over all of them
+    let substitute = |e: &UOp, gate: Option<&UOp>| -> Option<UOp> {
+        let roots = [vec![x.clone()], others.iter().map(|a| (*a).clone()).collect()].concat();
+        let done = substitution(&UOp::new(Ops::Sink, DType::VOID, roots, Arg::None), k, e, gate)?;
+        let (x, cs) = done.src().split_first().expect("x is the first root");
+        let cond = cs.iter().fold(valid.clone(), |cond, c| cond.alu(Ops::And, &[c]));
+        Some(UOp::where_(&cond, x, &zero(d)))
+    };
+    substitute(&e, Some(&valid)).or_else(|| {
+        // min(y, N-1) as -max(-y, 1-N) with y = max(e, 0) >= 0, so no negation overflows
+        let neg_y = e.alu(Ops::Max, &[&UOp::index_const(0)]).alu(Ops::Neg, &[]);
+        let one_minus_n = UOp::index_const(1).alu(Ops::Add, &[&n.alu(Ops::Neg, &[])]);
+        let clamped = neg_y.alu(Ops::Max, &[&one_minus_n]).alu(Ops::Neg, &[]);
+        substitute(&clamped, None)
+    })
+}
+
+/// Rule 3 (counting): `Σ_k WHERE(A ∧ B(k), x, 0)` with `x`, `A` free of `k` and `B` bounds on `k`
 /// is `WHERE(A, x · #{k ∈ [0, N) : B(k)}, 0)`.
 ///
 /// With `B = ∧ (k >= L_i) ∧ (k < U_j)` the satisfying `k` are exactly the integers of
@@ -129,46 +188,6 @@ fn fold_count(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
     Some(match and_all(&indep) {
         Some(c) => UOp::where_(&c, &value, &zero(d)),
         None => value,
-    })
-}
-
-/// Rule 3 (selection): `Σ_k WHERE(k == e ∧ C(k), x(k), 0)` with `e` free of `k` is
-/// `WHERE(0 <= e < N ∧ C(e), x(e), 0)`.
-///
-/// The equality holds for at most one `k`, namely `k = e`, and only if `e ∈ [0, N)`; every other
-/// term is 0 (WHERE selects, so even a NaN or infinite `x(k)` there contributes 0), and the sum
-/// of one term `t` and zeros is `t`. `x(e)`, `C(e)` are `x`, `C` with `e` substituted for `k`;
-/// every INDEX that depended on `k` gets `0 <= e < N` ANDed into its gate, so for an `e` out of
-/// range no load happens (a gated-off load yields 0) and the value is discarded by the WHERE.
-/// For `e` in range every index is one the original loop computed.
-///
-/// An out-of-range `e` must not reach anything else that could fault or overflow. When `k`
-/// reaches a divisor, a shift amount or a float-to-integer cast, or the substitution could make
-/// exact integer arithmetic wrap (a 64-bit index times a stride), `e` is clamped into `[0, N)`
-/// instead, `k := min(max(e, 0), N-1)`, so `x` and `C` only ever see values `k` took (no gates
-/// needed).
-fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
-    let (pos, e) = atoms.iter().enumerate().find_map(|(i, a)| match depends(a, k).then(|| classify(a, k))?? {
-        Atom::Eq(e) => Some((i, e)),
-        _ => None,
-    })?;
-    let others: Vec<&UOp> = atoms.iter().enumerate().filter(|(i, _)| *i != pos).map(|(_, a)| a).collect();
-    let n = &k.src()[0];
-    let valid = UOp::index_const(-1).alu(Ops::CmpLt, &[&e]).alu(Ops::And, &[&e.alu(Ops::CmpLt, &[n])]);
-    // x(e) and every other atom's C(e), from one substitution over all of them
-    let substitute = |e: &UOp, gate: Option<&UOp>| -> Option<UOp> {
-        let roots = [vec![x.clone()], others.iter().map(|a| (*a).clone()).collect()].concat();
-        let done = substitution(&UOp::new(Ops::Sink, DType::VOID, roots, Arg::None), k, e, gate)?;
-        let (x, cs) = done.src().split_first().expect("x is the first root");
-        let cond = cs.iter().fold(valid.clone(), |cond, c| cond.alu(Ops::And, &[c]));
-        Some(UOp::where_(&cond, x, &zero(d)))
-    };
-    substitute(&e, Some(&valid)).or_else(|| {
-        // min(y, N-1) as -max(-y, 1-N) with y = max(e, 0) >= 0, so no negation overflows
-        let neg_y = e.alu(Ops::Max, &[&UOp::index_const(0)]).alu(Ops::Neg, &[]);
-        let one_minus_n = UOp::index_const(1).alu(Ops::Add, &[&n.alu(Ops::Neg, &[])]);
-        let clamped = neg_y.alu(Ops::Max, &[&one_minus_n]).alu(Ops::Neg, &[]);
-        substitute(&clamped, None)
     })
 }
 

@@ -99,6 +99,9 @@ pub enum Ops {
 }
 
 impl Ops {
+    /// How many ops there are, one past the last one's discriminant: rule tables index their
+    /// rules by op. (A new last op updates it.)
+    pub const COUNT: usize = Ops::Kernel as usize + 1;
     pub const UNARY: &'static [Ops] = &[Ops::Exp2, Ops::Log2, Ops::Sin, Ops::Sqrt, Ops::Recip, Ops::Trunc, Ops::Neg];
     pub const BINARY: &'static [Ops] = &[
         Ops::Add,

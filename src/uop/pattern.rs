@@ -235,17 +235,15 @@ impl Rule {
 
 /// An ordered rule table. Rules are indexed by the root op they can match; the first rule that
 /// returns a new node wins.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct PatternMatcher {
     rules: Vec<Rule>,
     by_op: Vec<Vec<usize>>,
 }
 
-const OP_SLOTS: usize = 64;
-
 impl PatternMatcher {
     pub fn new(rules: Vec<Rule>) -> PatternMatcher {
-        let mut by_op = vec![vec![]; OP_SLOTS];
+        let mut by_op = vec![vec![]; Ops::COUNT];
         for (i, rule) in rules.iter().enumerate() {
             match &rule.pat.ops {
                 Some(ops) => ops.iter().for_each(|o| by_op[*o as usize].push(i)),
