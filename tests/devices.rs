@@ -119,8 +119,8 @@ fn the_tensor_graph_is_one_for_every_device_and_the_scheduler_lays_it_out() {
 
 #[test]
 fn cpu_like_devices_compute_the_same_bits() {
-    // OpenCL on a CPU takes the CPU's opts, layouts, float64 sums and float32 exp2 and log2 (in
-    // float64 arithmetic, not each device's libm): a conv, a matmul, the statistics of a batch
+    // OpenCL on a CPU takes the CPU's opts, layouts, float64 sums and float32 exp2 and log2 (from
+    // the same arithmetic, not each device's libm): a conv, a matmul, the statistics of a batch
     // norm and a log-softmax come out bit for bit as on the CPU
     Tensor::manual_seed(32);
     let x = Tensor::rand(&[16, 8, 20, 20]);

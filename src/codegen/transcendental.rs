@@ -1,11 +1,10 @@
-//! float32 EXP2 and LOG2 as float64 arithmetic, for targets that do not list them (tinygrad's
-//! `xexp2`/`xlog2` idea with float64's headroom instead of double-float tricks): argument
-//! reduction by exponent bits and a polynomial whose error is far below a float32 ulp, rounded
-//! once to float32 at the end. Every device then computes the same bits from the same IEEE
-//! additions, multiplications and divisions (a C compiler's libm and an OpenCL driver's builtins
-//! differ by an ulp here and there, enough for two trainings to drift apart), and the CPU's
-//! vectors compute them lane by lane in registers instead of one libm call per lane.
-//! float64 EXP2 and LOG2 stay the renderer's own.
+//! float32 EXP2 and LOG2 for targets that do not list them (tinygrad's `xexp2`/`xlog2`): EXP2 in
+//! float32 with the exponent built from integer bits, so that every op of it has a vector form
+//! and a CPU computes 16 lanes at once; LOG2 in float64, whose headroom makes a short series
+//! exact to float32. Every device then computes the same bits from the same IEEE additions,
+//! multiplications and divisions (a C compiler's libm and an OpenCL driver's builtins differ by an
+//! ulp here and there, enough for two trainings to drift apart). float64 EXP2 and LOG2 stay the
+//! renderer's own.
 
 use std::f64::consts::{LN_2, LOG2_E, SQRT_2};
 
@@ -13,10 +12,16 @@ use super::decompose::fallback;
 use crate::dtype::DType;
 use crate::uop::{Ops, PatternMatcher, UOp};
 
-/// Inputs past this are 2^x beyond float32's range either way (overflow above 128, 0 below -150).
-const EXP2_CLAMP: f64 = 160.0;
-/// Taylor terms of 2^f = e^(f ln 2) for |f| <= 1/2: the 11th is below 2^-42 of the sum.
-const EXP2_TERMS: usize = 11;
+/// 2^x for x below this is below half the smallest float32 subnormal (0), above the next 2^128
+/// (inf).
+const EXP2_LO: f64 = -150.0;
+const EXP2_HI: f64 = 128.0;
+/// Exponents past +-this are scaled by 2^-+64 first: the bits of 2^n stay those of a normal float.
+const EXP2_SPLIT: f64 = 100.0;
+/// `y + 1.5·2^23` rounds `y` (|y| < 2^22) to an integer and holds it in the low mantissa bits.
+const ROUNDER: f64 = 12582912.0;
+/// Taylor terms of 2^f = e^(f ln 2) for |f| <= 1/2: the 8th is below 2^-27 of the sum.
+const EXP2_TERMS: usize = 8;
 /// Terms of atanh's series in t^2 for |t| <= 3 - 2 sqrt 2 (mantissas in [sqrt 1/2, sqrt 2]):
 /// the 10th is below 2^-49 of the sum.
 const LOG_TERMS: usize = 10;
@@ -46,28 +51,39 @@ fn bitcast(x: &UOp, dtype: DType) -> UOp {
     UOp::new(Ops::Bitcast, dtype, vec![x.clone()], crate::uop::Arg::None)
 }
 
-/// `sum c[k] y^k` by Horner's rule, the coefficients lowest power first.
-fn horner(y: &UOp, coefficients: &[f64]) -> UOp {
+/// `sum c[k] y^k` by Horner's rule, the coefficients lowest power first, made constants of `y`'s
+/// dtype by `konst`.
+fn horner(y: &UOp, coefficients: &[f64], konst: impl Fn(f64) -> UOp) -> UOp {
     let (last, rest) = coefficients.split_last().expect("coefficients");
-    rest.iter().rev().fold(f64c(*last), |acc, c| acc.alu(Ops::Mul, &[y]).alu(Ops::Add, &[&f64c(*c)]))
+    rest.iter().rev().fold(konst(*last), |acc, c| acc.alu(Ops::Mul, &[y]).alu(Ops::Add, &[&konst(*c)]))
 }
 
-/// 2^x: x = n + f with n an integer and |f| <= 1/2, 2^f by its Taylor series, 2^n from its
-/// exponent bits; the float64 product rounds to float32 once (overflow to inf, underflow through
-/// the subnormals to 0). NaN stays NaN through the clamp.
+/// 2^x in float32: x clamped to [-150, 128] is n + f with n an integer and |f| <= 1/2, 2^f by
+/// its Taylor series and 2^n from exponent bits. An |n| past 100 is moved 64 closer to 0 first
+/// and its 2^+-64 multiplied in last, so the one rounding happens there (overflow to inf,
+/// underflow through the subnormals to 0). NaN stays NaN.
 fn exp2(x: &UOp) -> UOp {
-    let d = x.cast(DType::FLOAT64);
-    let clamped = d.alu(Ops::Max, &[&f64c(-EXP2_CLAMP)]).alu(Ops::Neg, &[]);
-    let clamped = clamped.alu(Ops::Max, &[&f64c(-EXP2_CLAMP)]).alu(Ops::Neg, &[]);
-    let half = UOp::where_(&clamped.alu(Ops::CmpLt, &[&f64c(0.0)]), &f64c(-0.5), &f64c(0.5));
-    let n = clamped.alu(Ops::Add, &[&half]).alu(Ops::Trunc, &[]);
-    let f = clamped.alu(Ops::Sub, &[&n]);
+    let (f32c, i32c) = (|v: f64| UOp::const_float(DType::FLOAT32, v), |v: i64| UOp::const_int(DType::INT32, v));
+    let clamped = x.alu(Ops::Max, &[&f32c(EXP2_LO)]).alu(Ops::Neg, &[]);
+    let clamped = clamped.alu(Ops::Max, &[&f32c(-EXP2_HI)]).alu(Ops::Neg, &[]);
+    let (big, small) = (f32c(EXP2_SPLIT).alu(Ops::CmpLt, &[&clamped]), clamped.alu(Ops::CmpLt, &[&f32c(-EXP2_SPLIT)]));
+    let pick = |b: f64, s: f64, other: f64| UOp::where_(&big, &f32c(b), &UOp::where_(&small, &f32c(s), &f32c(other)));
+    let y = clamped.alu(Ops::Sub, &[&pick(64.0, -64.0, 0.0)]);
+    let rounded = bitcast(&y.alu(Ops::Add, &[&f32c(ROUNDER)]), DType::INT32);
+    let n = rounded.alu(Ops::Sub, &[&bitcast(&f32c(ROUNDER), DType::INT32)]);
+    let f = y.alu(Ops::Sub, &[&n.cast(DType::FLOAT32)]);
     let mut terms = vec![1.0; EXP2_TERMS];
     for k in 1..EXP2_TERMS {
         terms[k] = terms[k - 1] * LN_2 / k as f64;
     }
-    let exponent = n.cast(DType::INT64).alu(Ops::Add, &[&i64c(1023)]).alu(Ops::Shl, &[&i64c(52)]);
-    horner(&f, &terms).alu(Ops::Mul, &[&bitcast(&exponent, DType::FLOAT64)]).cast(DType::FLOAT32)
+    let powers = horner(&f, &terms, f32c);
+    // in unsigned arithmetic, which wraps where a NaN's bits would overflow a signed shift
+    let exponent =
+        n.alu(Ops::Add, &[&i32c(127)]).cast(DType::UINT32).alu(Ops::Shl, &[&UOp::const_int(DType::UINT32, 23)]);
+    let scaled = powers
+        .alu(Ops::Mul, &[&bitcast(&exponent, DType::FLOAT32)])
+        .alu(Ops::Mul, &[&pick(2f64.powi(64), 2f64.powi(-64), 1.0)]);
+    UOp::where_(&x.alu(Ops::CmpNe, &[x]), x, &scaled)
 }
 
 /// log2(x): x = m 2^e with m in [sqrt 1/2, sqrt 2] from its float64 bits (float32 subnormals are
@@ -84,7 +100,7 @@ fn log2(x: &UOp) -> UOp {
     let e = UOp::where_(&big, &e.alu(Ops::Add, &[&f64c(1.0)]), &e);
     let t = m.alu(Ops::Sub, &[&f64c(1.0)]).alu(Ops::FDiv, &[&m.alu(Ops::Add, &[&f64c(1.0)])]);
     let series: Vec<f64> = (0..LOG_TERMS).map(|k| 1.0 / (2 * k + 1) as f64).collect();
-    let ln_m = horner(&t.alu(Ops::Mul, &[&t]), &series).alu(Ops::Mul, &[&t.alu(Ops::Mul, &[&f64c(2.0)])]);
+    let ln_m = horner(&t.alu(Ops::Mul, &[&t]), &series, f64c).alu(Ops::Mul, &[&t.alu(Ops::Mul, &[&f64c(2.0)])]);
     let r = ln_m.alu(Ops::Mul, &[&f64c(LOG2_E)]).alu(Ops::Add, &[&e]);
     let inf = f64c(f64::INFINITY);
     let finite_positive = f64c(0.0).alu(Ops::CmpLt, &[&d]).alu(Ops::And, &[&d.alu(Ops::CmpLt, &[&inf])]);

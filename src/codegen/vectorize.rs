@@ -37,6 +37,10 @@ pub fn vector_op(u: &UOp) -> bool {
         Ops::And | Ops::Or => (mask(u) && src.iter().all(mask)) || (int(u) && src.iter().all(int)),
         Ops::Xor | Ops::Shl | Ops::Shr => int(u) && src.iter().all(int),
         Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),
+        // the same bits as another 32-bit lane type (float32 EXP2's exponent, `transcendental.rs`)
+        Ops::Bitcast => [d, src[0].dtype()]
+            .iter()
+            .all(|t| matches!(t.scalar, Scalar::Float32 | Scalar::Int32 | Scalar::UInt32) && !t.is_ptr()),
         Ops::Cast => match (src[0].dtype().scalar, d.scalar) {
             (Scalar::Bool, Scalar::Float32 | Scalar::Int32) => true,
             (Scalar::Int32 | Scalar::UInt32, Scalar::Float32) => true,
@@ -234,6 +238,12 @@ pub fn vector_axis(store: &UOp, upcast: &[UOp], vector_bytes: usize) -> Option<U
     fits.into_iter().find(|r| loads.iter().any(|l| stride_one_along(&l.src()[0].src()[1], r))).cloned()
 }
 
+/// float32 EXP2, which the CPU targets (the ones whose heuristics ask) compute with float32 and
+/// 32-bit integer vector ops (`transcendental.rs`).
+fn decomposed_into_vectors(u: &UOp) -> bool {
+    u.dtype().scalar == Scalar::Float32 && u.src()[0].dtype().scalar == Scalar::Float32
+}
+
 /// Whether everything `u` computes has a vector form: index math, vector ops, loads and stores of
 /// vector dtypes, and reduces that keep vector accumulators (`vectorize_reduce`).
 pub fn vector_math(u: &UOp) -> bool {
@@ -245,10 +255,11 @@ pub fn vector_math(u: &UOp) -> bool {
             Arg::Reduce(Ops::Max) => n.dtype() == DType::FLOAT32,
             _ => false,
         },
+        Ops::Exp2 => decomposed_into_vectors(n),
         // index math, and gates computed from it
         op if op.is_alu() => n.src().iter().all(|s| s.dtype() == DType::INDEX) || vector_op(n),
-        Ops::Cast => vector_op(n),
-        _ => !matches!(n.op(), Ops::Bitcast | Ops::Wmma),
+        Ops::Cast | Ops::Bitcast => vector_op(n),
+        _ => n.op() != Ops::Wmma,
     })
 }
 
@@ -326,8 +337,9 @@ pub fn all_vector(ast: &UOp) -> bool {
         Ops::Load => vector_dtype(u.dtype()) && (u.src()[0].src().len() == 2 || u.dtype() == DType::FLOAT32),
         Ops::Store => u.src()[1].dtype().scalar == Scalar::Float32 && u.src()[0].src().len() == 2,
         Ops::Const => true,
-        op if op.is_alu() || op == Ops::Cast => index_math(u) || vector_op(u),
-        _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize | Ops::Bitcast),
+        Ops::Exp2 => decomposed_into_vectors(u),
+        op if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => index_math(u) || vector_op(u),
+        _ => !matches!(u.op(), Ops::Reduce | Ops::Gep | Ops::Vectorize),
     })
 }
 
