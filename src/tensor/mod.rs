@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 pub use self::{elementwise::RoundingMode, functional::Reduction};
 pub use conv::{ConvOpts, PoolOpts, Spatial};
 pub use creation::TensorData;
-pub use elementwise::Scalar;
+pub use elementwise::{Operand, Scalar};
 pub use indexing::{Idx, PadMode, SplitSizes};
 pub use jit::Jit;
 

@@ -1,0 +1,493 @@
+//! `import lazygrad`: lazygrad's Tensor with tinygrad's Python names. Every method forwards to the
+//! Rust API; what is here is only the conversion between Python values and tensors.
+
+use ::lazygrad::tensor::{Operand, Scalar};
+use ::lazygrad::{DType, Tensor};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+/// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
+#[pyclass(name = "Tensor", module = "lazygrad", frozen)]
+#[derive(Clone)]
+struct PyTensor(Tensor);
+
+/// An element type, named as tinygrad names it (`dtypes.float`, `dtypes.int`).
+#[pyclass(name = "DType", module = "lazygrad", frozen, eq)]
+#[derive(Clone, PartialEq)]
+struct PyDType(DType);
+
+#[pymethods]
+impl PyDType {
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.0.itemsize()
+    }
+    fn __repr__(&self) -> String {
+        format!("dtypes.{}", self.0.name())
+    }
+}
+
+/// The element types, as attributes (`dtypes.float32`, `dtypes.float`, `dtypes.int32`, ...).
+#[pyclass(name = "dtypes", module = "lazygrad", frozen)]
+struct PyDTypes;
+
+#[pymethods]
+impl PyDTypes {
+    fn __getattr__(&self, name: &str) -> PyResult<PyDType> {
+        let alias = match name {
+            "float" => "float32",
+            "double" => "float64",
+            "half" => "float16",
+            "int" => "int32",
+            "long" => "int64",
+            "char" => "int8",
+            "uchar" => "uint8",
+            other => other,
+        };
+        DType::from_name(alias).map(PyDType).ok_or_else(|| PyValueError::new_err(format!("no dtype named {name}")))
+    }
+}
+
+/// `f()`, a panic (a programmer error: shapes that do not broadcast, a bad axis) as a ValueError
+/// carrying its message (Python code catches it as an Exception, which pyo3's PanicException is
+/// not).
+fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
+            (Some(s), _) => s.clone(),
+            (_, Some(s)) => s.to_string(),
+            _ => "lazygrad panicked".to_string(),
+        };
+        PyValueError::new_err(message)
+    })
+}
+
+/// numpy's name of `dtype` (bfloat16, which numpy lacks, as float32: `tolist` gives its values).
+fn numpy_name(dtype: DType) -> &'static str {
+    const NAMES: [&str; 13] = [
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16",
+        "float32", "float64",
+    ];
+    match NAMES.into_iter().find(|n| DType::from_name(n) == Some(dtype)) {
+        Some("bfloat16") | None => "float32",
+        Some(name) => name,
+    }
+}
+
+/// A dtype argument: a `DType` or its name (`"float32"`).
+fn dtype_of(d: &Bound<PyAny>) -> PyResult<DType> {
+    if let Ok(d) = d.cast::<PyDType>() {
+        return Ok(d.get().0);
+    }
+    let name: String = d.extract()?;
+    PyDTypes.__getattr__(&name).map(|d| d.0)
+}
+
+/// A Python number as a weak scalar (`t * 2` keeps `t`'s dtype), or None for anything else.
+fn scalar(x: &Bound<PyAny>) -> Option<Scalar> {
+    if x.is_instance_of::<PyBool>() {
+        x.extract::<bool>().ok().map(Scalar::Bool)
+    } else if x.is_instance_of::<PyInt>() {
+        x.extract::<i64>().ok().map(Scalar::Int)
+    } else if x.is_instance_of::<PyFloat>() {
+        x.extract::<f64>().ok().map(Scalar::Float)
+    } else {
+        None
+    }
+}
+
+/// The right operand of a binary op: a Tensor or a Python number.
+enum Rhs {
+    Tensor(Tensor),
+    Scalar(Scalar),
+}
+
+impl Rhs {
+    fn of(x: &Bound<PyAny>) -> PyResult<Rhs> {
+        if let Ok(t) = x.cast::<PyTensor>() {
+            return Ok(Rhs::Tensor(t.get().0.clone()));
+        }
+        scalar(x).map(Rhs::Scalar).ok_or_else(|| PyTypeError::new_err("expected a Tensor or a number"))
+    }
+}
+
+impl Rhs {
+    /// `op(lhs, self)`, or with `reversed` `op(self, lhs)` (`2 - t`).
+    fn apply(self, lhs: &Tensor, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyTensor {
+        let rhs = match self {
+            Rhs::Tensor(t) => t,
+            Rhs::Scalar(s) => s.with(lhs).0,
+        };
+        PyTensor(if reversed { op(&rhs, lhs) } else { op(lhs, &rhs) })
+    }
+}
+
+/// Nested lists (or a number) as flat values of one kind and a shape.
+enum Flat {
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+}
+
+/// Nesting deeper than this is refused (a tensor has far fewer axes).
+const MAX_DEPTH: usize = 64;
+
+fn flatten(data: &Bound<PyAny>, shape: &mut Vec<usize>, depth: usize, out: &mut Vec<Scalar>) -> PyResult<()> {
+    if let Some(s) = scalar(data) {
+        if depth != shape.len() {
+            return Err(PyValueError::new_err("Tensor: nested lists must be rectangular"));
+        }
+        out.push(s);
+        return Ok(());
+    }
+    // a string is a sequence of strings, and a list may hold itself: neither ends
+    let not_values = || PyTypeError::new_err("Tensor: expected numbers or (at most 64 levels of) lists of them");
+    if data.is_instance_of::<PyString>() || depth >= MAX_DEPTH {
+        return Err(not_values());
+    }
+    let seq = data.cast::<PySequence>().map_err(|_| not_values())?;
+    let n = seq.len()?;
+    match shape.get(depth) {
+        Some(&d) if d != n => return Err(PyValueError::new_err("Tensor: nested lists must be rectangular")),
+        Some(_) => {}
+        None if out.is_empty() && depth == shape.len() => shape.push(n),
+        None => return Err(PyValueError::new_err("Tensor: nested lists must be rectangular")),
+    }
+    for item in seq.try_iter()? {
+        flatten(&item?, shape, depth + 1, out)?;
+    }
+    Ok(())
+}
+
+impl Flat {
+    fn of(values: Vec<Scalar>) -> Flat {
+        if values.iter().any(|s| matches!(s, Scalar::Float(_))) {
+            Flat::Float(values.iter().map(|s| s.value().as_f64()).collect())
+        } else if values.iter().any(|s| matches!(s, Scalar::Int(_))) {
+            Flat::Int(values.iter().map(|s| s.value().as_f64() as i64).collect())
+        } else {
+            Flat::Bool(values.iter().map(|s| matches!(s, Scalar::Bool(true))).collect())
+        }
+    }
+
+    /// The tensor of these values in tinygrad's default dtypes (float32, int32, bool), or `dtype`.
+    fn tensor(self, shape: &[usize], dtype: Option<DType>) -> Tensor {
+        let t = match self {
+            Flat::Float(v) => Tensor::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape),
+            Flat::Int(v) => match dtype {
+                // an int64 tensor keeps values past int32
+                Some(d) if d == DType::INT64 || d == DType::UINT64 => Tensor::from_slice(&v, shape),
+                _ => Tensor::from_slice(&v.iter().map(|&x| x as i32).collect::<Vec<_>>(), shape),
+            },
+            Flat::Bool(v) => Tensor::from_slice(&v, shape),
+        };
+        match dtype {
+            Some(d) if d != t.dtype() => t.cast(d),
+            _ => t,
+        }
+    }
+}
+
+/// A shape given as numbers (`reshape(2, 3)`) or one sequence (`reshape((2, 3))`).
+fn dims(args: &Bound<PyTuple>) -> PyResult<Vec<isize>> {
+    match args.len() {
+        1 if !args.get_item(0)?.is_instance_of::<PyInt>() => args.get_item(0)?.extract(),
+        _ => args.extract(),
+    }
+}
+
+/// A shape of sizes (no -1 to infer).
+fn sizes(args: &Bound<PyTuple>) -> PyResult<Vec<usize>> {
+    dims(args)?
+        .into_iter()
+        .map(|d| usize::try_from(d).map_err(|_| PyValueError::new_err(format!("size {d} is negative"))))
+        .collect()
+}
+
+/// Axes to reduce: None for all of them, one axis, or a sequence of axes.
+fn axes(t: &Tensor, axis: Option<&Bound<PyAny>>) -> PyResult<Vec<isize>> {
+    match axis {
+        None => Ok((0..t.ndim() as isize).collect()),
+        Some(a) if a.is_instance_of::<PyInt>() => Ok(vec![a.extract()?]),
+        Some(a) => a.extract(),
+    }
+}
+
+/// Values as nested Python lists of `shape`.
+fn nest<T: for<'py> IntoPyObject<'py> + Copy>(py: Python, values: &[T], shape: &[usize]) -> PyResult<Py<PyAny>> {
+    match shape.split_first() {
+        None => values[0].into_py_any(py),
+        Some((&n, rest)) => {
+            let step: usize = rest.iter().product();
+            let rows =
+                (0..n).map(|i| nest(py, &values[i * step..(i + 1) * step], rest)).collect::<PyResult<Vec<_>>>()?;
+            Ok(PyList::new(py, rows)?.into_any().unbind())
+        }
+    }
+}
+
+impl PyTensor {
+    /// `op(self, rhs)`, or with `reversed` `op(rhs, self)`, for a Tensor or number `rhs`.
+    fn binary(&self, rhs: &Bound<PyAny>, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyResult<PyTensor> {
+        let rhs = Rhs::of(rhs)?;
+        guard(|| rhs.apply(&self.0, reversed, op))
+    }
+}
+
+#[pymethods]
+impl PyTensor {
+    #[new]
+    #[pyo3(signature = (data, dtype=None, device=None))]
+    fn new(data: &Bound<PyAny>, dtype: Option<&Bound<PyAny>>, device: Option<&str>) -> PyResult<PyTensor> {
+        let dtype = dtype.map(dtype_of).transpose()?;
+        let (mut shape, mut values) = (vec![], vec![]);
+        flatten(data, &mut shape, 0, &mut values)?;
+        let flat = Flat::of(values);
+        guard(|| {
+            let t = flat.tensor(&shape, dtype);
+            PyTensor(match device {
+                Some(d) => t.to(d),
+                None => t,
+            })
+        })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn zeros(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::zeros(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn ones(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::ones(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn rand(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::rand(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn randn(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::randn(&d)))
+    }
+    #[staticmethod]
+    fn arange(n: usize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(Tensor::arange(n)))
+    }
+    #[staticmethod]
+    fn manual_seed(seed: u64) {
+        Tensor::manual_seed(seed)
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.shape())
+    }
+    #[getter]
+    fn dtype(&self) -> PyDType {
+        PyDType(self.0.dtype())
+    }
+    #[getter]
+    fn device(&self) -> String {
+        self.0.device().to_string()
+    }
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.0.ndim()
+    }
+    fn numel(&self) -> usize {
+        self.0.numel()
+    }
+    #[getter]
+    fn requires_grad(&self) -> bool {
+        self.0.requires_grad_flag() == Some(true)
+    }
+    /// The gradient `backward` left, or None.
+    #[getter]
+    fn grad(&self) -> Option<PyTensor> {
+        self.0.grad().map(PyTensor)
+    }
+    /// This tensor with gradients recorded (`requires_grad_()` in tinygrad and torch).
+    #[pyo3(signature = (flag=true))]
+    fn requires_grad_(&self, flag: bool) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.requires_grad(flag)))
+    }
+
+    /// Compute the value now (errors from compilers and devices are `RuntimeError`s).
+    fn realize(&self) -> PyResult<PyTensor> {
+        guard(|| self.0.try_realize())?.map(PyTensor).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+    /// The values as nested lists of Python numbers.
+    fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
+        let t = self.realize()?.0;
+        let (shape, d) = (t.shape(), t.dtype());
+        match () {
+            _ if d.is_float() => nest(py, &guard(|| t.cast(DType::FLOAT64).to_vec::<f64>())?, &shape),
+            _ if d.is_bool() => nest(py, &guard(|| t.to_vec::<bool>())?, &shape),
+            _ if d == DType::UINT64 => nest(py, &guard(|| t.to_vec::<u64>())?, &shape),
+            _ => nest(py, &guard(|| t.cast(DType::INT64).to_vec::<i64>())?, &shape),
+        }
+    }
+    /// The value of a one-element tensor as a Python number.
+    fn item(&self, py: Python) -> PyResult<Py<PyAny>> {
+        if self.0.numel() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "item: a tensor of shape {:?} has no single value",
+                self.0.shape()
+            )));
+        }
+        PyTensor(self.0.reshape(&[] as &[isize])).tolist(py)
+    }
+    /// The values as a numpy array (numpy must be installed).
+    fn numpy(&self, py: Python) -> PyResult<Py<PyAny>> {
+        let list = self.tolist(py)?;
+        let np = py.import("numpy")?;
+        let dtype = numpy_name(self.0.dtype());
+        Ok(np.call_method1("array", (list, dtype))?.unbind())
+    }
+    /// Gradients of this scalar with respect to every tensor that requires them (left in `.grad`).
+    fn backward(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.backward()))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Tensor shape={:?} dtype=dtypes.{} device={}>", self.0.shape(), self.0.dtype().name(), self.0.device())
+    }
+
+    fn __add__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.add(b))
+    }
+    fn __radd__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.add(b))
+    }
+    fn __sub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.sub(b))
+    }
+    fn __rsub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.sub(b))
+    }
+    fn __mul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.mul(b))
+    }
+    fn __rmul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.mul(b))
+    }
+    fn __truediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.div(b))
+    }
+    fn __rtruediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.div(b))
+    }
+    fn __matmul__(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.matmul(&rhs.0)))
+    }
+    fn matmul(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.matmul(&rhs.0)))
+    }
+    fn __neg__(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.neg()))
+    }
+    fn __lt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.lt(b))
+    }
+    fn __gt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.lt(b))
+    }
+
+    fn relu(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.relu()))
+    }
+    fn exp(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.exp()))
+    }
+    fn log(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.log()))
+    }
+    fn sqrt(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.sqrt()))
+    }
+    fn sigmoid(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.sigmoid()))
+    }
+    fn tanh(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.tanh()))
+    }
+
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn sum(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.sum(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn mean(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.mean(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn max(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.max(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn softmax(&self, axis: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.softmax(axis)))
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn log_softmax(&self, axis: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.log_softmax(axis)))
+    }
+
+    #[pyo3(signature = (*shape))]
+    fn reshape(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = dims(shape)?;
+        guard(|| PyTensor(self.0.reshape(&d)))
+    }
+    #[pyo3(signature = (*order))]
+    fn permute(&self, order: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = dims(order)?;
+        guard(|| PyTensor(self.0.permute(&d)))
+    }
+    #[pyo3(signature = (dim0=1, dim1=0))]
+    fn transpose(&self, dim0: isize, dim1: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.transpose(dim0, dim1)))
+    }
+    #[getter(T)]
+    fn t(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.T()))
+    }
+    fn contiguous(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.contiguous()))
+    }
+    fn detach(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.detach()))
+    }
+    fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let dtype = dtype_of(dtype)?;
+        guard(|| PyTensor(self.0.cast(dtype)))
+    }
+    fn to(&self, device: &str) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.to(device)))
+    }
+}
+
+#[pymodule]
+fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
+    // a panic's message travels in the exception `guard` raises; printed as well, it would be noise
+    std::panic::set_hook(Box::new(|_| {}));
+    m.add_class::<PyTensor>()?;
+    m.add_class::<PyDType>()?;
+    m.add("dtypes", PyDTypes)?;
+    Ok(())
+}

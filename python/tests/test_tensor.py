@@ -1,0 +1,176 @@
+"""The Python package against exact values and numpy: creation, dtypes, arithmetic with Python
+numbers on either side, reductions, movement, matmul and softmax, autograd, and the INTERP device.
+
+Run by .ci/run after `tools/setup.sh --python` builds the package into tools/.venv-python:
+`tools/.venv-python/bin/python -m unittest discover -s python/tests -v`."""
+
+import unittest
+
+import numpy as np
+
+from lazygrad import Tensor, dtypes
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+class TestCreation(unittest.TestCase):
+    def test_nested_lists_give_shape_and_default_dtypes(self):
+        self.assertEqual(Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).shape, (2, 3))
+        self.assertEqual(Tensor([[1.0, 2]]).dtype, dtypes.float32)
+        self.assertEqual(Tensor([1, 2]).dtype, dtypes.int32)
+        self.assertEqual(Tensor([True, False]).dtype, dtypes.bool)
+        self.assertEqual(Tensor(2.5).shape, ())
+        self.assertEqual(Tensor(2.5).item(), 2.5)
+        self.assertEqual(Tensor([]).shape, (0,))
+
+    def test_a_dtype_by_object_or_name(self):
+        t = Tensor([1, 2, 3], dtype=dtypes.float64)
+        self.assertEqual(t.dtype, dtypes.double)
+        self.assertEqual(t.tolist(), [1.0, 2.0, 3.0])
+        self.assertEqual(Tensor([3_000_000_000], dtype="int64").tolist(), [3_000_000_000])
+        self.assertEqual(repr(dtypes.float), "dtypes.float")
+
+    def test_ragged_lists_and_other_objects_are_errors(self):
+        with self.assertRaises(ValueError):
+            Tensor([[1.0, 2.0], [3.0]])
+        with self.assertRaises(ValueError):
+            Tensor([[1.0], 2.0])
+        with self.assertRaises(TypeError):
+            Tensor(["a"])
+        looped = [1.0]
+        looped.append(looped)
+        with self.assertRaises((TypeError, ValueError)):
+            Tensor(looped)
+        with self.assertRaises(ValueError):
+            Tensor([1.0], dtype="float128")
+
+    def test_constructors(self):
+        self.assertEqual(Tensor.zeros(2, 3).tolist(), [[0.0] * 3] * 2)
+        self.assertEqual(Tensor.ones((2,)).tolist(), [1.0, 1.0])
+        self.assertEqual(Tensor.arange(4).tolist(), [0, 1, 2, 3])
+        Tensor.manual_seed(7)
+        a = Tensor.rand(100).tolist()
+        Tensor.manual_seed(7)
+        self.assertEqual(Tensor.rand(100).tolist(), a)
+        self.assertTrue(all(0.0 <= v < 1.0 for v in a))
+
+
+class TestMath(unittest.TestCase):
+    def test_numbers_on_either_side_are_weak(self):
+        a = Tensor([1.0, 2.0, 4.0])
+        self.assertEqual((a + 1).tolist(), [2.0, 3.0, 5.0])
+        self.assertEqual((1 + a).tolist(), [2.0, 3.0, 5.0])
+        self.assertEqual((10 - a).tolist(), [9.0, 8.0, 6.0])
+        self.assertEqual((a - 10).tolist(), [-9.0, -8.0, -6.0])
+        self.assertEqual((2 * a).tolist(), [2.0, 4.0, 8.0])
+        self.assertEqual((1 / a).tolist(), [1.0, 0.5, 0.25])
+        self.assertEqual((a / 4).tolist(), [0.25, 0.5, 1.0])
+        self.assertEqual((-a).tolist(), [-1.0, -2.0, -4.0])
+        i = Tensor([1, 2, 3])
+        self.assertEqual((i * 2).dtype, dtypes.int32)
+        self.assertEqual((i * 2.5).tolist(), [2.5, 5.0, 7.5])
+        self.assertEqual((a < 2).tolist(), [True, False, False])
+        self.assertEqual((a > 1).tolist(), [False, True, True])
+
+    def test_broadcasting_tensors(self):
+        a = Tensor([[1.0], [2.0]])
+        b = Tensor([10.0, 20.0, 30.0])
+        self.assertEqual((a * b).tolist(), [[10.0, 20.0, 30.0], [20.0, 40.0, 60.0]])
+
+    def test_unary_ops_against_numpy(self):
+        x = rand(64)
+        t = Tensor(x.tolist())
+        for name, ref in [("exp", np.exp), ("tanh", np.tanh), ("relu", lambda v: np.maximum(v, 0)),
+                          ("sigmoid", lambda v: 1 / (1 + np.exp(-v)))]:
+            np.testing.assert_allclose(getattr(t, name)().numpy(), ref(x), rtol=1e-6, atol=1e-7, err_msg=name)
+        pos = np.abs(x) + 0.5
+        np.testing.assert_allclose(Tensor(pos.tolist()).log().numpy(), np.log(pos), rtol=1e-6)
+        np.testing.assert_allclose(Tensor(pos.tolist()).sqrt().numpy(), np.sqrt(pos), rtol=1e-6)
+
+    def test_reductions(self):
+        x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        t = Tensor(x.tolist())
+        self.assertEqual(t.sum().item(), 276.0)
+        self.assertEqual(t.sum(axis=1).tolist(), x.sum(axis=1).tolist())
+        self.assertEqual(t.sum(axis=(0, 2), keepdim=True).shape, (1, 3, 1))
+        self.assertEqual(t.max(axis=-1).tolist(), x.max(axis=-1).tolist())
+        self.assertEqual(t.mean(axis=0).tolist(), x.mean(axis=0).tolist())
+
+    def test_matmul_and_softmax_against_numpy(self):
+        a, b = rand(33, 17, seed=1), rand(17, 9, seed=2)
+        ta, tb = Tensor(a.tolist()), Tensor(b.tolist())
+        np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ta.matmul(tb).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(ta.softmax().numpy(), e / e.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(ta.log_softmax(0).numpy(), a - np.log(np.exp(a).sum(axis=0)), rtol=1e-5,
+                                   atol=1e-5)
+
+    def test_the_interpreter_computes_what_the_cpu_does(self):
+        a = rand(8, 8, seed=3)
+        cpu = (Tensor(a.tolist()) @ Tensor(a.tolist())).exp().sum(axis=1).tolist()
+        interp = (Tensor(a.tolist(), device="INTERP") @ Tensor(a.tolist(), device="INTERP")).exp().sum(axis=1)
+        self.assertEqual(interp.device, "INTERP")
+        np.testing.assert_allclose(interp.tolist(), cpu, rtol=1e-6)
+
+
+class TestMovement(unittest.TestCase):
+    def test_reshape_permute_transpose(self):
+        x = np.arange(6).reshape(2, 3)
+        t = Tensor(x.tolist())
+        self.assertEqual(t.reshape(3, 2).tolist(), x.reshape(3, 2).tolist())
+        self.assertEqual(t.reshape((-1,)).tolist(), list(range(6)))
+        self.assertEqual(t.T.tolist(), x.T.tolist())
+        self.assertEqual(t.transpose().tolist(), x.T.tolist())
+        self.assertEqual(t.reshape(1, 2, 3).permute(2, 0, 1).shape, (3, 1, 2))
+        with self.assertRaises(ValueError):
+            Tensor.zeros(-1)
+
+
+class TestErrors(unittest.TestCase):
+    def test_programmer_errors_are_value_errors_naming_the_op_and_shapes(self):
+        # a Rust panic, raised as pyo3's PanicException, would escape `except Exception`
+        with self.assertRaisesRegex(ValueError, r"add: shapes \[2\] and \[3\] do not broadcast"):
+            Tensor([1.0, 2.0]) + Tensor([1.0, 2.0, 3.0])
+        with self.assertRaisesRegex(ValueError, "reshape"):
+            Tensor.zeros(2, 3).reshape(4, 2)
+        with self.assertRaises(ValueError):
+            Tensor.zeros(2).sum(axis=3)
+        # what the world breaks (devices, compilers) is a RuntimeError
+        with self.assertRaisesRegex(RuntimeError, "unknown device"):
+            Tensor([1.0], device="NOSUCHDEVICE").tolist()
+
+
+class TestResults(unittest.TestCase):
+    def test_numpy_keeps_the_dtype(self):
+        self.assertEqual(Tensor([1.5, 2.5]).numpy().dtype, np.float32)
+        self.assertEqual(Tensor([1, 2], dtype="int64").numpy().dtype, np.int64)
+        self.assertEqual(Tensor([True]).numpy().dtype, np.bool_)
+
+    def test_item_needs_one_element(self):
+        self.assertEqual(Tensor([[4]]).item(), 4)
+        with self.assertRaises(ValueError):
+            Tensor([1, 2]).item()
+
+
+class TestAutograd(unittest.TestCase):
+    def test_gradient_of_a_sum_of_squares(self):
+        x = Tensor([1.0, -2.0, 3.0]).requires_grad_()
+        self.assertTrue(x.requires_grad)
+        (x * x).sum().backward()
+        self.assertEqual(x.grad.tolist(), [2.0, -4.0, 6.0])
+
+    def test_gradient_of_a_matmul_against_the_formula(self):
+        a, b = rand(5, 4, seed=4), rand(4, 3, seed=5)
+        ta, tb = Tensor(a.tolist()).requires_grad_(), Tensor(b.tolist()).requires_grad_()
+        (ta @ tb).relu().sum().backward()
+        mask = (a @ b > 0).astype(np.float32)
+        np.testing.assert_allclose(ta.grad.numpy(), mask @ b.T, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tb.grad.numpy(), a.T @ mask, rtol=1e-5, atol=1e-6)
+        self.assertIsNone(Tensor([1.0]).grad)
+
+
+if __name__ == "__main__":
+    unittest.main()
