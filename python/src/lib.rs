@@ -1,8 +1,10 @@
 //! `import lazygrad`: lazygrad's Tensor with tinygrad's Python names. Every method forwards to the
 //! Rust API; what is here is only the conversion between Python values and tensors.
 
-use ::lazygrad::tensor::{Operand, Scalar};
-use ::lazygrad::{DType, Tensor};
+mod nn;
+
+use ::lazygrad::tensor::{Operand, Reduction, Scalar};
+use ::lazygrad::{Context, DType, Tensor};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple};
@@ -11,7 +13,7 @@ use pyo3::IntoPyObjectExt;
 /// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
 #[pyclass(name = "Tensor", module = "lazygrad", frozen)]
 #[derive(Clone)]
-struct PyTensor(Tensor);
+pub(crate) struct PyTensor(Tensor);
 
 /// An element type, named as tinygrad names it (`dtypes.float`, `dtypes.int`).
 #[pyclass(name = "DType", module = "lazygrad", frozen, eq)]
@@ -54,11 +56,19 @@ impl PyDTypes {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside `guard`, whose panics become exceptions with their message.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `f()`, a panic (a programmer error: shapes that do not broadcast, a bad axis) as a ValueError
 /// carrying its message (Python code catches it as an Exception, which pyo3's PanicException is
 /// not).
-fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    let outer = GUARDED.replace(true);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.set(outer);
+    result.map_err(|payload| {
         let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
             (Some(s), _) => s.clone(),
             (_, Some(s)) => s.to_string(),
@@ -118,12 +128,16 @@ impl Rhs {
 }
 
 impl Rhs {
-    /// `op(lhs, self)`, or with `reversed` `op(self, lhs)` (`2 - t`).
-    fn apply(self, lhs: &Tensor, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyTensor {
-        let rhs = match self {
+    /// This operand as a tensor beside `lhs` (a number takes `lhs`'s dtype where it fits).
+    fn tensor(self, lhs: &Tensor) -> Tensor {
+        match self {
             Rhs::Tensor(t) => t,
             Rhs::Scalar(s) => s.with(lhs).0,
-        };
+        }
+    }
+    /// `op(lhs, self)`, or with `reversed` `op(self, lhs)` (`2 - t`).
+    fn apply(self, lhs: &Tensor, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyTensor {
+        let rhs = self.tensor(lhs);
         PyTensor(if reversed { op(&rhs, lhs) } else { op(lhs, &rhs) })
     }
 }
@@ -477,17 +491,100 @@ impl PyTensor {
         let dtype = dtype_of(dtype)?;
         guard(|| PyTensor(self.0.cast(dtype)))
     }
+    fn square(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.square()))
+    }
+    fn abs(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.abs()))
+    }
+    fn gelu(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.gelu()))
+    }
+    #[pyo3(signature = (neg_slope=0.01))]
+    fn leaky_relu(&self, neg_slope: f64) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.leaky_relu_with(neg_slope)))
+    }
+    fn __pow__(&self, rhs: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.pow(b))
+    }
+    /// `x` where this (bool) tensor is true, else `y`.
+    #[pyo3(name = "where")]
+    fn where_(&self, x: &Bound<PyAny>, y: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let (x, y) = (Rhs::of(x)?.tensor(&self.0), Rhs::of(y)?.tensor(&self.0));
+        guard(|| PyTensor(self.0.where_(&x, &y)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn argmax(&self, axis: Option<isize>, keepdim: bool) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.argmax(axis, keepdim)))
+    }
+    #[pyo3(signature = (start_dim=0, end_dim=-1))]
+    fn flatten(&self, start_dim: isize, end_dim: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.flatten(start_dim, end_dim)))
+    }
+    /// This tensor and `others` joined along `dim`.
+    #[pyo3(signature = (*others, dim=0))]
+    fn cat(&self, others: Vec<PyTensor>, dim: isize) -> PyResult<PyTensor> {
+        let all: Vec<&Tensor> = std::iter::once(&self.0).chain(others.iter().map(|t| &t.0)).collect();
+        guard(|| PyTensor(Tensor::cat(&all, dim)))
+    }
+    /// Cross-entropy of these logits (classes last) against integer labels `y`.
+    #[pyo3(signature = (y, ignore_index=-1, label_smoothing=0.0, reduction="mean"))]
+    fn sparse_categorical_crossentropy(
+        &self,
+        y: &PyTensor,
+        ignore_index: i64,
+        label_smoothing: f64,
+        reduction: &str,
+    ) -> PyResult<PyTensor> {
+        let reduction = match reduction {
+            "mean" => Reduction::Mean,
+            "sum" => Reduction::Sum,
+            "none" => Reduction::None,
+            other => return Err(PyValueError::new_err(format!("reduction {other:?}: mean, sum or none"))),
+        };
+        guard(|| PyTensor(self.0.sparse_categorical_crossentropy(&y.0, ignore_index, label_smoothing, reduction)))
+    }
+    /// A context manager under which optimizers may step (tinygrad's `with Tensor.train():`).
+    #[staticmethod]
+    #[pyo3(signature = (mode=true))]
+    fn train(mode: bool) -> Training {
+        Training { mode, context: None }
+    }
     fn to(&self, device: &str) -> PyResult<PyTensor> {
         guard(|| PyTensor(self.0.to(device)))
     }
 }
 
+/// `Tensor.train()`: TRAINING set while the `with` block runs (on this thread).
+#[pyclass(unsendable)]
+struct Training {
+    mode: bool,
+    context: Option<Context>,
+}
+
+#[pymethods]
+impl Training {
+    fn __enter__(&mut self) {
+        self.context = Some(Context::new(&[("TRAINING", i64::from(self.mode))]));
+    }
+    fn __exit__(&mut self, _kind: &Bound<PyAny>, _value: &Bound<PyAny>, _traceback: &Bound<PyAny>) -> bool {
+        self.context = None;
+        false
+    }
+}
+
 #[pymodule]
 fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
-    // a panic's message travels in the exception `guard` raises; printed as well, it would be noise
-    std::panic::set_hook(Box::new(|_| {}));
+    // a guarded panic's message travels in the exception; printed as well, it would be noise
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !GUARDED.get() {
+            report(info)
+        }
+    }));
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add("dtypes", PyDTypes)?;
+    m.add_submodule(&nn::module(m.py())?)?;
     Ok(())
 }

@@ -1,0 +1,83 @@
+"""lazygrad.nn from Python: Linear against numpy, one SGD step against its formula, get_parameters,
+and a small network trained with Adam inside Tensor.train()."""
+
+import unittest
+
+import numpy as np
+
+from lazygrad import Tensor
+from lazygrad.nn import Linear
+from lazygrad.nn.optim import SGD, Adam
+from lazygrad.nn.state import get_parameters
+
+
+class MLP:
+    def __init__(self):
+        self.layers = [Linear(2, 16), Linear(16, 2)]
+
+    def __call__(self, x):
+        return self.layers[1](self.layers[0](x).relu())
+
+
+class TestNN(unittest.TestCase):
+    def test_linear_is_x_times_weight_transposed_plus_bias(self):
+        Tensor.manual_seed(0)
+        layer = Linear(3, 4)
+        self.assertEqual(layer.weight.shape, (4, 3))
+        self.assertEqual(layer.bias.shape, (4,))
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        want = x @ layer.weight.numpy().T + layer.bias.numpy()
+        np.testing.assert_allclose(layer(Tensor(x.tolist())).numpy(), want, rtol=1e-6)
+        self.assertIsNone(Linear(3, 4, bias=False).bias)
+
+    def test_one_sgd_step_moves_each_parameter_against_its_gradient(self):
+        Tensor.manual_seed(1)
+        layer = Linear(3, 2)
+        w, b = layer.weight.numpy(), layer.bias.numpy()
+        x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]], dtype=np.float32)
+        opt = SGD([layer.weight, layer.bias], lr=0.1)
+        opt.zero_grad()
+        (layer(Tensor(x.tolist())) ** 2).sum().backward()
+        y = x @ w.T + b
+        with Tensor.train():
+            opt.step()
+        np.testing.assert_allclose(layer.weight.numpy(), w - np.float32(0.1) * (2 * y).T @ x, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(layer.bias.numpy(), b - np.float32(0.1) * (2 * y).sum(axis=0), rtol=1e-5)
+        self.assertAlmostEqual(opt.lr, 0.1, places=6)
+
+    def test_stepping_outside_train_is_an_error(self):
+        layer = Linear(2, 1)
+        opt = SGD(get_parameters(layer))
+        layer(Tensor([[1.0, 2.0]])).sum().backward()
+        with self.assertRaisesRegex(ValueError, "TRAINING"):
+            opt.step()
+
+    def test_get_parameters_walks_attributes_lists_and_dicts(self):
+        model = MLP()
+        params = get_parameters(model)
+        self.assertEqual([p.shape for p in params], [(16, 2), (16,), (2, 16), (2,)])
+        self.assertEqual(len(get_parameters({"a": [Tensor([1.0]), (Tensor([2.0]),)]})), 2)
+
+    def test_a_small_network_learns_xor_with_adam(self):
+        Tensor.manual_seed(2)
+        rng = np.random.default_rng(0)
+        points = rng.uniform(-1, 1, size=(128, 2)).astype(np.float32)
+        labels = (points[:, 0] * points[:, 1] > 0).astype(np.int32)
+        x, y = Tensor(points.tolist()), Tensor(labels.tolist())
+        model = MLP()
+        opt = Adam(get_parameters(model), lr=0.05)
+        losses = []
+        with Tensor.train():
+            for _ in range(150):
+                opt.zero_grad()
+                loss = model(x).sparse_categorical_crossentropy(y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        accuracy = (model(x).argmax(axis=1).numpy() == labels).mean()
+        self.assertLess(losses[-1], 0.25 * losses[0])
+        self.assertGreaterEqual(accuracy, 0.95)
+
+
+if __name__ == "__main__":
+    unittest.main()
