@@ -1,13 +1,14 @@
 //! `import lazygrad`: lazygrad's Tensor with tinygrad's Python names. Every method forwards to the
 //! Rust API; what is here is only the conversion between Python values and tensors.
 
+mod jit;
 mod nn;
 
-use ::lazygrad::tensor::{Operand, Reduction, Scalar};
+use ::lazygrad::tensor::{Idx, Operand, PoolOpts, Reduction, Scalar};
 use ::lazygrad::{Context, DType, Tensor};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PySequence, PyString, PyTuple};
+use pyo3::types::{PyBool, PyCFunction, PyFloat, PyInt, PyList, PySequence, PySlice, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 /// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
@@ -224,6 +225,31 @@ fn sizes(args: &Bound<PyTuple>) -> PyResult<Vec<usize>> {
         .collect()
 }
 
+/// One part of an index: an int, a slice (its step too), None (a new axis), Ellipsis, or an
+/// integer tensor.
+fn index_part(x: &Bound<PyAny>) -> PyResult<Idx> {
+    if x.is_none() {
+        return Ok(Idx::NewAxis);
+    }
+    if x.is(x.py().Ellipsis()) {
+        return Ok(Idx::Ellipsis);
+    }
+    if let Ok(t) = x.cast::<PyTensor>() {
+        return Ok(Idx::Tensor(t.get().0.clone()));
+    }
+    if let Ok(s) = x.cast::<PySlice>() {
+        let part = |name: &str| -> PyResult<Option<isize>> { s.getattr(name)?.extract() };
+        return Ok(match (part("start")?, part("stop")?, part("step")?) {
+            (None, None, None | Some(1)) => Idx::Full,
+            (start, stop, step) => Idx::R(start, stop, step.unwrap_or(1)),
+        });
+    }
+    if x.is_instance_of::<PyInt>() && !x.is_instance_of::<PyBool>() {
+        return Ok(Idx::I(x.extract()?));
+    }
+    Err(PyTypeError::new_err("index: ints, slices, None, Ellipsis or integer tensors"))
+}
+
 /// Axes to reduce: None for all of them, one axis, or a sequence of axes.
 fn axes(t: &Tensor, axis: Option<&Bound<PyAny>>) -> PyResult<Vec<isize>> {
     match axis {
@@ -297,6 +323,12 @@ impl PyTensor {
         guard(|| PyTensor(Tensor::randn(&d)))
     }
     #[staticmethod]
+    #[pyo3(signature = (*shape, low=0, high=10))]
+    fn randint(shape: &Bound<PyTuple>, low: i64, high: i64) -> PyResult<PyTensor> {
+        let shape = sizes(shape)?;
+        guard(|| PyTensor(Tensor::randint(&shape, low, high)))
+    }
+    #[staticmethod]
     fn arange(n: usize) -> PyResult<PyTensor> {
         guard(|| PyTensor(Tensor::arange(n)))
     }
@@ -339,13 +371,17 @@ impl PyTensor {
         guard(|| PyTensor(self.0.requires_grad(flag)))
     }
 
-    /// Compute the value now (errors from compilers and devices are `RuntimeError`s).
-    fn realize(&self) -> PyResult<PyTensor> {
-        guard(|| self.0.try_realize())?.map(PyTensor).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    /// Compute the value now, together with `others` in one schedule (errors from compilers and
+    /// devices are `RuntimeError`s).
+    #[pyo3(signature = (*others))]
+    fn realize(&self, others: Vec<PyTensor>) -> PyResult<PyTensor> {
+        let all: Vec<Tensor> = std::iter::once(self.0.clone()).chain(others.into_iter().map(|t| t.0)).collect();
+        guard(|| Tensor::realize_all(&all))?.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(self.clone())
     }
     /// The values as nested lists of Python numbers.
     fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
-        let t = self.realize()?.0;
+        let t = self.realize(vec![])?.0;
         let (shape, d) = (t.shape(), t.dtype());
         match () {
             _ if d.is_float() => nest(py, &guard(|| t.cast(DType::FLOAT64).to_vec::<f64>())?, &shape),
@@ -417,9 +453,47 @@ impl PyTensor {
         self.binary(rhs, false, |a, b| a.lt(b))
     }
     fn __gt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, true, |a, b| a.lt(b))
+        self.binary(rhs, false, |a, b| a.gt(b))
     }
-
+    fn __le__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.le(b))
+    }
+    fn __ge__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.ge(b))
+    }
+    /// Elementwise, as in tinygrad: `(pred == y).mean()`.
+    fn __eq__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.eq(b))
+    }
+    fn __ne__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.ne(b))
+    }
+    /// By identity (`==` compares elements), so tensors can key dicts and fill sets.
+    fn __hash__(slf: &Bound<Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+    /// Indexing with ints, slices, None, Ellipsis and integer tensors (gathers), or a tuple of them.
+    fn __getitem__(&self, index: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
+            Ok(t) => t.iter().collect(),
+            Err(_) => vec![index.clone()],
+        };
+        let idx = parts.iter().map(index_part).collect::<PyResult<Vec<Idx>>>()?;
+        guard(|| PyTensor(self.0.index(&idx)))
+    }
+    /// `layers` applied in order (each a callable: a layer, `Tensor.relu`, a lambda).
+    fn sequential(slf: &Bound<Self>, layers: &Bound<PyAny>) -> PyResult<Py<PyAny>> {
+        let mut x = slf.clone().into_any();
+        for layer in layers.try_iter()? {
+            x = layer?.call1((x,))?;
+        }
+        Ok(x.unbind())
+    }
+    #[pyo3(signature = (kernel_size=2, stride=None))]
+    fn max_pool2d(&self, kernel_size: usize, stride: Option<usize>) -> PyResult<PyTensor> {
+        let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
+        guard(|| PyTensor(self.0.max_pool2d(&opts)))
+    }
     fn relu(&self) -> PyResult<PyTensor> {
         guard(|| PyTensor(self.0.relu()))
     }
@@ -571,6 +645,15 @@ impl Training {
         self.context = None;
         false
     }
+    /// As a decorator (`@Tensor.train()`): `f` runs with TRAINING set.
+    fn __call__(&self, py: Python, f: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let mode = self.mode;
+        let wrapped = PyCFunction::new_closure(py, None, None, move |args, kwargs| -> PyResult<Py<PyAny>> {
+            let _training = Context::new(&[("TRAINING", i64::from(mode))]);
+            Ok(f.bind(args.py()).call(args, kwargs)?.unbind())
+        })?;
+        Ok(wrapped.into_any().unbind())
+    }
 }
 
 #[pymodule]
@@ -585,6 +668,7 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_class::<PyTensor>()?;
     m.add_class::<PyDType>()?;
     m.add("dtypes", PyDTypes)?;
+    m.add_class::<jit::PyJit>()?;
     m.add_submodule(&nn::module(m.py())?)?;
     Ok(())
 }

@@ -1,9 +1,12 @@
 //! `lazygrad.nn`: layers, `nn.optim`'s optimizers and `nn.state.get_parameters`, with tinygrad's
 //! names over lazygrad's `nn`.
 
-use ::lazygrad::nn::layers::Linear;
+use ::lazygrad::nn::datasets;
+use ::lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
 use ::lazygrad::nn::optim::{self, Optimizer, SGD};
+use ::lazygrad::tensor::ConvOpts;
 use ::lazygrad::Tensor;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -32,6 +35,98 @@ impl PyLinear {
     }
 }
 
+/// A 2-D convolution over `[N, C, H, W]`, initialized as tinygrad's is.
+#[pyclass(name = "Conv2d", module = "lazygrad.nn")]
+pub struct PyConv2d {
+    #[pyo3(get, set)]
+    weight: PyTensor,
+    #[pyo3(get, set)]
+    bias: Option<PyTensor>,
+    opts: ConvOpts,
+}
+
+#[pymethods]
+impl PyConv2d {
+    #[new]
+    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+        bias: bool,
+    ) -> PyResult<PyConv2d> {
+        let opts = ConvOpts {
+            groups,
+            stride: stride.into(),
+            dilation: dilation.into(),
+            padding: padding.into(),
+            ..ConvOpts::default()
+        };
+        let c = guard(|| Conv2d::new(in_channels, out_channels, kernel_size, opts.clone(), bias))?;
+        Ok(PyConv2d { weight: PyTensor(c.weight), bias: c.bias.map(PyTensor), opts })
+    }
+    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
+        let conv = Conv2d {
+            weight: self.weight.0.clone(),
+            bias: self.bias.as_ref().map(|b| b.0.clone()),
+            opts: self.opts.clone(),
+        };
+        guard(|| PyTensor(conv.forward(&x.0)))
+    }
+}
+
+/// Batch normalization over axis 1: batch statistics inside `Tensor.train()` (updating the
+/// running ones), the running statistics outside.
+#[pyclass(name = "BatchNorm", module = "lazygrad.nn")]
+pub struct PyBatchNorm(BatchNorm);
+
+#[pymethods]
+impl PyBatchNorm {
+    #[new]
+    #[pyo3(signature = (sz, eps=1e-5, affine=true, track_running_stats=true, momentum=0.1))]
+    fn new(sz: usize, eps: f64, affine: bool, track_running_stats: bool, momentum: f64) -> PyResult<PyBatchNorm> {
+        guard(|| PyBatchNorm(BatchNorm::new(sz, eps, affine, track_running_stats, momentum)))
+    }
+    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.forward(&x.0)))
+    }
+    #[getter]
+    fn weight(&self) -> Option<PyTensor> {
+        self.0.weight.clone().map(PyTensor)
+    }
+    #[getter]
+    fn bias(&self) -> Option<PyTensor> {
+        self.0.bias.clone().map(PyTensor)
+    }
+    #[getter]
+    fn running_mean(&self) -> Option<PyTensor> {
+        self.0.running_mean.clone().map(PyTensor)
+    }
+    #[getter]
+    fn running_var(&self) -> Option<PyTensor> {
+        self.0.running_var.clone().map(PyTensor)
+    }
+}
+
+impl PyBatchNorm {
+    /// Its tensors in tinygrad's state order: the learned ones, then the running statistics.
+    fn tensors(&self) -> Vec<PyTensor> {
+        let b = &self.0;
+        [&b.weight, &b.bias, &b.running_mean, &b.running_var]
+            .into_iter()
+            .flatten()
+            .chain([&b.num_batches_tracked])
+            .cloned()
+            .map(PyTensor)
+            .collect()
+    }
+}
+
 /// An optimizer over a list of tensors (`SGD`, `Adam` and `AdamW` make one): `zero_grad()`, then
 /// after `backward()`, `step()` inside `Tensor.train()`.
 #[pyclass(name = "Optimizer", module = "lazygrad.nn.optim")]
@@ -53,6 +148,11 @@ impl PyOptimizer {
     #[setter]
     fn set_lr(&self, lr: f64) -> PyResult<()> {
         guard(|| self.0.set_lr(lr))
+    }
+    /// The lazy updates of one step, to realize with the loss in one schedule:
+    /// `loss.realize(*opt.schedule_step())`.
+    fn schedule_step(&mut self) -> PyResult<Vec<PyTensor>> {
+        Ok(guard(|| self.0.schedule_step())?.into_iter().map(PyTensor).collect())
     }
     #[getter]
     fn params(&self) -> Vec<PyTensor> {
@@ -111,6 +211,12 @@ fn collect(obj: &Bound<PyAny>, found: &mut Vec<PyTensor>, depth: usize) -> PyRes
         let l = l.borrow();
         found.push(l.weight.clone());
         found.extend(l.bias.clone());
+    } else if let Ok(c) = obj.cast::<PyConv2d>() {
+        let c = c.borrow();
+        found.push(c.weight.clone());
+        found.extend(c.bias.clone());
+    } else if let Ok(b) = obj.cast::<PyBatchNorm>() {
+        found.extend(b.borrow().tensors());
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for v in d.values() {
             collect(&v, found, depth + 1)?;
@@ -125,10 +231,21 @@ fn collect(obj: &Bound<PyAny>, found: &mut Vec<PyTensor>, depth: usize) -> PyRes
     Ok(())
 }
 
-/// `lazygrad.nn` with its `optim` and `state` submodules.
+/// MNIST digits (or Fashion-MNIST with `fashion`) as tinygrad returns them: uint8 images
+/// `[N, 1, 28, 28]` and labels `[N]`, train then test (`tools/setup.sh --demo` installs them).
+#[pyfunction]
+#[pyo3(signature = (fashion=false))]
+fn mnist(fashion: bool) -> PyResult<(PyTensor, PyTensor, PyTensor, PyTensor)> {
+    let m = datasets::mnist(fashion).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok((PyTensor(m.x_train), PyTensor(m.y_train), PyTensor(m.x_test), PyTensor(m.y_test)))
+}
+
+/// `lazygrad.nn` with its `optim`, `state` and `datasets` submodules.
 pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     let nn = PyModule::new(py, "nn")?;
     nn.add_class::<PyLinear>()?;
+    nn.add_class::<PyConv2d>()?;
+    nn.add_class::<PyBatchNorm>()?;
     let optim = PyModule::new(py, "optim")?;
     optim.add_class::<PyOptimizer>()?;
     optim.add_function(wrap_pyfunction!(sgd, &optim)?)?;
@@ -136,12 +253,16 @@ pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     optim.add_function(wrap_pyfunction!(adamw, &optim)?)?;
     let state = PyModule::new(py, "state")?;
     state.add_function(wrap_pyfunction!(get_parameters, &state)?)?;
+    let data = PyModule::new(py, "datasets")?;
+    data.add_function(wrap_pyfunction!(mnist, &data)?)?;
     nn.add_submodule(&optim)?;
     nn.add_submodule(&state)?;
+    nn.add_submodule(&data)?;
     // `from lazygrad.nn.optim import Adam` looks the submodules up by their full names
     let modules = py.import("sys")?.getattr("modules")?;
     modules.set_item("lazygrad.nn", &nn)?;
     modules.set_item("lazygrad.nn.optim", &optim)?;
     modules.set_item("lazygrad.nn.state", &state)?;
+    modules.set_item("lazygrad.nn.datasets", &data)?;
     Ok(nn)
 }

@@ -5,10 +5,14 @@ import unittest
 
 import numpy as np
 
-from lazygrad import Tensor
-from lazygrad.nn import Linear
+from lazygrad import Tensor, TinyJit
+from lazygrad.nn import BatchNorm, Conv2d, Linear
 from lazygrad.nn.optim import SGD, Adam
 from lazygrad.nn.state import get_parameters
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 class MLP:
@@ -77,6 +81,84 @@ class TestNN(unittest.TestCase):
         accuracy = (model(x).argmax(axis=1).numpy() == labels).mean()
         self.assertLess(losses[-1], 0.25 * losses[0])
         self.assertGreaterEqual(accuracy, 0.95)
+
+
+class TestLayers(unittest.TestCase):
+    def test_conv2d_against_a_direct_sum(self):
+        Tensor.manual_seed(4)
+        conv = Conv2d(2, 3, 3, padding=1)
+        x = rand(1, 2, 5, 5, seed=7)
+        w, b = conv.weight.numpy(), conv.bias.numpy()
+        padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        want = np.zeros((1, 3, 5, 5), dtype=np.float64)
+        for i in range(5):
+            for j in range(5):
+                want[0, :, i, j] = np.einsum("chw,ochw->o", padded[0, :, i:i + 3, j:j + 3], w) + b
+        np.testing.assert_allclose(conv(Tensor(x.tolist())).numpy(), want, rtol=1e-5, atol=1e-5)
+        self.assertEqual([p.shape for p in get_parameters(conv)], [(3, 2, 3, 3), (3,)])
+
+    def test_batchnorm_uses_batch_statistics_only_in_training(self):
+        bn = BatchNorm(2)
+        x = rand(8, 2, 3, 3, seed=8) * 3 + 5
+        t = Tensor(x.tolist())
+        self.assertEqual(len(get_parameters(bn)), 5)
+        np.testing.assert_allclose(bn(t).numpy(), x / np.sqrt(1 + 1e-5), rtol=1e-5)
+        with Tensor.train():
+            y = bn(t).numpy()
+        np.testing.assert_allclose(y.mean(axis=(0, 2, 3)), [0, 0], atol=1e-5)
+        np.testing.assert_allclose(y.std(axis=(0, 2, 3)), [1, 1], rtol=1e-3)
+        np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean(axis=(0, 2, 3)), rtol=1e-5)
+
+
+class TestJit(unittest.TestCase):
+    def test_the_function_runs_twice_then_its_kernels_replay_on_new_inputs(self):
+        calls = []
+
+        @TinyJit
+        def f(a, b):
+            calls.append(1)
+            return (a * b).sum(axis=1), a + 1
+
+        for i in range(5):
+            a, b = Tensor([[float(i), 1.0], [2.0, 3.0]]), Tensor([[1.0, 2.0], [3.0, float(i)]])
+            s, p = f(a, b)
+            self.assertEqual(s.tolist(), [i + 2.0, 6.0 + 3 * i])
+            self.assertEqual(p.tolist(), [[i + 1.0, 2.0], [3.0, 4.0]])
+        self.assertEqual(len(calls), 2)
+
+    def test_errors_in_the_function_and_changed_inputs_are_raised(self):
+        @TinyJit
+        def bad(a):
+            raise KeyError("inside")
+
+        with self.assertRaises(KeyError):
+            bad(Tensor([1.0]))
+
+        @TinyJit
+        def g(a):
+            return a * 2
+
+        g(Tensor([1.0]))
+        with self.assertRaisesRegex(RuntimeError, "inputs changed"):
+            g(Tensor([1.0, 2.0]))
+
+    def test_a_jitted_train_step_trains(self):
+        Tensor.manual_seed(5)
+        layer = Linear(1, 1)
+        opt = SGD(get_parameters(layer), lr=0.1)
+        x, y = Tensor([[1.0], [2.0], [3.0]]), Tensor([[3.0], [5.0], [7.0]])
+
+        @TinyJit
+        @Tensor.train()
+        def step():
+            opt.zero_grad()
+            loss = ((layer(x) - y) ** 2).mean()
+            loss.backward()
+            return loss.realize(*opt.schedule_step())
+
+        losses = [step().item() for _ in range(200)]
+        self.assertLess(losses[-1], 1e-4)
+        np.testing.assert_allclose([layer.weight.item(), layer.bias.item()], [2.0, 1.0], atol=0.02)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,47 @@ class TestErrors(unittest.TestCase):
             Tensor([1.0], device="NOSUCHDEVICE").tolist()
 
 
+class TestIndexingAndComparisons(unittest.TestCase):
+    def test_ints_slices_none_ellipsis_and_tensors_index_as_numpy_does(self):
+        x = np.arange(24).reshape(2, 3, 4)
+        t = Tensor(x.tolist())
+        self.assertEqual(t[1].tolist(), x[1].tolist())
+        self.assertEqual(t[:, 1:3].tolist(), x[:, 1:3].tolist())
+        self.assertEqual(t[..., ::2].tolist(), x[..., ::2].tolist())
+        self.assertEqual(t[None, 0, -1].tolist(), x[None, 0, -1].tolist())
+        self.assertEqual(t[Tensor([1, 0, 1])].tolist(), x[[1, 0, 1]].tolist())
+        with self.assertRaises(TypeError):
+            t["a"]
+
+    def test_comparisons_are_elementwise_and_tensors_hash_by_identity(self):
+        a, b = Tensor([1, 2, 3]), Tensor([3, 2, 1])
+        self.assertEqual((a == b).tolist(), [False, True, False])
+        self.assertEqual((a != 2).tolist(), [True, False, True])
+        self.assertEqual((a <= b).tolist(), [True, True, False])
+        self.assertEqual((a >= 2).tolist(), [False, True, True])
+        self.assertEqual(len({a, b, a}), 2)
+
+    def test_randint_draws_int32_in_its_range(self):
+        Tensor.manual_seed(3)
+        r = Tensor.randint(1000, low=5, high=9)
+        self.assertEqual(r.dtype, dtypes.int32)
+        self.assertEqual(sorted(set(r.tolist())), [5, 6, 7, 8])
+
+    def test_max_pool2d_and_sequential(self):
+        x = rand(2, 3, 8, 8, seed=6)
+        want = x.reshape(2, 3, 4, 2, 4, 2).max(axis=(3, 5))
+        t = Tensor(x.tolist())
+        np.testing.assert_array_equal(t.max_pool2d().numpy(), want)
+        out = t.sequential([Tensor.max_pool2d, lambda v: v.flatten(1), Tensor.relu])
+        np.testing.assert_array_equal(out.numpy(), np.maximum(want.reshape(2, -1), 0))
+
+    def test_realize_takes_more_tensors_to_compute_together(self):
+        a = Tensor([1.0, 2.0])
+        b, c = a * 2, a + 1
+        self.assertIs(type(b.realize(c)), Tensor)
+        self.assertEqual((b.tolist(), c.tolist()), ([2.0, 4.0], [2.0, 3.0]))
+
+
 class TestResults(unittest.TestCase):
     def test_numpy_keeps_the_dtype(self):
         self.assertEqual(Tensor([1.5, 2.5]).numpy().dtype, np.float32)
