@@ -1,0 +1,400 @@
+//! `Tensor`, and `Tensor.train()`'s scope.
+
+use ::lazygrad::tensor::{Idx, PoolOpts, Reduction};
+use ::lazygrad::{Context, DType, Tensor};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCFunction, PyTuple};
+
+use crate::convert::{axes, dims, flatten, index_part, nest, sizes, Flat, Rhs};
+use crate::dtype::{dtype_of, numpy_name, PyDType};
+use crate::guard;
+
+/// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
+#[pyclass(name = "Tensor", module = "lazygrad", frozen)]
+#[derive(Clone)]
+pub(crate) struct PyTensor(pub(crate) Tensor);
+
+impl PyTensor {
+    /// `op(self, rhs)`, or with `reversed` `op(rhs, self)`, for a Tensor or number `rhs`.
+    fn binary(&self, rhs: &Bound<PyAny>, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyResult<PyTensor> {
+        let rhs = Rhs::of(rhs)?;
+        guard(|| rhs.apply(&self.0, reversed, op))
+    }
+}
+
+#[pymethods]
+impl PyTensor {
+    #[new]
+    #[pyo3(signature = (data, dtype=None, device=None))]
+    fn new(data: &Bound<PyAny>, dtype: Option<&Bound<PyAny>>, device: Option<&str>) -> PyResult<PyTensor> {
+        let dtype = dtype.map(dtype_of).transpose()?;
+        let (mut shape, mut values) = (vec![], vec![]);
+        flatten(data, &mut shape, 0, &mut values)?;
+        let flat = Flat::of(values);
+        guard(|| {
+            let t = flat.tensor(&shape, dtype);
+            PyTensor(match device {
+                Some(d) => t.to(d),
+                None => t,
+            })
+        })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn zeros(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::zeros(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn ones(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::ones(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn rand(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::rand(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape))]
+    fn randn(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = sizes(shape)?;
+        guard(|| PyTensor(Tensor::randn(&d)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape, low=0, high=10))]
+    fn randint(shape: &Bound<PyTuple>, low: i64, high: i64) -> PyResult<PyTensor> {
+        let shape = sizes(shape)?;
+        guard(|| PyTensor(Tensor::randint(&shape, low, high)))
+    }
+    #[staticmethod]
+    fn arange(n: usize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(Tensor::arange(n)))
+    }
+    #[staticmethod]
+    fn manual_seed(seed: u64) {
+        Tensor::manual_seed(seed)
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.shape())
+    }
+    #[getter]
+    fn dtype(&self) -> PyDType {
+        PyDType(self.0.dtype())
+    }
+    #[getter]
+    fn device(&self) -> String {
+        self.0.device().to_string()
+    }
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.0.ndim()
+    }
+    fn numel(&self) -> usize {
+        self.0.numel()
+    }
+    #[getter]
+    fn requires_grad(&self) -> bool {
+        self.0.requires_grad_flag() == Some(true)
+    }
+    /// The gradient `backward` left, or None.
+    #[getter]
+    fn grad(&self) -> Option<PyTensor> {
+        self.0.grad().map(PyTensor)
+    }
+    /// This tensor with gradients recorded (`requires_grad_()` in tinygrad and torch).
+    #[pyo3(signature = (flag=true))]
+    fn requires_grad_(&self, flag: bool) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.requires_grad(flag)))
+    }
+
+    /// Compute the value now, together with `others` in one schedule (errors from compilers and
+    /// devices are `RuntimeError`s).
+    #[pyo3(signature = (*others))]
+    fn realize(&self, others: Vec<PyTensor>) -> PyResult<PyTensor> {
+        let all: Vec<Tensor> = std::iter::once(self.0.clone()).chain(others.into_iter().map(|t| t.0)).collect();
+        guard(|| Tensor::realize_all(&all))?.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(self.clone())
+    }
+    /// The values as nested lists of Python numbers.
+    fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
+        let t = self.realize(vec![])?.0;
+        let (shape, d) = (t.shape(), t.dtype());
+        match () {
+            _ if d.is_float() => nest(py, &guard(|| t.cast(DType::FLOAT64).to_vec::<f64>())?, &shape),
+            _ if d.is_bool() => nest(py, &guard(|| t.to_vec::<bool>())?, &shape),
+            _ if d == DType::UINT64 => nest(py, &guard(|| t.to_vec::<u64>())?, &shape),
+            _ => nest(py, &guard(|| t.cast(DType::INT64).to_vec::<i64>())?, &shape),
+        }
+    }
+    /// The value of a one-element tensor as a Python number.
+    fn item(&self, py: Python) -> PyResult<Py<PyAny>> {
+        if self.0.numel() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "item: a tensor of shape {:?} has no single value",
+                self.0.shape()
+            )));
+        }
+        PyTensor(self.0.reshape(&[] as &[isize])).tolist(py)
+    }
+    /// The values as a numpy array (numpy must be installed).
+    fn numpy(&self, py: Python) -> PyResult<Py<PyAny>> {
+        let list = self.tolist(py)?;
+        let np = py.import("numpy")?;
+        let dtype = numpy_name(self.0.dtype());
+        Ok(np.call_method1("array", (list, dtype))?.unbind())
+    }
+    /// Gradients of this scalar with respect to every tensor that requires them (left in `.grad`).
+    fn backward(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.backward()))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Tensor shape={:?} dtype=dtypes.{} device={}>", self.0.shape(), self.0.dtype().name(), self.0.device())
+    }
+
+    fn __add__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.add(b))
+    }
+    fn __radd__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.add(b))
+    }
+    fn __sub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.sub(b))
+    }
+    fn __rsub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.sub(b))
+    }
+    fn __mul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.mul(b))
+    }
+    fn __rmul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.mul(b))
+    }
+    fn __truediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.div(b))
+    }
+    fn __rtruediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, true, |a, b| a.div(b))
+    }
+    fn __matmul__(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.matmul(&rhs.0)))
+    }
+    fn matmul(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.matmul(&rhs.0)))
+    }
+    fn __neg__(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.neg()))
+    }
+    fn __lt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.lt(b))
+    }
+    fn __gt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.gt(b))
+    }
+    fn __le__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.le(b))
+    }
+    fn __ge__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.ge(b))
+    }
+    /// Elementwise, as in tinygrad: `(pred == y).mean()`.
+    fn __eq__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.eq(b))
+    }
+    fn __ne__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.ne(b))
+    }
+    /// By identity (`==` compares elements), so tensors can key dicts and fill sets.
+    fn __hash__(slf: &Bound<Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+    /// Indexing with ints, slices, None, Ellipsis and integer tensors (gathers), or a tuple of them.
+    fn __getitem__(&self, index: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
+            Ok(t) => t.iter().collect(),
+            Err(_) => vec![index.clone()],
+        };
+        let idx = parts.iter().map(index_part).collect::<PyResult<Vec<Idx>>>()?;
+        guard(|| PyTensor(self.0.index(&idx)))
+    }
+    /// `layers` applied in order (each a callable: a layer, `Tensor.relu`, a lambda).
+    fn sequential(slf: &Bound<Self>, layers: &Bound<PyAny>) -> PyResult<Py<PyAny>> {
+        let mut x = slf.clone().into_any();
+        for layer in layers.try_iter()? {
+            x = layer?.call1((x,))?;
+        }
+        Ok(x.unbind())
+    }
+    #[pyo3(signature = (kernel_size=2, stride=None))]
+    fn max_pool2d(&self, kernel_size: usize, stride: Option<usize>) -> PyResult<PyTensor> {
+        let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
+        guard(|| PyTensor(self.0.max_pool2d(&opts)))
+    }
+    fn relu(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.relu()))
+    }
+    fn exp(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.exp()))
+    }
+    fn log(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.log()))
+    }
+    fn sqrt(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.sqrt()))
+    }
+    fn sigmoid(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.sigmoid()))
+    }
+    fn tanh(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.tanh()))
+    }
+
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn sum(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.sum(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn mean(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.mean(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn max(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.max(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn softmax(&self, axis: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.softmax(axis)))
+    }
+    #[pyo3(signature = (axis=-1))]
+    fn log_softmax(&self, axis: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.log_softmax(axis)))
+    }
+
+    #[pyo3(signature = (*shape))]
+    fn reshape(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = dims(shape)?;
+        guard(|| PyTensor(self.0.reshape(&d)))
+    }
+    #[pyo3(signature = (*order))]
+    fn permute(&self, order: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let d = dims(order)?;
+        guard(|| PyTensor(self.0.permute(&d)))
+    }
+    #[pyo3(signature = (dim0=1, dim1=0))]
+    fn transpose(&self, dim0: isize, dim1: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.transpose(dim0, dim1)))
+    }
+    #[getter(T)]
+    fn t(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.T()))
+    }
+    fn contiguous(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.contiguous()))
+    }
+    fn detach(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.detach()))
+    }
+    fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let dtype = dtype_of(dtype)?;
+        guard(|| PyTensor(self.0.cast(dtype)))
+    }
+    fn square(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.square()))
+    }
+    fn abs(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.abs()))
+    }
+    fn gelu(&self) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.gelu()))
+    }
+    #[pyo3(signature = (neg_slope=0.01))]
+    fn leaky_relu(&self, neg_slope: f64) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.leaky_relu_with(neg_slope)))
+    }
+    fn __pow__(&self, rhs: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.pow(b))
+    }
+    /// `x` where this (bool) tensor is true, else `y`.
+    #[pyo3(name = "where")]
+    fn where_(&self, x: &Bound<PyAny>, y: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let (x, y) = (Rhs::of(x)?.tensor(&self.0), Rhs::of(y)?.tensor(&self.0));
+        guard(|| PyTensor(self.0.where_(&x, &y)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn argmax(&self, axis: Option<isize>, keepdim: bool) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.argmax(axis, keepdim)))
+    }
+    #[pyo3(signature = (start_dim=0, end_dim=-1))]
+    fn flatten(&self, start_dim: isize, end_dim: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.flatten(start_dim, end_dim)))
+    }
+    /// This tensor and `others` joined along `dim`.
+    #[pyo3(signature = (*others, dim=0))]
+    fn cat(&self, others: Vec<PyTensor>, dim: isize) -> PyResult<PyTensor> {
+        let all: Vec<&Tensor> = std::iter::once(&self.0).chain(others.iter().map(|t| &t.0)).collect();
+        guard(|| PyTensor(Tensor::cat(&all, dim)))
+    }
+    /// Cross-entropy of these logits (classes last) against integer labels `y`.
+    #[pyo3(signature = (y, ignore_index=-1, label_smoothing=0.0, reduction="mean"))]
+    fn sparse_categorical_crossentropy(
+        &self,
+        y: &PyTensor,
+        ignore_index: i64,
+        label_smoothing: f64,
+        reduction: &str,
+    ) -> PyResult<PyTensor> {
+        let reduction = match reduction {
+            "mean" => Reduction::Mean,
+            "sum" => Reduction::Sum,
+            "none" => Reduction::None,
+            other => return Err(PyValueError::new_err(format!("reduction {other:?}: mean, sum or none"))),
+        };
+        guard(|| PyTensor(self.0.sparse_categorical_crossentropy(&y.0, ignore_index, label_smoothing, reduction)))
+    }
+    /// A context manager under which optimizers may step (tinygrad's `with Tensor.train():`).
+    #[staticmethod]
+    #[pyo3(signature = (mode=true))]
+    fn train(mode: bool) -> Training {
+        Training { mode, context: None }
+    }
+    fn to(&self, device: &str) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.to(device)))
+    }
+}
+
+/// `Tensor.train()`: TRAINING set while the `with` block runs (on this thread).
+#[pyclass(unsendable)]
+struct Training {
+    mode: bool,
+    context: Option<Context>,
+}
+
+#[pymethods]
+impl Training {
+    fn __enter__(&mut self) {
+        self.context = Some(Context::new(&[("TRAINING", i64::from(self.mode))]));
+    }
+    fn __exit__(&mut self, _kind: &Bound<PyAny>, _value: &Bound<PyAny>, _traceback: &Bound<PyAny>) -> bool {
+        self.context = None;
+        false
+    }
+    /// As a decorator (`@Tensor.train()`): `f` runs with TRAINING set.
+    fn __call__(&self, py: Python, f: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let mode = self.mode;
+        let wrapped = PyCFunction::new_closure(py, None, None, move |args, kwargs| -> PyResult<Py<PyAny>> {
+            let _training = Context::new(&[("TRAINING", i64::from(mode))]);
+            Ok(f.bind(args.py()).call(args, kwargs)?.unbind())
+        })?;
+        Ok(wrapped.into_any().unbind())
+    }
+}
