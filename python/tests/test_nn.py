@@ -1,6 +1,8 @@
 """lazygrad.nn from Python: Linear against numpy, one SGD step against its formula, get_parameters,
 and a small network trained with Adam inside Tensor.train()."""
 
+import os
+import tempfile
 import unittest
 
 import numpy as np
@@ -8,7 +10,7 @@ import numpy as np
 from lazygrad import Tensor, TinyJit
 from lazygrad.nn import BatchNorm, Conv2d, Linear
 from lazygrad.nn.optim import SGD, Adam
-from lazygrad.nn.state import get_parameters
+from lazygrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 
 
 def rand(*shape, seed=0):
@@ -108,6 +110,46 @@ class TestLayers(unittest.TestCase):
         np.testing.assert_allclose(y.mean(axis=(0, 2, 3)), [0, 0], atol=1e-5)
         np.testing.assert_allclose(y.std(axis=(0, 2, 3)), [1, 1], rtol=1e-3)
         np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean(axis=(0, 2, 3)), rtol=1e-5)
+
+
+class TestState(unittest.TestCase):
+    def test_state_dict_names_follow_attributes_positions_and_keys(self):
+        model = MLP()
+        self.assertEqual(list(get_state_dict(model)), ["layers.0.bias", "layers.0.weight", "layers.1.bias",
+                                                       "layers.1.weight"])
+        names = sorted(get_state_dict({"bn": BatchNorm(4), "t": Tensor([1.0])}))
+        self.assertEqual(names, ["bn.bias", "bn.num_batches_tracked", "bn.running_mean", "bn.running_var",
+                                 "bn.weight", "t"])
+        shared = Tensor([1.0, 2.0]).realize()
+        self.assertEqual(len(get_parameters([shared, shared])), 1)
+
+    def test_a_saved_model_loads_into_a_fresh_one(self):
+        Tensor.manual_seed(6)
+        trained, fresh = MLP(), MLP()
+        x = Tensor(rand(4, 2, seed=9).tolist())
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mlp.safetensors")
+            safe_save(get_state_dict(trained), path)
+            loaded = safe_load(path)
+            self.assertEqual(loaded["layers.1.weight"].shape, (2, 16))
+            load_state_dict(fresh, loaded)
+        np.testing.assert_array_equal(fresh(x).numpy(), trained(x).numpy())
+
+    def test_mismatched_state_dicts_and_corrupt_files_are_errors(self):
+        model = MLP()
+        partial = {"layers.0.weight": Tensor.zeros(16, 2)}
+        with self.assertRaisesRegex(ValueError, "missing from the state dict"):
+            load_state_dict(model, partial)
+        load_state_dict(model, partial, strict=False)
+        self.assertEqual(model.layers[0].weight.numpy().max(), 0.0)
+        with self.assertRaisesRegex(ValueError, "wrong shape"):
+            load_state_dict(model, {"layers.0.weight": Tensor.zeros(2, 16)}, strict=False)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.safetensors")
+            with open(path, "wb") as f:
+                f.write(b"\xff" * 16)
+            with self.assertRaisesRegex(RuntimeError, "bad.safetensors"):
+                safe_load(path)
 
 
 class TestJit(unittest.TestCase):

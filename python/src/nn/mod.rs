@@ -113,20 +113,6 @@ impl PyBatchNorm {
     }
 }
 
-impl PyBatchNorm {
-    /// Its tensors in tinygrad's state order: the learned ones, then the running statistics.
-    pub(crate) fn tensors(&self) -> Vec<PyTensor> {
-        let b = &self.0;
-        [&b.weight, &b.bias, &b.running_mean, &b.running_var]
-            .into_iter()
-            .flatten()
-            .chain([&b.num_batches_tracked])
-            .cloned()
-            .map(PyTensor)
-            .collect()
-    }
-}
-
 /// `lazygrad.nn` with its `optim`, `state` and `datasets` submodules.
 pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     let nn = PyModule::new(py, "nn")?;
@@ -140,6 +126,10 @@ pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     optim.add_function(wrap_pyfunction!(optim::adamw, &optim)?)?;
     let state = PyModule::new(py, "state")?;
     state.add_function(wrap_pyfunction!(state::get_parameters, &state)?)?;
+    state.add_function(wrap_pyfunction!(state::get_state_dict, &state)?)?;
+    state.add_function(wrap_pyfunction!(state::load_state_dict, &state)?)?;
+    state.add_function(wrap_pyfunction!(state::safe_save, &state)?)?;
+    state.add_function(wrap_pyfunction!(state::safe_load, &state)?)?;
     let data = PyModule::new(py, "datasets")?;
     data.add_function(wrap_pyfunction!(datasets::mnist, &data)?)?;
     nn.add_submodule(&optim)?;

@@ -1,50 +1,112 @@
-//! `lazygrad.nn.state.get_parameters`.
+//! `lazygrad.nn.state`: the tensors a Python object holds, by name (tinygrad's walk: attributes,
+//! list and tuple positions, dict keys, joined by dots), and safetensors files, over lazygrad's
+//! `nn::state`.
 
+use std::collections::BTreeMap;
+
+use ::lazygrad::nn::state::{self, Module};
+use ::lazygrad::{Error, Tensor};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::{PyBatchNorm, PyConv2d, PyLinear};
 use crate::tensor::PyTensor;
 
-/// The tensors an object holds, as tinygrad's `get_parameters` finds them: the object itself, a
-/// layer's weight and bias, and what lists, tuples, dicts and other objects' attributes hold, in
-/// order.
-#[pyfunction]
-pub(crate) fn get_parameters(obj: &Bound<PyAny>) -> PyResult<Vec<PyTensor>> {
-    let mut found = vec![];
-    collect(obj, &mut found, 0)?;
-    Ok(found)
+/// Tensors by dotted name, as a `Module` for lazygrad's state functions.
+struct Named(Vec<(String, Tensor)>);
+
+impl Module for Named {
+    fn visit_tensors(&self, prefix: &str, f: &mut dyn FnMut(String, &Tensor)) {
+        self.0.iter().for_each(|(name, t)| f(state::join_name(prefix, name), t));
+    }
 }
 
 /// Objects nested deeper than this are not searched (a structure that holds itself ends here).
 const MAX_DEPTH: usize = 32;
 
-fn collect(obj: &Bound<PyAny>, found: &mut Vec<PyTensor>, depth: usize) -> PyResult<()> {
+/// The tensors under `obj`, named from `prefix`.
+fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, depth: usize) -> PyResult<()> {
+    let mut fields = |pairs: Vec<(&str, Option<&PyTensor>)>| {
+        let present = pairs.into_iter().filter_map(|(name, t)| Some((state::join_name(prefix, name), t?.0.clone())));
+        out.extend(present);
+    };
     if depth > MAX_DEPTH {
         return Ok(());
     }
     if let Ok(t) = obj.cast::<PyTensor>() {
-        found.push(t.get().clone());
+        fields(vec![("", Some(t.get()))]);
     } else if let Ok(l) = obj.cast::<PyLinear>() {
         let l = l.borrow();
-        found.push(l.weight.clone());
-        found.extend(l.bias.clone());
+        fields(vec![("weight", Some(&l.weight)), ("bias", l.bias.as_ref())]);
     } else if let Ok(c) = obj.cast::<PyConv2d>() {
         let c = c.borrow();
-        found.push(c.weight.clone());
-        found.extend(c.bias.clone());
+        fields(vec![("weight", Some(&c.weight)), ("bias", c.bias.as_ref())]);
     } else if let Ok(b) = obj.cast::<PyBatchNorm>() {
-        found.extend(b.borrow().tensors());
+        b.borrow().0.visit_tensors(prefix, &mut |name, t| out.push((name, t.clone())));
     } else if let Ok(d) = obj.cast::<PyDict>() {
-        for v in d.values() {
-            collect(&v, found, depth + 1)?;
+        for (k, v) in d.iter() {
+            named(&v, &state::join_name(prefix, &k.str()?.to_string()), out, depth + 1)?;
         }
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        for item in obj.try_iter()? {
-            collect(&item?, found, depth + 1)?;
+        for (i, item) in obj.try_iter()?.enumerate() {
+            named(&item?, &state::join_name(prefix, &i.to_string()), out, depth + 1)?;
         }
     } else if let Ok(attrs) = obj.getattr("__dict__") {
-        collect(&attrs, found, depth + 1)?;
+        named(&attrs, prefix, out, depth + 1)?;
     }
     Ok(())
+}
+
+fn named_of(obj: &Bound<PyAny>) -> PyResult<Named> {
+    let mut out = vec![];
+    named(obj, "", &mut out, 0)?;
+    Ok(Named(out))
+}
+
+fn runtime(e: Error) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+/// The tensors `obj` holds in order, each realized one once (tinygrad's `get_parameters`).
+#[pyfunction]
+pub(crate) fn get_parameters(obj: &Bound<PyAny>) -> PyResult<Vec<PyTensor>> {
+    Ok(state::get_parameters(&named_of(obj)?).into_iter().map(PyTensor).collect())
+}
+
+/// The tensors `obj` holds by dotted name (`layers.0.weight`).
+#[pyfunction]
+pub(crate) fn get_state_dict(obj: &Bound<PyAny>) -> PyResult<BTreeMap<String, PyTensor>> {
+    Ok(named_of(obj)?.0.into_iter().map(|(k, t)| (k, PyTensor(t))).collect())
+}
+
+/// Write `state_dict` into the tensors of `obj` in place; with `strict`, missing and extra keys
+/// are errors (a ValueError naming them all, before anything is written).
+#[pyfunction]
+#[pyo3(signature = (obj, state_dict, strict=true))]
+pub(crate) fn load_state_dict(
+    obj: &Bound<PyAny>,
+    state_dict: BTreeMap<String, PyTensor>,
+    strict: bool,
+) -> PyResult<()> {
+    let state: BTreeMap<String, Tensor> = state_dict.into_iter().map(|(k, t)| (k, t.0)).collect();
+    let model = named_of(obj)?;
+    crate::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
+        Error::Invalid(message) => PyValueError::new_err(message),
+        other => runtime(other),
+    })
+}
+
+/// Save tensors by name to a safetensors file.
+#[pyfunction]
+pub(crate) fn safe_save(tensors: BTreeMap<String, PyTensor>, path: &str) -> PyResult<()> {
+    let tensors: BTreeMap<String, Tensor> = tensors.into_iter().map(|(k, t)| (k, t.0)).collect();
+    crate::guard(|| state::safe_save(&tensors, path))?.map_err(runtime)
+}
+
+/// The tensors of a safetensors file by name (a corrupt file is a RuntimeError naming it).
+#[pyfunction]
+pub(crate) fn safe_load(path: &str) -> PyResult<BTreeMap<String, PyTensor>> {
+    let loaded = crate::guard(|| state::safe_load(path))?.map_err(runtime)?;
+    Ok(loaded.into_iter().map(|(k, t)| (k, PyTensor(t))).collect())
 }
