@@ -2,11 +2,11 @@
 
 use ::lazygrad::tensor::{Idx, PoolOpts, Reduction};
 use ::lazygrad::{Context, DType, Tensor};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyTuple};
 
-use crate::convert::{axes, dims, flatten, index_part, nest, sizes, Flat, Rhs};
+use crate::convert::{axes, dims, flatten, index_part, nest, scalar, sizes, Flat, Rhs};
 use crate::dtype::{dtype_of, numpy_name, PyDType};
 use crate::guard;
 
@@ -237,24 +237,6 @@ impl PyTensor {
         let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
         guard(|| PyTensor(self.0.max_pool2d(&opts)))
     }
-    fn relu(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.relu()))
-    }
-    fn exp(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.exp()))
-    }
-    fn log(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.log()))
-    }
-    fn sqrt(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.sqrt()))
-    }
-    fn sigmoid(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.sigmoid()))
-    }
-    fn tanh(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.tanh()))
-    }
 
     #[pyo3(signature = (axis=None, keepdim=false))]
     fn sum(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
@@ -298,24 +280,9 @@ impl PyTensor {
     fn t(&self) -> PyResult<PyTensor> {
         guard(|| PyTensor(self.0.T()))
     }
-    fn contiguous(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.contiguous()))
-    }
-    fn detach(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.detach()))
-    }
     fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
         let dtype = dtype_of(dtype)?;
         guard(|| PyTensor(self.0.cast(dtype)))
-    }
-    fn square(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.square()))
-    }
-    fn abs(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.abs()))
-    }
-    fn gelu(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.gelu()))
     }
     #[pyo3(signature = (neg_slope=0.01))]
     fn leaky_relu(&self, neg_slope: f64) -> PyResult<PyTensor> {
@@ -396,5 +363,153 @@ impl Training {
             Ok(f.bind(args.py()).call(args, kwargs)?.unbind())
         })?;
         Ok(wrapped.into_any().unbind())
+    }
+}
+
+/// Methods that take nothing and forward to the Rust method of the same name.
+macro_rules! forward {
+    ($($name:ident),* $(,)?) => {
+        #[pymethods]
+        impl PyTensor {
+            $(fn $name(&self) -> PyResult<PyTensor> {
+                guard(|| PyTensor(self.0.$name()))
+            })*
+        }
+    };
+}
+
+forward!(
+    relu, exp, exp2, log, log2, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin, cos, square, abs, sign, floor, ceil,
+    round, gelu, contiguous, detach, zeros_like, ones_like,
+);
+
+/// More of tinygrad's Tensor: creation, movement, reductions, and the functional ops.
+#[pymethods]
+impl PyTensor {
+    #[staticmethod]
+    #[pyo3(signature = (shape, fill_value))]
+    fn full(shape: &Bound<PyAny>, fill_value: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let shape: Vec<usize> = shape.extract()?;
+        let value = scalar(fill_value).ok_or_else(|| PyTypeError::new_err("full: the fill value is a number"))?;
+        guard(|| PyTensor(Tensor::full(&shape, value)))
+    }
+    #[staticmethod]
+    fn eye(n: usize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(Tensor::eye(n)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*shape, low=0.0, high=1.0))]
+    fn uniform(shape: &Bound<PyTuple>, low: f64, high: f64) -> PyResult<PyTensor> {
+        let shape = sizes(shape)?;
+        guard(|| PyTensor(Tensor::uniform(&shape, low, high)))
+    }
+    #[staticmethod]
+    #[pyo3(signature = (*tensors, dim=0))]
+    fn stack(tensors: Vec<PyTensor>, dim: isize) -> PyResult<PyTensor> {
+        let all: Vec<&Tensor> = tensors.iter().map(|t| &t.0).collect();
+        guard(|| PyTensor(Tensor::stack(&all, dim)))
+    }
+    fn full_like(&self, fill_value: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let value = scalar(fill_value).ok_or_else(|| PyTypeError::new_err("full_like: the fill value is a number"))?;
+        guard(|| PyTensor(self.0.full_like(value)))
+    }
+
+    fn unsqueeze(&self, dim: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.unsqueeze(dim)))
+    }
+    #[pyo3(signature = (dim=None))]
+    fn squeeze(&self, dim: Option<isize>) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.squeeze(dim)))
+    }
+    #[pyo3(signature = (*shape))]
+    fn expand(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let shape = sizes(shape)?;
+        guard(|| PyTensor(self.0.expand(&shape)))
+    }
+    /// Zeros before and after each axis: one `(before, after)` pair per axis.
+    fn pad(&self, padding: Vec<(usize, usize)>) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.pad(&padding)))
+    }
+    /// The part `[start, end)` of each axis: one pair per axis.
+    fn shrink(&self, arg: Vec<(usize, usize)>) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.shrink(&arg)))
+    }
+    fn flip(&self, axis: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, Some(axis))?;
+        guard(|| PyTensor(self.0.flip(&axes)))
+    }
+    #[pyo3(signature = (*repeats))]
+    fn repeat(&self, repeats: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let repeats = sizes(repeats)?;
+        guard(|| PyTensor(self.0.repeat(&repeats)))
+    }
+
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn min(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.min(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn prod(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.prod(&axes[..], keepdim)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false, correction=1))]
+    fn var(&self, axis: Option<&Bound<PyAny>>, keepdim: bool, correction: usize) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.var(&axes[..], keepdim, correction)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false, correction=1))]
+    fn std(&self, axis: Option<&Bound<PyAny>>, keepdim: bool, correction: usize) -> PyResult<PyTensor> {
+        let axes = axes(&self.0, axis)?;
+        guard(|| PyTensor(self.0.std(&axes[..], keepdim, correction)))
+    }
+    #[pyo3(signature = (axis=None, keepdim=false))]
+    fn argmin(&self, axis: Option<isize>, keepdim: bool) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.argmin(axis, keepdim)))
+    }
+
+    fn maximum(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.maximum(b))
+    }
+    fn minimum(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(rhs, false, |a, b| a.minimum(b))
+    }
+    /// Values below `min_` raised to it and above `max_` lowered to it (either may be None).
+    #[pyo3(signature = (min_=None, max_=None))]
+    fn clip(&self, min_: Option<f64>, max_: Option<f64>) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.clamp(min_, max_)))
+    }
+
+    #[pyo3(signature = (p=0.5))]
+    fn dropout(&self, p: f64) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.dropout(p)))
+    }
+    /// Normalized over `axis` (the last one when None).
+    #[pyo3(signature = (axis=None, eps=1e-5))]
+    fn layernorm(&self, axis: Option<&Bound<PyAny>>, eps: f64) -> PyResult<PyTensor> {
+        let axes = match axis {
+            None => vec![-1],
+            Some(a) => axes(&self.0, Some(a))?,
+        };
+        guard(|| PyTensor(self.0.layernorm(&axes[..], eps)))
+    }
+    #[pyo3(signature = (weight, bias=None))]
+    fn linear(&self, weight: &PyTensor, bias: Option<&PyTensor>) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.linear(&weight.0, bias.map(|b| &b.0))))
+    }
+    fn one_hot(&self, num_classes: usize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.one_hot(num_classes)))
+    }
+    #[pyo3(signature = (key, value, attn_mask=None, is_causal=false))]
+    fn scaled_dot_product_attention(
+        &self,
+        key: &PyTensor,
+        value: &PyTensor,
+        attn_mask: Option<&PyTensor>,
+        is_causal: bool,
+    ) -> PyResult<PyTensor> {
+        let mask = attn_mask.map(|m| &m.0);
+        guard(|| PyTensor(self.0.scaled_dot_product_attention(&key.0, &value.0, mask, is_causal)))
     }
 }

@@ -8,7 +8,7 @@ import unittest
 import numpy as np
 
 from lazygrad import Tensor, TinyJit
-from lazygrad.nn import BatchNorm, Conv2d, Linear
+from lazygrad.nn import BatchNorm, Conv2d, Embedding, LayerNorm, Linear, RMSNorm
 from lazygrad.nn.optim import SGD, Adam
 from lazygrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 
@@ -110,6 +110,26 @@ class TestLayers(unittest.TestCase):
         np.testing.assert_allclose(y.mean(axis=(0, 2, 3)), [0, 0], atol=1e-5)
         np.testing.assert_allclose(y.std(axis=(0, 2, 3)), [1, 1], rtol=1e-3)
         np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean(axis=(0, 2, 3)), rtol=1e-5)
+
+
+class TestNormsAndEmbeddings(unittest.TestCase):
+    def test_layernorm_rmsnorm_and_embedding_against_numpy(self):
+        x = rand(3, 6, seed=19)
+        t = Tensor(x.tolist())
+        ln = LayerNorm(6)
+        self.assertEqual((ln.weight.shape, ln.bias.shape), ((6,), (6,)))
+        want = (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(ln(t).numpy(), want, rtol=1e-4, atol=1e-5)
+        rms = RMSNorm(6)
+        np.testing.assert_allclose(rms(t).numpy(), x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6),
+                                   rtol=1e-5)
+        Tensor.manual_seed(7)
+        emb = Embedding(10, 4)
+        table = emb.weight.numpy()
+        np.testing.assert_array_equal(emb(Tensor([[3, 1], [0, 9]])).numpy(), table[[[3, 1], [0, 9]]])
+        self.assertEqual(sorted(get_state_dict([ln, rms, emb])), ["0.bias", "0.weight", "1.weight", "2.weight"])
+        with self.assertRaisesRegex(AttributeError, "LayerNorm has no gamma"):
+            ln.gamma
 
 
 class TestState(unittest.TestCase):

@@ -143,6 +143,77 @@ class TestErrors(unittest.TestCase):
             Tensor([1.0], device="NOSUCHDEVICE").tolist()
 
 
+class TestMoreOps(unittest.TestCase):
+    def test_unary_forwards_against_numpy(self):
+        x = rand(64, seed=10)
+        t = Tensor(x.tolist())
+        pos = np.abs(x) + 0.5
+        tp = Tensor(pos.tolist())
+        for name, ref, v, tv in [("sin", np.sin, x, t), ("cos", np.cos, x, t), ("exp2", np.exp2, x, t),
+                                 ("log2", np.log2, pos, tp), ("rsqrt", lambda a: 1 / np.sqrt(a), pos, tp),
+                                 ("reciprocal", lambda a: 1 / a, pos, tp), ("sign", np.sign, x, t),
+                                 ("floor", np.floor, x * 3, t * 3), ("ceil", np.ceil, x * 3, t * 3),
+                                 ("square", np.square, x, t), ("abs", np.abs, x, t)]:
+            np.testing.assert_allclose(getattr(tv, name)().numpy(), ref(v), rtol=2e-6, atol=1e-6, err_msg=name)
+        self.assertEqual(Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist(), [0.0, 2.0, 2.0, -0.0])
+        self.assertEqual(t.zeros_like().tolist(), [0.0] * 64)
+        self.assertEqual(Tensor([1, 2]).ones_like().tolist(), [1, 1])
+
+    def test_creation(self):
+        self.assertEqual(Tensor.full((2, 2), 7).tolist(), [[7, 7], [7, 7]])
+        self.assertEqual(Tensor.eye(3).tolist(), np.eye(3).tolist())
+        self.assertEqual(Tensor([1.0, 2.0]).full_like(3.5).tolist(), [3.5, 3.5])
+        self.assertEqual(Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist(), [[1, 3], [2, 4]])
+        Tensor.manual_seed(11)
+        u = Tensor.uniform(1000, low=-2.0, high=3.0).numpy()
+        self.assertTrue(u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.2)
+
+    def test_movement_against_numpy(self):
+        x = np.arange(12).reshape(3, 4)
+        t = Tensor(x.tolist())
+        self.assertEqual(t.unsqueeze(0).shape, (1, 3, 4))
+        self.assertEqual(t.unsqueeze(0).squeeze().shape, (3, 4))
+        self.assertEqual(t.reshape(3, 1, 4).expand(3, 2, 4).tolist(), np.broadcast_to(x.reshape(3, 1, 4), (3, 2, 4)).tolist())
+        self.assertEqual(t.pad([(1, 0), (0, 2)]).tolist(), np.pad(x, ((1, 0), (0, 2))).tolist())
+        self.assertEqual(t.shrink([(1, 3), (0, 2)]).tolist(), x[1:3, 0:2].tolist())
+        self.assertEqual(t.flip(1).tolist(), x[:, ::-1].tolist())
+        self.assertEqual(t.flip((0, 1)).tolist(), x[::-1, ::-1].tolist())
+        self.assertEqual(t.repeat(2, 1).tolist(), np.tile(x, (2, 1)).tolist())
+
+    def test_reductions_against_numpy(self):
+        x = rand(4, 5, seed=12)
+        t = Tensor(x.tolist())
+        np.testing.assert_allclose(t.min(axis=1).numpy(), x.min(axis=1))
+        np.testing.assert_allclose(t.prod(axis=0).numpy(), x.prod(axis=0), rtol=1e-5)
+        np.testing.assert_allclose(t.var(axis=1).numpy(), x.var(axis=1, ddof=1), rtol=1e-5)
+        np.testing.assert_allclose(t.std(correction=0).numpy(), x.std(), rtol=1e-5)
+        self.assertEqual(t.argmin(axis=0).tolist(), x.argmin(axis=0).tolist())
+        np.testing.assert_array_equal(t.maximum(0.0).numpy(), np.maximum(x, 0))
+        np.testing.assert_array_equal(t.minimum(t * 2).numpy(), np.minimum(x, x * 2))
+        np.testing.assert_array_equal(t.clip(-0.5, 0.5).numpy(), np.clip(x, -0.5, 0.5))
+        np.testing.assert_array_equal(t.clip(max_=0.0).numpy(), np.minimum(x, 0.0))
+
+    def test_functional_against_numpy(self):
+        x, w, b = rand(6, 8, seed=13), rand(3, 8, seed=14), rand(3, seed=15)
+        t = Tensor(x.tolist())
+        want = (x - x.mean(axis=-1, keepdims=True)) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(t.layernorm().numpy(), want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(t.linear(Tensor(w.T.tolist()), Tensor(b.tolist())).numpy(), x @ w.T + b,
+                                   rtol=1e-5, atol=1e-5)
+        self.assertEqual(Tensor([0, 2]).one_hot(3).tolist(), [[1, 0, 0], [0, 0, 1]])
+        q, k, v = rand(2, 4, 8, seed=16), rand(2, 5, 8, seed=17), rand(2, 5, 3, seed=18)
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(8)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        want = (p / p.sum(axis=-1, keepdims=True)) @ v
+        got = Tensor(q.tolist()).scaled_dot_product_attention(Tensor(k.tolist()), Tensor(v.tolist())).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        self.assertEqual(t.dropout(0.5).tolist(), t.tolist(), "no dropout outside training")
+        with Tensor.train():
+            kept = Tensor.ones(10000).dropout(0.5).numpy()
+        self.assertEqual(set(kept.tolist()), {0.0, 2.0})
+        self.assertLess(abs(kept.mean() - 1.0), 0.05)
+
+
 class TestIndexingAndComparisons(unittest.TestCase):
     def test_ints_slices_none_ellipsis_and_tensors_index_as_numpy_does(self):
         x = np.arange(24).reshape(2, 3, 4)

@@ -5,8 +5,10 @@ mod datasets;
 mod optim;
 mod state;
 
-use ::lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
+use ::lazygrad::nn::layers::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, RMSNorm};
+use ::lazygrad::nn::state::Module;
 use ::lazygrad::tensor::ConvOpts;
+use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 
 use crate::guard;
@@ -80,11 +82,45 @@ impl PyConv2d {
     }
 }
 
+/// A layer of lazygrad's `nn::layers` as a Python object: called on a tensor, with its tensors
+/// as attributes under their state-dict names (`bn.running_mean`).
+pub(crate) trait Wrapped {
+    fn module(&self) -> &dyn Module;
+}
+
+macro_rules! layer {
+    ($py:ident, $rust:ty, $name:literal) => {
+        #[pyclass(name = $name, module = "lazygrad.nn")]
+        pub struct $py(pub(crate) $rust);
+
+        impl Wrapped for $py {
+            fn module(&self) -> &dyn Module {
+                &self.0
+            }
+        }
+
+        #[pymethods]
+        impl $py {
+            fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
+                guard(|| PyTensor(self.0.forward(&x.0)))
+            }
+            fn __getattr__(&self, name: &str) -> PyResult<PyTensor> {
+                let found = self.0.named_tensors().into_iter().find(|(n, _)| n == name);
+                found
+                    .map(|(_, t)| PyTensor(t))
+                    .ok_or_else(|| PyAttributeError::new_err(format!("{} has no {name}", $name)))
+            }
+        }
+    };
+}
+
+layer!(PyBatchNorm, BatchNorm, "BatchNorm");
+layer!(PyLayerNorm, LayerNorm, "LayerNorm");
+layer!(PyRMSNorm, RMSNorm, "RMSNorm");
+layer!(PyEmbedding, Embedding, "Embedding");
+
 /// Batch normalization over axis 1: batch statistics inside `Tensor.train()` (updating the
 /// running ones), the running statistics outside.
-#[pyclass(name = "BatchNorm", module = "lazygrad.nn")]
-pub struct PyBatchNorm(BatchNorm);
-
 #[pymethods]
 impl PyBatchNorm {
     #[new]
@@ -92,24 +128,38 @@ impl PyBatchNorm {
     fn new(sz: usize, eps: f64, affine: bool, track_running_stats: bool, momentum: f64) -> PyResult<PyBatchNorm> {
         guard(|| PyBatchNorm(BatchNorm::new(sz, eps, affine, track_running_stats, momentum)))
     }
-    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.forward(&x.0)))
+}
+
+/// Normalization over the last axes (`normalized_shape`), with a learned scale and shift.
+#[pymethods]
+impl PyLayerNorm {
+    #[new]
+    #[pyo3(signature = (normalized_shape, eps=1e-5, elementwise_affine=true))]
+    fn new(normalized_shape: &Bound<PyAny>, eps: f64, elementwise_affine: bool) -> PyResult<PyLayerNorm> {
+        let shape: Vec<usize> = match normalized_shape.extract::<usize>() {
+            Ok(n) => vec![n],
+            Err(_) => normalized_shape.extract()?,
+        };
+        guard(|| PyLayerNorm(LayerNorm::new(&shape, eps, elementwise_affine)))
     }
-    #[getter]
-    fn weight(&self) -> Option<PyTensor> {
-        self.0.weight.clone().map(PyTensor)
+}
+
+/// Root-mean-square normalization over the last axis, with a learned scale.
+#[pymethods]
+impl PyRMSNorm {
+    #[new]
+    #[pyo3(signature = (dim, eps=1e-6, elementwise_affine=true))]
+    fn new(dim: usize, eps: f64, elementwise_affine: bool) -> PyResult<PyRMSNorm> {
+        guard(|| PyRMSNorm(RMSNorm::new(dim, eps, elementwise_affine)))
     }
-    #[getter]
-    fn bias(&self) -> Option<PyTensor> {
-        self.0.bias.clone().map(PyTensor)
-    }
-    #[getter]
-    fn running_mean(&self) -> Option<PyTensor> {
-        self.0.running_mean.clone().map(PyTensor)
-    }
-    #[getter]
-    fn running_var(&self) -> Option<PyTensor> {
-        self.0.running_var.clone().map(PyTensor)
+}
+
+/// A table of `vocab_size` learned vectors, looked up by integer index.
+#[pymethods]
+impl PyEmbedding {
+    #[new]
+    fn new(vocab_size: usize, embed_size: usize) -> PyResult<PyEmbedding> {
+        guard(|| PyEmbedding(Embedding::new(vocab_size, embed_size)))
     }
 }
 
@@ -119,6 +169,9 @@ pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     nn.add_class::<PyLinear>()?;
     nn.add_class::<PyConv2d>()?;
     nn.add_class::<PyBatchNorm>()?;
+    nn.add_class::<PyLayerNorm>()?;
+    nn.add_class::<PyRMSNorm>()?;
+    nn.add_class::<PyEmbedding>()?;
     let optim = PyModule::new(py, "optim")?;
     optim.add_class::<optim::PyOptimizer>()?;
     optim.add_function(wrap_pyfunction!(optim::sgd, &optim)?)?;

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::{PyBatchNorm, PyConv2d, PyLinear};
+use super::{PyBatchNorm, PyConv2d, PyEmbedding, PyLayerNorm, PyLinear, PyRMSNorm, Wrapped};
 use crate::tensor::PyTensor;
 
 /// Tensors by dotted name, as a `Module` for lazygrad's state functions.
@@ -42,8 +42,11 @@ fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, dept
     } else if let Ok(c) = obj.cast::<PyConv2d>() {
         let c = c.borrow();
         fields(vec![("weight", Some(&c.weight)), ("bias", c.bias.as_ref())]);
-    } else if let Ok(b) = obj.cast::<PyBatchNorm>() {
-        b.borrow().0.visit_tensors(prefix, &mut |name, t| out.push((name, t.clone())));
+    } else if wrapped::<PyBatchNorm>(obj, prefix, out)
+        || wrapped::<PyLayerNorm>(obj, prefix, out)
+        || wrapped::<PyRMSNorm>(obj, prefix, out)
+        || wrapped::<PyEmbedding>(obj, prefix, out)
+    {
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for (k, v) in d.iter() {
             named(&v, &state::join_name(prefix, &k.str()?.to_string()), out, depth + 1)?;
@@ -56,6 +59,13 @@ fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, dept
         named(&attrs, prefix, out, depth + 1)?;
     }
     Ok(())
+}
+
+/// Whether `obj` is a `T`, whose tensors (named under `prefix`) then join `out`.
+fn wrapped<T: pyo3::PyClass + Wrapped>(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>) -> bool {
+    let Ok(layer) = obj.cast::<T>() else { return false };
+    layer.borrow().module().visit_tensors(prefix, &mut |name, t| out.push((name, t.clone())));
+    true
 }
 
 fn named_of(obj: &Bound<PyAny>) -> PyResult<Named> {
