@@ -1,7 +1,7 @@
 //! Python values to the Rust API's and back: numbers as weak scalars, nested lists as flat
 //! values and a shape, shapes, axes and indices, and values as nested lists.
 
-use ::lazygrad::tensor::{Idx, Operand, Scalar};
+use ::lazygrad::tensor::{ConvOpts, Idx, Operand, Scalar};
 use ::lazygrad::{DType, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -188,5 +188,16 @@ pub(crate) fn nest<T: for<'py> IntoPyObject<'py> + Copy>(
                 (0..n).map(|i| nest(py, &values[i * step..(i + 1) * step], rest)).collect::<PyResult<Vec<_>>>()?;
             Ok(PyList::new(py, rows)?.into_any().unbind())
         }
+    }
+}
+
+/// A convolution's options from tinygrad's keyword arguments (one value for every spatial axis).
+pub(crate) fn conv_opts(groups: usize, stride: usize, dilation: usize, padding: usize) -> ConvOpts {
+    ConvOpts {
+        groups,
+        stride: stride.into(),
+        dilation: dilation.into(),
+        padding: padding.into(),
+        ..ConvOpts::default()
     }
 }

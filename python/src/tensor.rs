@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyTuple};
 
-use crate::convert::{axes, dims, flatten, index_part, nest, scalar, sizes, Flat, Rhs};
+use crate::convert::{axes, conv_opts, dims, flatten, index_part, nest, scalar, sizes, Flat, Rhs};
 use crate::dtype::{dtype_of, numpy_name, PyDType};
 use crate::guard;
 
@@ -380,7 +380,7 @@ macro_rules! forward {
 
 forward!(
     relu, exp, exp2, log, log2, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin, cos, square, abs, sign, floor, ceil,
-    round, gelu, contiguous, detach, zeros_like, ones_like,
+    round, gelu, contiguous, detach, zeros_like, ones_like, float, half, int, bool,
 );
 
 /// More of tinygrad's Tensor: creation, movement, reductions, and the functional ops.
@@ -479,6 +479,40 @@ impl PyTensor {
     #[pyo3(signature = (min_=None, max_=None))]
     fn clip(&self, min_: Option<f64>, max_: Option<f64>) -> PyResult<PyTensor> {
         guard(|| PyTensor(self.0.clamp(min_, max_)))
+    }
+
+    fn cumsum(&self, axis: isize) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.cumsum(axis)))
+    }
+    /// Values along `dim` at `index` (tinygrad's and torch's `gather`).
+    fn gather(&self, dim: isize, index: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.gather(dim, &index.0)))
+    }
+    /// Write `x`'s values into this tensor's storage (lazily: in place when realized).
+    fn assign(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let value = Rhs::of(x)?.tensor(&self.0);
+        guard(|| PyTensor(self.0.assign(&value)))
+    }
+    #[pyo3(signature = (weight, bias=None, groups=1, stride=1, dilation=1, padding=0))]
+    fn conv2d(
+        &self,
+        weight: &PyTensor,
+        bias: Option<&PyTensor>,
+        groups: usize,
+        stride: usize,
+        dilation: usize,
+        padding: usize,
+    ) -> PyResult<PyTensor> {
+        let opts = conv_opts(groups, stride, dilation, padding);
+        guard(|| PyTensor(self.0.conv2d(&weight.0, bias.map(|b| &b.0), &opts)))
+    }
+    #[pyo3(signature = (kernel_size=2, stride=None))]
+    fn avg_pool2d(&self, kernel_size: usize, stride: Option<usize>) -> PyResult<PyTensor> {
+        let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
+        guard(|| PyTensor(self.0.avg_pool2d(&opts)))
+    }
+    fn __len__(&self) -> PyResult<usize> {
+        self.0.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
 
     #[pyo3(signature = (p=0.5))]

@@ -214,6 +214,35 @@ class TestMoreOps(unittest.TestCase):
         self.assertLess(abs(kept.mean() - 1.0), 0.05)
 
 
+class TestConvolutionsAndInPlace(unittest.TestCase):
+    def test_conv2d_avg_pool_cumsum_gather_against_numpy(self):
+        x, w = rand(1, 1, 4, 4, seed=20), rand(2, 1, 2, 2, seed=21)
+        want = np.zeros((1, 2, 3, 3), dtype=np.float64)
+        for i in range(3):
+            for j in range(3):
+                want[0, :, i, j] = (x[0, 0, i:i + 2, j:j + 2] * w[:, 0]).sum(axis=(1, 2))
+        np.testing.assert_allclose(Tensor(x.tolist()).conv2d(Tensor(w.tolist())).numpy(), want, rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(Tensor(x.tolist()).avg_pool2d().numpy(),
+                                   x.reshape(1, 1, 2, 2, 2, 2).mean(axis=(3, 5)), rtol=1e-6)
+        self.assertEqual(Tensor([[1, 2, 3], [4, 5, 6]]).cumsum(1).tolist(), [[1, 3, 6], [4, 9, 15]])
+        self.assertEqual(Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[1, 0], [0, 0]])).tolist(), [[2, 1], [3, 3]])
+
+    def test_casts_len_and_assign(self):
+        self.assertEqual(Tensor([1.7, -1.7]).int().tolist(), [1, -1])
+        self.assertEqual(Tensor([1, 0]).float().dtype, dtypes.float32)
+        self.assertEqual(Tensor([1.0]).half().dtype, dtypes.float16)
+        self.assertEqual(Tensor([2, 0]).bool().tolist(), [True, False])
+        self.assertEqual(len(Tensor.zeros(5, 2)), 5)
+        with self.assertRaises(TypeError):
+            len(Tensor(1.0))
+        t = Tensor([1.0, 2.0, 3.0]).realize()
+        t[1:].assign(Tensor([20.0, 30.0])).realize()
+        self.assertEqual(t.tolist(), [1.0, 20.0, 30.0])
+        t.assign(t * 2).realize()
+        self.assertEqual(t.tolist(), [2.0, 40.0, 60.0])
+
+
 class TestIndexingAndComparisons(unittest.TestCase):
     def test_ints_slices_none_ellipsis_and_tensors_index_as_numpy_does(self):
         x = np.arange(24).reshape(2, 3, 4)

@@ -11,6 +11,7 @@ use ::lazygrad::tensor::ConvOpts;
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 
+use crate::convert::conv_opts;
 use crate::guard;
 use crate::tensor::PyTensor;
 
@@ -62,13 +63,7 @@ impl PyConv2d {
         groups: usize,
         bias: bool,
     ) -> PyResult<PyConv2d> {
-        let opts = ConvOpts {
-            groups,
-            stride: stride.into(),
-            dilation: dilation.into(),
-            padding: padding.into(),
-            ..ConvOpts::default()
-        };
+        let opts = conv_opts(groups, stride, dilation, padding);
         let c = guard(|| Conv2d::new(in_channels, out_channels, kernel_size, opts.clone(), bias))?;
         Ok(PyConv2d { weight: PyTensor(c.weight), bias: c.bias.map(PyTensor), opts })
     }
