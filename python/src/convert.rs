@@ -142,7 +142,7 @@ pub(crate) fn sizes(args: &Bound<PyTuple>) -> PyResult<Vec<usize>> {
 
 /// One part of an index: an int, a slice (its step too), None (a new axis), Ellipsis, or an
 /// integer tensor.
-pub(crate) fn index_part(x: &Bound<PyAny>) -> PyResult<Idx> {
+fn index_part(x: &Bound<PyAny>) -> PyResult<Idx> {
     if x.is_none() {
         return Ok(Idx::NewAxis);
     }
@@ -163,6 +163,14 @@ pub(crate) fn index_part(x: &Bound<PyAny>) -> PyResult<Idx> {
         return Ok(Idx::I(x.extract()?));
     }
     Err(PyTypeError::new_err("index: ints, slices, None, Ellipsis or integer tensors"))
+}
+
+/// An index: one part, or a tuple of them.
+pub(crate) fn indices(index: &Bound<PyAny>) -> PyResult<Vec<Idx>> {
+    match index.cast::<PyTuple>() {
+        Ok(t) => t.iter().map(|p| index_part(&p)).collect(),
+        Err(_) => Ok(vec![index_part(index)?]),
+    }
 }
 
 /// Axes to reduce: None for all of them, one axis, or a sequence of axes.

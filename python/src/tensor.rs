@@ -1,12 +1,12 @@
 //! `Tensor`, and `Tensor.train()`'s scope.
 
-use ::lazygrad::tensor::{Idx, PoolOpts, Reduction};
+use ::lazygrad::tensor::{PoolOpts, Reduction};
 use ::lazygrad::{Context, DType, Tensor};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyTuple};
 
-use crate::convert::{axes, conv_opts, dims, flatten, index_part, nest, scalar, sizes, Flat, Rhs};
+use crate::convert::{axes, conv_opts, dims, flatten, indices, nest, scalar, sizes, Flat, Rhs};
 use crate::dtype::{dtype_of, numpy_name, PyDType};
 use crate::guard;
 
@@ -217,12 +217,18 @@ impl PyTensor {
     }
     /// Indexing with ints, slices, None, Ellipsis and integer tensors (gathers), or a tuple of them.
     fn __getitem__(&self, index: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
-            Ok(t) => t.iter().collect(),
-            Err(_) => vec![index.clone()],
-        };
-        let idx = parts.iter().map(index_part).collect::<PyResult<Vec<Idx>>>()?;
+        let idx = indices(index)?;
         guard(|| PyTensor(self.0.index(&idx)))
+    }
+    /// `t[index] = value`: the value (a tensor or a number) written into the view at once.
+    fn __setitem__(&self, index: &Bound<PyAny>, value: &Bound<PyAny>) -> PyResult<()> {
+        let (idx, value) = (indices(index)?, Rhs::of(value)?);
+        let written = guard(|| {
+            let view = self.0.index(&idx);
+            let value = value.tensor(&view);
+            view.assign(&value.cast(view.dtype()).expand(&view.shape())).try_realize()
+        })?;
+        written.map(|_| ()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
     /// `layers` applied in order (each a callable: a layer, `Tensor.relu`, a lambda).
     fn sequential(slf: &Bound<Self>, layers: &Bound<PyAny>) -> PyResult<Py<PyAny>> {

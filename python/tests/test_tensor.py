@@ -242,6 +242,21 @@ class TestConvolutionsAndInPlace(unittest.TestCase):
         t.assign(t * 2).realize()
         self.assertEqual(t.tolist(), [2.0, 40.0, 60.0])
 
+    def test_setitem_writes_tensors_and_numbers_into_views(self):
+        x = np.arange(6, dtype=np.float32).reshape(3, 2)
+        t = Tensor(x.tolist()).realize()
+        t[1] = Tensor([30.0, 40.0])
+        x[1] = [30.0, 40.0]
+        t[0, 1] = 7
+        x[0, 1] = 7
+        t[2:] = 0.5
+        x[2:] = 0.5
+        t[:, 0] = Tensor([9, 8, 7])
+        x[:, 0] = [9, 8, 7]
+        self.assertEqual(t.tolist(), x.tolist())
+        with self.assertRaisesRegex(ValueError, "expand"):
+            t[0] = Tensor([1.0, 2.0, 3.0])
+
 
 class TestIndexingAndComparisons(unittest.TestCase):
     def test_ints_slices_none_ellipsis_and_tensors_index_as_numpy_does(self):
