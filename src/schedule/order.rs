@@ -10,9 +10,10 @@
 //! overwrites) waits for the other steps reading that state, unless they read through it. Among
 //! the steps ready to run, the one made first runs first.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock};
 
+use super::realize::fused_region;
 use crate::dtype::DType;
 use crate::runtime::Buffer;
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
@@ -30,26 +31,11 @@ static PM_KERNEL_GRAPH: LazyLock<PatternMatcher> = LazyLock::new(|| {
         let buffer = s.buffers.get(u).filter(|_| u.op() != Ops::Buffer)?;
         let buffer = UOp::new(Ops::Buffer, buffer.dtype(), vec![], Buffer::arg(buffer));
         let Some(&step) = s.steps.get(u) else { return Some(buffer) };
-        let kernel = UOp::new(Ops::Kernel, DType::VOID, reads(u.src(), &s.buffers), Arg::Int(step as i64));
+        let (_, reads) = fused_region(u.src(), &|n| s.buffers.contains_key(n));
+        let kernel = UOp::new(Ops::Kernel, DType::VOID, reads, Arg::Int(step as i64));
         Some(UOp::new(Ops::After, buffer.dtype(), vec![buffer, kernel], Arg::None))
     })])
 });
-
-/// The stored nodes and buffers a kernel computing `roots` loads: the edge of what it fuses.
-fn reads(roots: &[UOp], stored: &HashMap<UOp, Arc<Buffer>>) -> Vec<UOp> {
-    let (mut leaves, mut seen, mut stack) = (vec![], HashSet::new(), roots.to_vec());
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.clone()) {
-            continue;
-        }
-        if stored.contains_key(&n) || n.op() == Ops::Buffer {
-            leaves.push(n);
-        } else {
-            stack.extend(n.src().iter().rev().cloned());
-        }
-    }
-    leaves
-}
 
 /// The order in which to run the steps that store the nodes of `outputs`' graph: `buffers` says
 /// where each stored node went, `steps` which node each step stores.

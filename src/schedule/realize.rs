@@ -62,7 +62,8 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     static SHARED_REDUCES: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
             if r.nodes.contains(&m["u"]) {
-                for n in fused_region(m["u"].src(), &r.nodes).0.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
+                let (inside, _) = fused_region(m["u"].src(), &|n| r.nodes.contains(n));
+                for n in inside.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
                     *r.uses.entry(n).or_default() += 1;
                 }
             }
@@ -93,9 +94,9 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     sink.toposort().into_iter().filter(|u| realize.nodes.contains(u)).collect()
 }
 
-/// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (realized
-/// or buffers) it loads.
-fn fused_region(roots: &[UOp], realize: &HashSet<UOp>) -> (Vec<UOp>, Vec<UOp>) {
+/// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (those
+/// `stored` says are realized, and buffers) it loads.
+pub(super) fn fused_region(roots: &[UOp], stored: &dyn Fn(&UOp) -> bool) -> (Vec<UOp>, Vec<UOp>) {
     let (mut inside, mut loaded) = (vec![], vec![]);
     let mut stack = roots.to_vec();
     let mut seen = HashSet::new();
@@ -103,7 +104,7 @@ fn fused_region(roots: &[UOp], realize: &HashSet<UOp>) -> (Vec<UOp>, Vec<UOp>) {
         if !seen.insert(n.clone()) {
             continue;
         }
-        if realize.contains(&n) || n.op() == Ops::Buffer {
+        if stored(&n) || n.op() == Ops::Buffer {
             loaded.push(n);
             continue;
         }
@@ -146,7 +147,7 @@ fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> 
     if realize.contains(&src) || !src.dtype().is_float() || numel(expand) < BROADCAST_MIN_RATIO * numel(&src).max(1) {
         return None;
     }
-    let (inside, loaded) = fused_region(std::slice::from_ref(&src), realize);
+    let (inside, loaded) = fused_region(std::slice::from_ref(&src), &|n| realize.contains(n));
     if inside.iter().any(|n| n.op() == Ops::ReduceAxis) {
         return None;
     }
