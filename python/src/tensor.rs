@@ -244,21 +244,6 @@ impl PyTensor {
         guard(|| PyTensor(self.0.max_pool2d(&opts)))
     }
 
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn sum(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.sum(&axes[..], keepdim)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn mean(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.mean(&axes[..], keepdim)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn max(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.max(&axes[..], keepdim)))
-    }
     #[pyo3(signature = (axis=-1))]
     fn softmax(&self, axis: isize) -> PyResult<PyTensor> {
         guard(|| PyTensor(self.0.softmax(axis)))
@@ -389,6 +374,23 @@ forward!(
     round, gelu, contiguous, detach, zeros_like, ones_like, float, half, int, bool,
 );
 
+/// Reductions over `axis` (None: every axis; an int; or a tuple), keeping the reduced axes as
+/// size 1 with `keepdim`.
+macro_rules! reduce {
+    ($($name:ident),* $(,)?) => {
+        #[pymethods]
+        impl PyTensor {
+            $(#[pyo3(signature = (axis=None, keepdim=false))]
+            fn $name(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
+                let axes = axes(&self.0, axis)?;
+                guard(|| PyTensor(self.0.$name(&axes[..], keepdim)))
+            })*
+        }
+    };
+}
+
+reduce!(sum, mean, max, min, prod);
+
 /// More of tinygrad's Tensor: creation, movement, reductions, and the functional ops.
 #[pymethods]
 impl PyTensor {
@@ -450,16 +452,6 @@ impl PyTensor {
         guard(|| PyTensor(self.0.repeat(&repeats)))
     }
 
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn min(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.min(&axes[..], keepdim)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn prod(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.prod(&axes[..], keepdim)))
-    }
     #[pyo3(signature = (axis=None, keepdim=false, correction=1))]
     fn var(&self, axis: Option<&Bound<PyAny>>, keepdim: bool, correction: usize) -> PyResult<PyTensor> {
         let axes = axes(&self.0, axis)?;

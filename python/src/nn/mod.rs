@@ -7,75 +7,12 @@ mod state;
 
 use ::lazygrad::nn::layers::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, RMSNorm};
 use ::lazygrad::nn::state::Module;
-use ::lazygrad::tensor::ConvOpts;
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 
 use crate::convert::conv_opts;
 use crate::guard;
 use crate::tensor::PyTensor;
-
-/// `x @ weight.T + bias`, its weight and bias initialized as tinygrad's (and torch's) are.
-#[pyclass(name = "Linear", module = "lazygrad.nn")]
-pub struct PyLinear {
-    #[pyo3(get, set)]
-    pub(crate) weight: PyTensor,
-    #[pyo3(get, set)]
-    pub(crate) bias: Option<PyTensor>,
-}
-
-#[pymethods]
-impl PyLinear {
-    #[new]
-    #[pyo3(signature = (in_features, out_features, bias=true))]
-    fn new(in_features: usize, out_features: usize, bias: bool) -> PyResult<PyLinear> {
-        let l = guard(|| Linear::new(in_features, out_features, bias))?;
-        Ok(PyLinear { weight: PyTensor(l.weight), bias: l.bias.map(PyTensor) })
-    }
-    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-        let layer = Linear { weight: self.weight.0.clone(), bias: self.bias.as_ref().map(|b| b.0.clone()) };
-        guard(|| PyTensor(layer.forward(&x.0)))
-    }
-}
-
-/// A 2-D convolution over `[N, C, H, W]`, initialized as tinygrad's is.
-#[pyclass(name = "Conv2d", module = "lazygrad.nn")]
-pub struct PyConv2d {
-    #[pyo3(get, set)]
-    pub(crate) weight: PyTensor,
-    #[pyo3(get, set)]
-    pub(crate) bias: Option<PyTensor>,
-    opts: ConvOpts,
-}
-
-#[pymethods]
-impl PyConv2d {
-    #[new]
-    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=true))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        in_channels: usize,
-        out_channels: usize,
-        kernel_size: usize,
-        stride: usize,
-        padding: usize,
-        dilation: usize,
-        groups: usize,
-        bias: bool,
-    ) -> PyResult<PyConv2d> {
-        let opts = conv_opts(groups, stride, dilation, padding);
-        let c = guard(|| Conv2d::new(in_channels, out_channels, kernel_size, opts.clone(), bias))?;
-        Ok(PyConv2d { weight: PyTensor(c.weight), bias: c.bias.map(PyTensor), opts })
-    }
-    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-        let conv = Conv2d {
-            weight: self.weight.0.clone(),
-            bias: self.bias.as_ref().map(|b| b.0.clone()),
-            opts: self.opts.clone(),
-        };
-        guard(|| PyTensor(conv.forward(&x.0)))
-    }
-}
 
 /// A layer of lazygrad's `nn::layers` as a Python object: called on a tensor, with its tensors
 /// as attributes under their state-dict names (`bn.running_mean`).
@@ -109,10 +46,70 @@ macro_rules! layer {
     };
 }
 
+/// `weight` and an optional `bias`, to read and to replace, for the layers that have them so.
+macro_rules! weight_and_bias {
+    ($py:ident) => {
+        #[pymethods]
+        impl $py {
+            #[getter]
+            fn weight(&self) -> PyTensor {
+                PyTensor(self.0.weight.clone())
+            }
+            #[setter]
+            fn set_weight(&mut self, weight: PyTensor) {
+                self.0.weight = weight.0;
+            }
+            #[getter]
+            fn bias(&self) -> Option<PyTensor> {
+                self.0.bias.clone().map(PyTensor)
+            }
+            #[setter]
+            fn set_bias(&mut self, bias: Option<PyTensor>) {
+                self.0.bias = bias.map(|b| b.0);
+            }
+        }
+    };
+}
+
+layer!(PyLinear, Linear, "Linear");
+layer!(PyConv2d, Conv2d, "Conv2d");
+weight_and_bias!(PyLinear);
+weight_and_bias!(PyConv2d);
 layer!(PyBatchNorm, BatchNorm, "BatchNorm");
 layer!(PyLayerNorm, LayerNorm, "LayerNorm");
 layer!(PyRMSNorm, RMSNorm, "RMSNorm");
 layer!(PyEmbedding, Embedding, "Embedding");
+
+/// `x @ weight.T + bias`, its weight and bias initialized as tinygrad's (and torch's) are.
+#[pymethods]
+impl PyLinear {
+    #[new]
+    #[pyo3(signature = (in_features, out_features, bias=true))]
+    fn new(in_features: usize, out_features: usize, bias: bool) -> PyResult<PyLinear> {
+        guard(|| PyLinear(Linear::new(in_features, out_features, bias)))
+    }
+}
+
+/// A 2-D convolution over `[N, C, H, W]`, initialized as tinygrad's is.
+#[pymethods]
+impl PyConv2d {
+    #[new]
+    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+        bias: bool,
+    ) -> PyResult<PyConv2d> {
+        let opts = conv_opts(groups, stride, dilation, padding);
+        guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel_size, opts, bias)))
+    }
+}
 
 /// Batch normalization over axis 1: batch statistics inside `Tensor.train()` (updating the
 /// running ones), the running statistics outside.

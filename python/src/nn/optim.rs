@@ -62,8 +62,7 @@ pub(crate) fn sgd(
 #[pyfunction(name = "Adam")]
 #[pyo3(signature = (params, lr=0.001, b1=0.9, b2=0.999, eps=1e-8))]
 pub(crate) fn adam(params: Vec<PyTensor>, lr: f64, b1: f64, b2: f64, eps: f64) -> PyResult<PyOptimizer> {
-    let params = tensors(params);
-    guard(|| PyOptimizer(Box::new(optim::LAMB::new(&params, lr, b1, b2, eps, 0.0, true))))
+    adamw(params, lr, b1, b2, eps, 0.0)
 }
 
 /// Adam with decoupled weight decay.

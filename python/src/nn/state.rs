@@ -25,28 +25,25 @@ impl Module for Named {
 /// Objects nested deeper than this are not searched (a structure that holds itself ends here).
 const MAX_DEPTH: usize = 32;
 
+/// Adds the tensors of a layer of one kind to the list, if `obj` is one.
+type Layer = fn(&Bound<PyAny>, &str, &mut Vec<(String, Tensor)>) -> bool;
+
+const LAYERS: [Layer; 6] = [
+    wrapped::<PyLinear>,
+    wrapped::<PyConv2d>,
+    wrapped::<PyBatchNorm>,
+    wrapped::<PyLayerNorm>,
+    wrapped::<PyRMSNorm>,
+    wrapped::<PyEmbedding>,
+];
+
 /// The tensors under `obj`, named from `prefix`.
 fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, depth: usize) -> PyResult<()> {
-    let mut fields = |pairs: Vec<(&str, Option<&PyTensor>)>| {
-        let present = pairs.into_iter().filter_map(|(name, t)| Some((state::join_name(prefix, name), t?.0.clone())));
-        out.extend(present);
-    };
-    if depth > MAX_DEPTH {
+    if depth > MAX_DEPTH || LAYERS.iter().any(|layer| layer(obj, prefix, out)) {
         return Ok(());
     }
     if let Ok(t) = obj.cast::<PyTensor>() {
-        fields(vec![("", Some(t.get()))]);
-    } else if let Ok(l) = obj.cast::<PyLinear>() {
-        let l = l.borrow();
-        fields(vec![("weight", Some(&l.weight)), ("bias", l.bias.as_ref())]);
-    } else if let Ok(c) = obj.cast::<PyConv2d>() {
-        let c = c.borrow();
-        fields(vec![("weight", Some(&c.weight)), ("bias", c.bias.as_ref())]);
-    } else if wrapped::<PyBatchNorm>(obj, prefix, out)
-        || wrapped::<PyLayerNorm>(obj, prefix, out)
-        || wrapped::<PyRMSNorm>(obj, prefix, out)
-        || wrapped::<PyEmbedding>(obj, prefix, out)
-    {
+        out.push((prefix.to_string(), t.get().0.clone()));
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for (k, v) in d.iter() {
             named(&v, &state::join_name(prefix, &k.str()?.to_string()), out, depth + 1)?;
