@@ -100,7 +100,11 @@ impl Flat {
         if values.iter().any(|s| matches!(s, Scalar::Float(_))) {
             Flat::Float(values.iter().map(|s| s.value().as_f64()).collect())
         } else if values.iter().any(|s| matches!(s, Scalar::Int(_))) {
-            Flat::Int(values.iter().map(|s| s.value().as_f64() as i64).collect())
+            let int = |s: &Scalar| match *s {
+                Scalar::Int(i) => i,
+                other => i64::from(matches!(other, Scalar::Bool(true))),
+            };
+            Flat::Int(values.iter().map(int).collect())
         } else {
             Flat::Bool(values.iter().map(|s| matches!(s, Scalar::Bool(true))).collect())
         }
@@ -109,6 +113,8 @@ impl Flat {
     /// The tensor of these values in tinygrad's default dtypes (float32, int32, bool), or `dtype`.
     pub(crate) fn tensor(self, shape: &[usize], dtype: Option<DType>) -> Tensor {
         let t = match self {
+            // a float64 tensor keeps float64's digits
+            Flat::Float(v) if dtype == Some(DType::FLOAT64) => Tensor::from_slice(&v, shape),
             Flat::Float(v) => Tensor::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape),
             Flat::Int(v) => match dtype {
                 // an int64 tensor keeps values past int32

@@ -31,6 +31,9 @@ class TestCreation(unittest.TestCase):
         self.assertEqual(t.tolist(), [1.0, 2.0, 3.0])
         self.assertEqual(Tensor([3_000_000_000], dtype="int64").tolist(), [3_000_000_000])
         self.assertEqual(repr(dtypes.float), "dtypes.float")
+        # int64 and float64 values keep every digit (not passed through float64 or float32)
+        self.assertEqual(Tensor([2**60 + 1], dtype="int64").tolist(), [2**60 + 1])
+        self.assertEqual(Tensor([0.1, 1 / 3], dtype=dtypes.float64).tolist(), [0.1, 1 / 3])
 
     def test_ragged_lists_and_other_objects_are_errors(self):
         with self.assertRaises(ValueError):
