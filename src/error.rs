@@ -17,6 +17,8 @@ pub enum Error {
     Format(String),
     /// A compiler pass left a malformed graph (`uop/spec.rs`): names the pass and the node.
     Spec(String),
+    /// A kernel computes in a dtype its device lacks (int64 or float64 on WebGPU).
+    DType { device: String, dtype: crate::dtype::DType, kernel: String },
 }
 
 impl fmt::Display for Error {
@@ -28,6 +30,9 @@ impl fmt::Display for Error {
             Error::Invalid(m) => write!(f, "{m}"),
             Error::Format(m) => write!(f, "format error: {m}"),
             Error::Spec(m) => write!(f, "IR spec violation {m}"),
+            Error::DType { device, dtype, kernel } => {
+                write!(f, "{device} cannot compute in {dtype} (kernel {kernel})")
+            }
         }
     }
 }

@@ -287,21 +287,23 @@ fn run_on(case: &Case, device: &str) -> Result<Array, String> {
     .map_err(|e| format!("panicked: {}", panic_message(e)))
 }
 
-/// Every check of one case: numpy vs CPU, numpy vs INTERP, CPU vs INTERP.
+/// Every check of one case: numpy vs the device under test, numpy vs INTERP, the device vs INTERP
+/// (a case in a dtype the device lacks runs on INTERP alone).
 fn check_case(case: &Case) -> Result<(), String> {
     if std::env::var_os("OPS_TRACE").is_some() {
         eprintln!("case {}", case.name);
     }
-    let results: Vec<Result<Array, String>> = common::devices().iter().map(|d| run_on(case, d)).collect();
+    let devices = common::devices_for(&case.dtypes());
+    let results: Vec<Result<Array, String>> = devices.iter().map(|d| run_on(case, d)).collect();
     let mut errors = vec![];
-    for (device, result) in common::devices().iter().zip(&results) {
+    for (device, result) in devices.iter().zip(&results) {
         if let Err(e) = result.clone().and_then(|got| compare(&got, &case.expected, case.tol)) {
             errors.push(format!("{device}: {e}"));
         }
     }
     if let [Ok(cpu), Ok(interp)] = &results[..] {
         if let Err(e) = compare(cpu, interp, case.tol) {
-            errors.push(format!("CPU vs INTERP: {e}"));
+            errors.push(format!("{} vs INTERP: {e}", devices[0]));
         }
     }
     if errors.is_empty() {
@@ -407,7 +409,9 @@ fn int_arithmetic_wraps_like_c() {
         assert_eq!(Tensor::new([i32::MAX]).add(1).to_vec::<i32>(), vec![i32::MIN], "{d}");
         assert_eq!(Tensor::new([65536i32]).mul(65536).to_vec::<i32>(), vec![0], "{d}");
         assert_eq!(Tensor::new([300i32, -1, 256]).cast(DType::UINT8).to_vec::<u8>(), vec![44, 255, 0], "{d}");
-        assert_eq!(Tensor::new([i64::MAX]).add(1i64).to_vec::<i64>(), vec![i64::MIN], "{d}");
+        if common::supports(d, DType::INT64) {
+            assert_eq!(Tensor::new([i64::MAX]).add(1i64).to_vec::<i64>(), vec![i64::MIN], "{d}");
+        }
     });
 }
 

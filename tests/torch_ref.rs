@@ -126,9 +126,12 @@ fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
     format!("panic: {}", msg.unwrap_or_else(|| "(non-string payload)".into()).lines().next().unwrap_or(""))
 }
 
-/// Run one case on every device: `Pass`, or `Fail` naming the device and the mismatch.
+/// Run one case on every device that computes in its dtypes: `Pass`, or `Fail` naming the device
+/// and the mismatch.
 fn check(case: &Case, op: &OpFn, trace: bool) -> Outcome {
-    for device in common::devices() {
+    let arrays = case.inputs.iter().map(|i| &i.array).chain(case.outputs.iter().map(|o| &o.value));
+    let named = common::dtypes_named(&format!("{} {}", case.op, case.params));
+    for device in common::devices_for(&arrays.map(|a| a.dtype).chain(named).collect::<Vec<_>>()) {
         if trace {
             println!("running {} on {device}", case.name);
         }

@@ -132,6 +132,9 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
     let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower_ctx, "lower reduce", false);
     let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
     let uops = linearize::linearize(&ast);
+    if let Some(dtype) = uops.iter().map(|u| u.dtype().base()).find(|d| !target.computes_in(*d)) {
+        return Err(Error::DType { device: target.name.clone(), dtype, kernel: name.to_string() });
+    }
     if spec::enabled() {
         spec::verify_program(&uops, "linearize")?;
     }

@@ -111,6 +111,80 @@ pub trait Dialect {
     fn long_suffix(&self) -> &'static str {
         "ll"
     }
+    /// A literal of `v` as `dtype`.
+    fn literal(&self, v: ConstValue, dtype: DType) -> String {
+        c_literal(self.type_name(dtype), self.storage_only(dtype).is_some(), self.long_suffix(), v, dtype)
+    }
+    /// The statement declaring `name` of type `ty` with `value` (`mutable`: assigned again later).
+    fn declare(&self, ty: &str, name: &str, value: &str, mutable: bool) -> String {
+        let _ = mutable;
+        format!("{ty} {name} = {value};")
+    }
+    /// `a` where `cond` holds, else `b` (without enclosing parentheses).
+    fn select(&self, cond: &str, a: &str, b: &str) -> String {
+        format!("{cond} ? {a} : {b}")
+    }
+    /// `stmt` run only where `cond` holds.
+    fn guarded(&self, cond: &str, stmt: &str) -> String {
+        format!("if ({cond}) {stmt}")
+    }
+    /// The head of a loop of index `name` from 0 up to `bound`, ending in `{`.
+    fn loop_open(&self, name: &str, bound: &str) -> String {
+        format!("for ({} {name} = 0; {name} < {bound}; {name}++) {{", self.type_name(DType::INDEX))
+    }
+    /// `value` (of `from`) converted to `to` (a bool is whether it is non-zero).
+    fn cast(&self, to: DType, from: DType, value: &str) -> String {
+        let _ = from;
+        match to.is_bool() {
+            true => format!("({value} != 0)"),
+            false => format!("(({})({value}))", self.type_name(to)),
+        }
+    }
+    /// Whether float `a` of `dtype` is NaN (without enclosing parentheses).
+    fn is_nan(&self, dtype: DType, a: &str) -> String {
+        let _ = dtype;
+        format!("{a} != {a}")
+    }
+    /// The dialect's own rendering of ALU `op` on `dtype` operands `a` (of sources `srcs`), where
+    /// it differs from C's; `None`: C's.
+    fn alu(&self, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]) -> Option<String> {
+        let _ = (op, dtype, srcs, a);
+        None
+    }
+    /// An ALU result `expr` of `dtype` as that dtype holds it: where registers are wider than the
+    /// dtype (8- and 16-bit integers in 32-bit registers), its bits wrapped to the dtype's width.
+    fn wrap(&self, dtype: DType, expr: String) -> String {
+        let _ = dtype;
+        expr
+    }
+    /// Whether signed integer arithmetic wraps on overflow (in C it is undefined behaviour, so
+    /// it runs in the unsigned type).
+    fn signed_overflow_wraps(&self) -> bool {
+        false
+    }
+    /// The value of element `idx` of `buf` (a PARAM, a local array) of element type `dtype`.
+    fn load(&self, buf: &UOp, dtype: DType, buf_name: &str, idx: &str) -> String {
+        let _ = (buf, dtype);
+        format!("{buf_name}[{idx}]")
+    }
+    /// The statement writing `value` to element `idx` of `buf` of element type `dtype`.
+    fn store(&self, buf: &UOp, dtype: DType, buf_name: &str, idx: &str, value: &str) -> String {
+        let _ = (buf, dtype);
+        format!("{buf_name}[{idx}] = {value};")
+    }
+    /// How a kernel names variable `name`, a value its signature declares.
+    fn variable(&self, name: &str) -> String {
+        name.to_string()
+    }
+    /// Whether a workgroup's shared arrays are declared outside the kernel (WGSL), not in it.
+    fn locals_outside(&self) -> bool {
+        false
+    }
+    /// `code` defined once where kernels are concatenated into one source: behind an include
+    /// guard named after `what`.
+    fn once(&self, what: &str, code: &str) -> String {
+        include_once(what, code)
+    }
 }
 
 /// A buffer a kernel uses: its slot in the launch's buffer list, element type, name, and
@@ -125,16 +199,17 @@ pub struct Param {
     pub by_value: bool,
 }
 
-/// A C literal of `v` as `dtype`.
-pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
+/// A C literal of `v` as `dtype`, whose type is called `ty`; a `storage_only` 16-bit float is
+/// its bits, a 64-bit integer has `long_suffix`.
+fn c_literal(ty: String, storage_only: bool, long_suffix: &str, v: ConstValue, dtype: DType) -> String {
     match (v, dtype.scalar) {
         (ConstValue::Bool(b), _) => (b as u8).to_string(),
-        (ConstValue::Float(f), s) if d.storage_only(dtype).is_some() => {
+        (ConstValue::Float(f), s) if storage_only => {
             let bits = match s {
                 Scalar::BFloat16 => half::bf16::from_f64(f).to_bits(),
                 _ => half::f16::from_f64(f).to_bits(),
             };
-            format!("(({}){bits:#06x})", d.type_name(dtype))
+            format!("(({ty}){bits:#06x})")
         }
         (ConstValue::Float(f), s) => {
             let body = if f.is_nan() {
@@ -149,18 +224,18 @@ pub fn render_const(d: &dyn Dialect, v: ConstValue, dtype: DType) -> String {
             if matches!(s, Scalar::Float32 | Scalar::Float64) {
                 body
             } else {
-                format!("(({}){body})", d.type_name(dtype))
+                format!("(({ty}){body})")
             }
         }
-        (ConstValue::Int(i), Scalar::UInt64) => format!("{}u{}", i as u64, d.long_suffix()),
+        (ConstValue::Int(i), Scalar::UInt64) => format!("{}u{long_suffix}", i as u64),
         (ConstValue::Int(i), Scalar::UInt32) => format!("{}u", i as u32),
         (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) if i == i64::MIN => {
-            format!("(-9223372036854775807{}-1)", d.long_suffix())
+            format!("(-9223372036854775807{long_suffix}-1)")
         }
-        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}{}", d.long_suffix()),
+        (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}{long_suffix}"),
         (ConstValue::Int(i), Scalar::Int32) if i == i32::MIN as i64 => "(-2147483647-1)".into(),
         (ConstValue::Int(i), Scalar::Int32) => i.to_string(),
-        (ConstValue::Int(i), _) => format!("(({}){i})", d.type_name(dtype)),
+        (ConstValue::Int(i), _) => format!("(({ty}){i})"),
     }
 }
 
@@ -195,7 +270,7 @@ fn render_max_with_const(d: &dyn Dialect, dtype: DType, srcs: &[UOp], a: &[Strin
         _ => return None,
     };
     let max = match dtype.count {
-        1 => format!("(({c} > {x}) ? {c} : {x})"),
+        1 => format!("({})", d.select(&format!("({c} > {x})"), c, x)),
         _ => d.vector_max_over(dtype, &[x.clone(), c.clone()]),
     };
     Some(if tie_fix { format!("({max} + {c})") } else { max })
@@ -219,7 +294,10 @@ fn wrapping_type(op: Ops, dtype: DType) -> Option<DType> {
 
 /// The expression of an ALU op over already-rendered operands `a` (of sources `srcs`).
 fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]) -> String {
-    if let Some(unsigned) = wrapping_type(op, dtype) {
+    if let Some(own) = d.alu(op, dtype, srcs, a) {
+        return own;
+    }
+    if let Some(unsigned) = wrapping_type(op, dtype).filter(|_| !d.signed_overflow_wraps()) {
         let u = d.type_name(unsigned);
         // a shift's amount keeps its type
         let operands: Vec<String> = a
@@ -254,11 +332,14 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]
         Ops::Max if float => match render_max_with_const(d, dtype, srcs, a) {
             Some(max) => max,
             None if dtype.count > 1 => d.vector_max(dtype, a),
-            None => format!("(({0} != {0} || {0} > {1}) ? {0} : {1})", a[0], a[1]),
+            None => {
+                let larger = format!("({} || {} > {})", d.is_nan(dtype, &a[0]), a[0], a[1]);
+                format!("({})", d.select(&larger, &a[0], &a[1]))
+            }
         },
-        Ops::Max => format!("(({0} > {1}) ? {0} : {1})", a[0], a[1]),
+        Ops::Max => format!("({})", d.select(&format!("({} > {})", a[0], a[1]), &a[0], &a[1])),
         Ops::Where if dtype.count > 1 => d.vector_where(dtype, a),
-        Ops::Where => format!("({} ? {} : {})", a[0], a[1], a[2]),
+        Ops::Where => format!("({})", d.select(&a[0], &a[1], &a[2])),
         Ops::MulAcc if float && dtype.count > 1 => d.vector_fma(dtype, a),
         Ops::MulAcc if matches!(dtype.scalar, Scalar::Float32 | Scalar::Float64) => d.math("fma", dtype, a),
         Ops::MulAcc => format!("(({} * {}) + {})", a[0], a[1], a[2]),
@@ -270,7 +351,7 @@ fn render_alu(d: &dyn Dialect, op: Ops, dtype: DType, srcs: &[UOp], a: &[String]
         }
         Ops::Neg => format!("(-{})", a[0]),
         Ops::Recip => {
-            format!("(({}){} / {})", d.type_name(dtype), render_const(d, ConstValue::Float(1.0), DType::FLOAT64), a[0])
+            format!("(({}){} / {})", d.type_name(dtype), d.literal(ConstValue::Float(1.0), DType::FLOAT64), a[0])
         }
         Ops::Exp2 => d.math("exp2", dtype, a),
         Ops::Log2 => d.math("log2", dtype, a),
@@ -315,6 +396,8 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
     let mut body = String::new();
     let mut depth = 1;
     let mut streamed = false;
+    // the workgroup's shared arrays, where the dialect declares them outside the kernel
+    let mut outside = String::new();
     let pinned = reused_vector_operands(uops, target.register_bytes);
     let vars = kernel_vars(uops);
     let mut counter: HashMap<&str, usize> = HashMap::new();
@@ -331,7 +414,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             let _ = writeln!(body, "{pad}{s}");
         };
         let value = match (u.op(), u.arg()) {
-            (Ops::Const, Arg::Const(c)) => Some(render_const(d, *c, u.dtype())),
+            (Ops::Const, Arg::Const(c)) => Some(d.literal(*c, u.dtype())),
             (Ops::Param, Arg::Int(slot)) => {
                 let n = format!("data{slot}");
                 params.push(Param {
@@ -353,11 +436,11 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                     written: false,
                     by_value: true,
                 });
-                Some(n)
+                Some(d.variable(&n))
             }
             (Ops::Range, Arg::Range(id, _)) => {
                 let n = format!("ridx{id}");
-                line(format!("for ({} {n} = 0; {n} < {}; {n}++) {{", d.type_name(DType::INDEX), src[0]));
+                line(d.loop_open(&n, &src[0]));
                 depth += 1;
                 Some(n)
             }
@@ -393,7 +476,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                     Some(g) if g.dtype().count > 1 => {
                         line(d.masked_store(u.src()[1].dtype(), &format!("&{}", src[0]), &src[1], &names[g]))
                     }
-                    Some(g) => line(format!("if ({}) {store}", names[g])),
+                    Some(g) => line(d.guarded(&names[g], &store)),
                     None => line(store),
                 }
                 None
@@ -419,23 +502,26 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             (Ops::Load, _) => {
                 let n = fresh("val");
                 let gate = u.src()[0].src().get(2).map(|g| names[g].clone());
-                let zero = render_const(d, ConstValue::Int(0), u.dtype());
-                match gate {
-                    Some(g) => line(format!("{ty} {n} = {g} ? {} : {zero};", src[0])),
-                    None => line(format!("{ty} {n} = {};", src[0])),
-                }
+                let value = element(d, &names, &u.src()[0], u.dtype(), None).unwrap_or_else(|| src[0].clone());
+                let value = match gate {
+                    Some(g) => d.select(&g, &value, &d.literal(ConstValue::Int(0), u.dtype())),
+                    None => value,
+                };
+                line(d.declare(&ty, &n, &value, false));
                 Some(n)
             }
             (Ops::Store, _) => {
+                let store = element(d, &names, &u.src()[0], u.src()[1].dtype(), Some(&src[1]))
+                    .unwrap_or_else(|| format!("{} = {};", src[0], src[1]));
                 match u.src()[0].src().get(2).map(|g| names[g].clone()) {
-                    Some(g) => line(format!("if ({g}) {} = {};", src[0], src[1])),
-                    None => line(format!("{} = {};", src[0], src[1])),
+                    Some(g) => line(d.guarded(&g, &store)),
+                    None => line(store),
                 }
                 None
             }
             (Ops::DefineReg, _) => {
                 let n = fresh("acc");
-                line(format!("{ty} {n} = {};", src[0]));
+                line(d.declare(&ty, &n, &src[0], true));
                 Some(n)
             }
             (Ops::Assign, _) => {
@@ -449,19 +535,21 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
                 line(format!("{ty} {n} = {};", d.vector_cast(u.dtype(), u.src()[0].dtype(), &src[0])));
                 Some(n)
             }
-            (Ops::Cast, _) if u.dtype().is_bool() => Some(format!("({} != 0)", src[0])),
             (Ops::Cast, _) if d.storage_only(u.dtype()).is_some() => {
                 Some(format!("lg_f32_to_{}({})", d.storage_only(u.dtype()).expect("checked"), src[0]))
             }
             (Ops::Cast, _) if d.storage_only(u.src()[0].dtype()).is_some() => {
                 Some(format!("lg_{}_to_f32({})", d.storage_only(u.src()[0].dtype()).expect("checked"), src[0]))
             }
-            (Ops::Cast, _) => Some(format!("(({ty})({}))", src[0])),
+            (Ops::Cast, _) => Some(d.cast(u.dtype(), u.src()[0].dtype(), &src[0])),
             (Ops::Bitcast, _) => Some(d.bitcast(u.src()[0].dtype(), u.dtype(), &src[0])),
             (Ops::Special, Arg::Special(which)) => Some(d.special(*which)),
             (Ops::DefineLocal, Arg::Int(id)) => {
                 let n = format!("temp{id}");
-                line(d.local_array(u.dtype().base(), &n, &src[0]));
+                match d.locals_outside() {
+                    true => outside += &format!("{}\n", d.local_array(u.dtype().base(), &n, &src[0])),
+                    false => line(d.local_array(u.dtype().base(), &n, &src[0])),
+                }
                 Some(n)
             }
             (Ops::Barrier, _) => {
@@ -471,13 +559,13 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
             (Ops::Sink, _) => None,
             (Ops::Wmma, Arg::Wmma(tc)) => {
                 let n = fresh("wmma");
-                line(format!("{ty} {n} = lg_{}({}, {}, {});", tc.name, src[0], src[1], src[2]));
+                line(d.declare(&ty, &n, &format!("lg_{}({}, {}, {})", tc.name, src[0], src[1], src[2]), false));
                 Some(n)
             }
             (op, _) if op.is_alu() => {
                 let operand = if op == Ops::Where { u.src()[1].dtype() } else { u.src()[0].dtype() };
                 let n = fresh("alu");
-                line(format!("{ty} {n} = {};", render_alu(d, op, operand, u.src(), &src)));
+                line(d.declare(&ty, &n, &d.wrap(u.dtype(), render_alu(d, op, operand, u.src(), &src)), false));
                 Some(n)
             }
             (op, _) => panic!("C renderer: unexpected {} in a linear program", op.name()),
@@ -497,8 +585,7 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
     vectors.extend(masks);
     vectors.sort_by_key(|t| (t.scalar, t.count));
     vectors.dedup();
-    let mut typedefs: String =
-        vectors.into_iter().map(|t| include_once(&format!("{t:?}"), &d.vector_typedef(t))).collect();
+    let mut typedefs: String = vectors.into_iter().map(|t| d.once(&format!("{t:?}"), &d.vector_typedef(t))).collect();
     let mut tensor_cores: Vec<&crate::uop::wmma::TensorCore> = uops
         .iter()
         .filter_map(|u| match u.arg() {
@@ -508,9 +595,26 @@ pub fn render(d: &dyn Dialect, target: &Target, name: &str, uops: &[UOp]) -> Str
         .collect();
     tensor_cores.sort_by_key(|tc| tc.name);
     tensor_cores.dedup();
-    typedefs.extend(tensor_cores.into_iter().map(|tc| include_once(tc.name, &d.tensor_core(tc))));
-    let prelude = include_once("prelude", &d.prelude());
-    format!("{prelude}{typedefs}{} {{\n{body}}}\n{}", d.signature(name, &params), d.epilogue(name, &params))
+    typedefs.extend(tensor_cores.into_iter().map(|tc| d.once(tc.name, &d.tensor_core(tc))));
+    let prelude = d.once("prelude", &d.prelude());
+    let (signature, epilogue) = (d.signature(name, &params), d.epilogue(name, &params));
+    format!("{prelude}{typedefs}{outside}{signature} {{\n{body}}}\n{epilogue}")
+}
+
+/// A scalar load of element type `dtype` through `index` (with `value`: a store of it), in the
+/// dialect's words, or `None` where `index` is no INDEX node.
+fn element(
+    d: &dyn Dialect,
+    names: &HashMap<&UOp, String>,
+    index: &UOp,
+    dtype: DType,
+    value: Option<&String>,
+) -> Option<String> {
+    let [buf, idx, ..] = index.src() else { return None };
+    (index.op() == Ops::Index).then(|| match value {
+        Some(v) => d.store(buf, dtype, &names[buf], &names[idx], v),
+        None => d.load(buf, dtype, &names[buf], &names[idx]),
+    })
 }
 
 /// `code` behind an include guard named after `what`, so that kernels concatenated into one

@@ -5,6 +5,7 @@ pub mod cstyle;
 pub mod cuda;
 pub mod listing;
 pub mod opencl;
+pub mod wgsl;
 
 use crate::uop::Language;
 use crate::uop::Target;
@@ -30,5 +31,6 @@ pub fn for_target(target: Target) -> Box<dyn Renderer> {
         Language::OpenCl => Box::new(opencl::OpenClRenderer { target }),
         Language::Cuda(..) => Box::new(cuda::CudaRenderer { target }),
         Language::Listing => Box::new(listing::ListingRenderer),
+        Language::Wgsl => Box::new(wgsl::WgslRenderer { target }),
     }
 }

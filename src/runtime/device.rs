@@ -234,11 +234,12 @@ pub struct Backend {
     pub default_check: fn() -> std::result::Result<(), String>,
 }
 
-/// Every backend, in the order the default device is chosen: CUDA, OpenCL on a GPU, then the
-/// CPU, then the interpreter (which always opens).
+/// Every backend, in the order the default device is chosen: CUDA, OpenCL or WebGPU on a GPU,
+/// then the CPU, then the interpreter (which always opens).
 pub const BACKENDS: &[Backend] = &[
     Backend { name: "CUDA", open: super::cuda::open, default_check: super::cuda::available },
     Backend { name: "CL", open: super::opencl::open, default_check: super::opencl::has_gpu },
+    Backend { name: "WEBGPU", open: super::webgpu::open, default_check: super::webgpu::has_gpu },
     Backend { name: "CPU", open: |_| Ok(Arc::new(super::cpu::CpuDevice::open()?)), default_check: || Ok(()) },
     Backend { name: "INTERP", open: |_| Ok(Arc::new(super::interp::InterpDevice::new())), default_check: || Ok(()) },
 ];

@@ -8,6 +8,7 @@ pub mod device;
 pub mod interp;
 pub mod opencl;
 pub mod pool;
+pub mod webgpu;
 
 pub use device::{
     canonical_device, default_device, get_device, Allocator, AllocatorStats, Buffer, Compiler, DefaultDevice, Device,

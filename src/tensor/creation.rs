@@ -174,8 +174,13 @@ impl Tensor {
         if dtype.is_int() && step == 1.0 && start == 0.0 {
             return index.cast(dtype);
         }
-        let (index, dtype_f) = (index.cast(DType::FLOAT64), dtype);
-        (index * step + start).cast(dtype_f)
+        // integers stepped by integers in the dtype, exactly; else in the dtype's float (float32
+        // below float64), as numpy fills an arange
+        if dtype.is_int() && start.fract() == 0.0 && step.fract() == 0.0 {
+            return index.cast(dtype) * step as i64 + start as i64;
+        }
+        let float = if dtype == DType::FLOAT64 { DType::FLOAT64 } else { DType::FLOAT32 };
+        (index.cast(float) * step + start).cast(dtype)
     }
     /// `steps` evenly spaced float32 values from `start` to `stop`, both included.
     pub fn linspace(start: f64, stop: f64, steps: usize) -> Tensor {

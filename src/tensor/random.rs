@@ -1,8 +1,9 @@
 //! Seeded, reproducible random tensors from a counter-based generator (Threefry-2x32).
 //!
-//! The counter lives on the device (as tinygrad's does): a one-element uint64 buffer per device
-//! that each draw advances in place. A JIT captures those advances with the draws, so every
-//! replay of a captured function draws new numbers.
+//! The counter lives on the device (as tinygrad's does): a 64-bit count per device, held as two
+//! uint32 words (low, high) that each draw advances in place, so that devices without 64-bit
+//! integers (WebGPU) draw the same numbers. A JIT captures those advances with the draws, so
+//! every replay of a captured function draws new numbers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,41 @@ fn threefry(lo: &Tensor, hi: &Tensor, key: u64) -> (Tensor, Tensor) {
     (x0, x1)
 }
 
+/// The carry out of the uint32 sum `a + b = sum` (0 or 1), from the top bits alone: bitwise
+/// ops that vectorize, where a comparison would not.
+fn carry(a: &Tensor, b: &Tensor, sum: &Tensor) -> Tensor {
+    let unsummed = sum.bitwise_xor(u32::MAX as i64);
+    a.bitwise_and(b).bitwise_or(a.bitwise_or(b).bitwise_and(&unsummed)).rshift(31)
+}
+
+/// The 64-bit count `words` (uint32 `[low, high]`) plus `n`, wrapping, in uint32 arithmetic.
+fn add_u64(words: &Tensor, n: u64) -> Tensor {
+    let (lo, hi) = (words.shrink(&[(0, 1)]), words.shrink(&[(1, 2)]));
+    let low = lo.full_like(n as u32 as i64);
+    let sum = &lo + &low;
+    Tensor::cat(&[&sum, &(hi + (n >> 32) as i64 + carry(&lo, &low, &sum))], 0)
+}
+
+/// `(hi * 2^32 + lo) mod m` for uint32 words `hi` and `lo` and `1 <= m <= 2^32`, in uint32
+/// arithmetic (devices without 64-bit integers draw the same numbers): the bits are taken in
+/// from the top, `r = (2r + bit) mod m` each.
+fn mod_u64(hi: &Tensor, lo: &Tensor, m: u64) -> Tensor {
+    if m == 1 << 32 {
+        return lo.clone();
+    }
+    let modulus = Tensor::full_dtype(&hi.shape(), m as i64, DType::UINT32);
+    let mut r = hi.zeros_like();
+    for word in [hi, lo] {
+        for i in (0..32).rev() {
+            let bit = word.rshift(i).bitwise_and(1);
+            let doubled = r.lshift(1) + &bit;
+            // 2r + bit >= m, asked without overflowing: r + bit >= m - r
+            r = (&r + &bit).ge(&modulus - &r).where_(&doubled - &modulus, &doubled);
+        }
+    }
+    r
+}
+
 impl Tensor {
     /// Reset the random stream: the same seed gives the same tensors in the same order.
     pub fn manual_seed(seed: u64) {
@@ -60,12 +96,14 @@ impl Tensor {
     fn random_words(shape: &[usize]) -> (Tensor, Tensor) {
         let n: usize = shape.iter().product();
         let base = Tensor::advance_counter(n);
-        let counter = Tensor::arange(n).cast(DType::UINT64) + base.expand(&[n]);
-        let (lo, hi) = (counter.cast(DType::UINT32), counter.rshift(32).cast(DType::UINT32));
+        let (base_lo, base_hi) = (base.shrink(&[(0, 1)]).expand(&[n]), base.shrink(&[(1, 2)]).expand(&[n]));
+        let index = Tensor::arange(n).cast(DType::UINT32);
+        let lo = &index + &base_lo;
+        let hi = base_hi + carry(&index, &base_lo, &lo);
         threefry(&lo, &hi, SEED.load(Ordering::Relaxed))
     }
     /// The default device's counter before a draw of `n`, which it then advances by `n`: two
-    /// one-element kernels run now (the next value into a buffer of its own, copied into the
+    /// small kernels run now (the next value into a buffer of its own, copied into the
     /// counter), and the draw's value reads that buffer. A realize that fails panics, as a draw
     /// has no error to return; on a device that computes at all, these two do.
     fn advance_counter(n: usize) -> Tensor {
@@ -73,12 +111,12 @@ impl Tensor {
         let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
         let counter = counters
             .entry(device)
-            .or_insert_with(|| Tensor::zeros(&[1]).cast(DType::UINT64).contiguous().realize())
+            .or_insert_with(|| Tensor::zeros(&[2]).cast(DType::UINT32).contiguous().realize())
             .clone();
-        let next = (&counter + n as i64).contiguous();
+        let next = add_u64(&counter, n as u64).contiguous();
         counter.assign(&next);
         Tensor::realize_all(&[next.clone(), counter]).unwrap_or_else(|e| panic!("random counter: {e}"));
-        next - n as i64
+        add_u64(&next, (n as u64).wrapping_neg())
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
@@ -103,9 +141,9 @@ impl Tensor {
         let int32 = i32::MIN as i64..=i32::MAX as i64 + 1;
         assert!(int32.contains(&low) && int32.contains(&high), "randint: [{low}, {high}) is outside int32");
         let (x0, x1) = Tensor::random_words(shape);
-        let bits = x0.cast(DType::UINT64).lshift(32).bitwise_or(x1.cast(DType::UINT64));
-        let offset = bits.mod_(high - low).cast(DType::INT64);
-        (offset + low).cast(DType::INT32).reshape(shape).contiguous()
+        // low + offset wraps into int32 as uint32 arithmetic does
+        let offset = mod_u64(&x0, &x1, (high - low) as u64);
+        (offset + low as u32 as i64).bitcast(DType::INT32).reshape(shape).contiguous()
     }
     /// Normal float32 values with mean `mean` and standard deviation `std`.
     pub fn normal(shape: &[usize], mean: f64, std: f64) -> Tensor {

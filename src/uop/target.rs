@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::dtype::{DType, Scalar};
+
 /// A device's workgroups: threads that share local memory and meet at barriers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Workgroups {
@@ -44,6 +46,8 @@ pub enum Language {
     Cuda(u32, u32),
     /// A listing of the linearized UOps, which the interpreter runs.
     Listing,
+    /// WGSL for a WebGPU device (`wgpu`: Vulkan, Metal or DX12 underneath).
+    Wgsl,
 }
 
 /// A device as codegen, the opts, the heuristics and BEAM see it.
@@ -72,6 +76,15 @@ pub struct Target {
 }
 
 impl Target {
+    /// Whether kernels for the target may hold values of `dtype` (64-bit types need the device's
+    /// support; 16-bit floats without it are stored as bits and computed in float32).
+    pub fn computes_in(&self, dtype: DType) -> bool {
+        match dtype.scalar {
+            Scalar::Int64 | Scalar::UInt64 => self.dtypes.int64,
+            Scalar::Float64 => self.dtypes.float64,
+            _ => true,
+        }
+    }
     /// Whether the target launches workgroups of threads sharing local memory.
     pub fn has_local(&self) -> bool {
         self.workgroups.is_some()

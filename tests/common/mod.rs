@@ -21,6 +21,17 @@ pub fn devices() -> [&'static str; 2] {
     [dev.as_str(), "INTERP"]
 }
 
+/// Whether `device` computes in `dtype`, as tinygrad's `is_dtype_supported` says: WebGPU has no
+/// 64-bit types, so the suites run such cases only on the devices that have them (INTERP always).
+pub fn supports(device: &str, dtype: DType) -> bool {
+    lazygrad::runtime::get_device(device).map(|d| d.target().computes_in(dtype)).unwrap_or(true)
+}
+
+/// The devices of `devices()` that compute in every dtype of `dtypes`.
+pub fn devices_for(dtypes: &[DType]) -> Vec<&'static str> {
+    devices().into_iter().filter(|d| dtypes.iter().all(|t| supports(d, *t))).collect()
+}
+
 /// A host array: dtype, shape and row-major little-endian bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
@@ -161,6 +172,20 @@ pub fn parse_fixtures(data: &[u8]) -> Vec<Case> {
         .collect();
     r.finish();
     cases
+}
+
+/// The dtypes `text` names, by numpy's names (`int64`) or tinygrad's (`long`).
+pub fn dtypes_named(text: &str) -> Vec<DType> {
+    let named = |word: &str| DType::from_name(word).or_else(|| DType::ALL.into_iter().find(|d| d.name() == word));
+    text.split(|c: char| !c.is_ascii_alphanumeric()).filter_map(named).collect()
+}
+
+impl Case {
+    /// Every dtype the case names: its inputs', its result's and those its expression casts to.
+    pub fn dtypes(&self) -> Vec<DType> {
+        let arrays = self.inputs.iter().chain([&self.expected]).map(|a| a.dtype);
+        arrays.chain(dtypes_named(&self.text)).collect()
+    }
 }
 
 /// Decoded element values, widened so one comparison serves every dtype.
