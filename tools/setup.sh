@@ -2,7 +2,8 @@
 # Installs what lazygrad needs on a fresh Debian machine, idempotently: a C compiler for the CPU
 # device (gcc, with its sanitizer runtimes; clang is used instead when present), curl for
 # downloads (tests/datasets.rs fetches from a loopback HTTP server), PoCL (OpenCL on the CPU, for
-# the CL device's suites; lazygrad loads libOpenCL at run time) and, with `--demo`, the
+# the CL device's suites; lazygrad loads libOpenCL at run time), clang-16 (the MSL check's
+# compiler, unless a clang++ 15 to 19 is there) and, with `--demo`, the
 # Fashion-MNIST data set (Debian's dataset-fashion-mnist, so the demo trains offline and
 # `cargo test --test datasets -- --ignored` checks the real files); with `--bench`, clang-14 for
 # tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
@@ -28,6 +29,10 @@ fi
 command -v curl >/dev/null 2>&1 || command -v wget >/dev/null 2>&1 || need+=(curl)
 [ -f /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd)
 ls /usr/lib/*/libOpenCL.so.1 >/dev/null 2>&1 || need+=(ocl-icd-libopencl1)
+# clang++ 15 or newer (`_Float16` is Metal's half) type-checks the Metal kernels against tools/msl
+# (MSL_CHECK, src/runtime/metal.rs); clang-16 brings only the versioned `clang++-16` command, so
+# the CPU device's compiler (`clang` else gcc) stays as it was
+compgen -c clang++-1 | grep -E '^clang\+\+-1[5-9]$' >/dev/null || need+=(clang-16)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::renderer::cuda::CudaRenderer;
+use crate::renderer::metal::MetalRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::{ScheduleItem, VarVals};
@@ -81,6 +82,7 @@ fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSp
     let spec = get_program_for(ast, dev)?;
     phases.codegen += start.elapsed().as_secs_f64();
     nvrtc_check(ast)?;
+    msl_check(ast)?;
     Ok(spec)
 }
 
@@ -93,6 +95,19 @@ fn nvrtc_check(ast: &UOp) -> Result<()> {
         .ok_or_else(|| crate::error::Error::Invalid(format!("NVRTC_CHECK={arch}: not an architecture like sm_90")))?;
     let spec = crate::codegen::get_program(ast, &renderer)?;
     crate::runtime::cuda::nvrtc_compile(&spec.src, &arch).map(drop)
+}
+
+/// With `MSL_CHECK=tools/msl` (CI; no Metal compiler runs here), each new kernel Metal can run
+/// (one without float64, which Metal lacks) is also rendered for `Target::metal()` and
+/// type-checked by clang++ against the `metal_stdlib` header in that folder, so a kernel Metal
+/// would reject fails where it is made.
+fn msl_check(ast: &UOp) -> Result<()> {
+    let Some(include) = crate::helpers::getenv_str("MSL_CHECK") else { return Ok(()) };
+    if ast.toposort().iter().any(|u| u.dtype().scalar == crate::dtype::Scalar::Float64) {
+        return Ok(());
+    }
+    let spec = crate::codegen::get_program(ast, &MetalRenderer { target: crate::uop::Target::metal() })?;
+    crate::runtime::metal::msl_check(&spec.src, std::path::Path::new(&include))
 }
 
 static PROGRAMS_MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

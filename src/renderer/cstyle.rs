@@ -1,4 +1,4 @@
-//! Rendering shared by the C family (C for the CPU; OpenCL, CUDA and Metal later): one walk over
+//! Rendering shared by the C family (C for the CPU, OpenCL C, CUDA C, MSL): one walk over
 //! the linear program, with a `Dialect` supplying what differs between languages.
 
 use std::collections::{HashMap, HashSet};
