@@ -160,7 +160,14 @@ fn half_and_bfloat16_are_stored_where_a_device_cannot_compute_in_them() {
 #[test]
 fn device_names_parse_and_unavailable_devices_are_errors() {
     assert!(std::sync::Arc::ptr_eq(&get_device("cl").unwrap(), &get_device("CL:0").unwrap()));
-    for (name, says) in [("CL:99", "no device 99"), ("CL:x", "bad device number"), ("METAL", "unknown device")] {
+    let cases = [
+        ("CL:99", "no device 99"),
+        ("CL:x", "bad device number"),
+        ("NPU", "unknown device"),
+        ("METAL", "DEV=WEBGPU runs them on the GPU"),
+        ("WEBGPU:99", "no adapter 99"),
+    ];
+    for (name, says) in cases {
         let Err(e) = get_device(name) else { panic!("{name} opened") };
         assert!(matches!(&e, Error::Device(m) if m.contains(says)), "{name}: {e}");
     }

@@ -2,9 +2,11 @@
 //! which runs each WMMA warp by warp from the fragment layouts of `uop/wmma.rs` (or with
 //! `DEV=CUDA` on the GPU's own tensor cores), float16 and
 //! bfloat16 matmuls computed by tensor cores give the exact products (summed in float64, rounded
-//! as the instruction rounds), alone and with the opts that may follow TC; the heuristics and
-//! BEAM offer TC where the target has tensor cores; the CUDA renderer emits `mma.sync`, which
-//! NVRTC builds for sm_90 under `NVRTC_CHECK`.
+//! as the instruction rounds), alone and with the opts that may follow TC; with `EMULATE_METAL=1`
+//! Metal's `simdgroup_matrix` layout does the same for float16 and float32 matmuls; the
+//! heuristics and BEAM offer TC where the target has tensor cores; the CUDA renderer emits
+//! `mma.sync`, which NVRTC builds for sm_90 under `NVRTC_CHECK`, and the Metal renderer
+//! `simdgroup_multiply_accumulate`, which passes the MSL check (clang++ against `tools/msl`).
 
 use std::sync::Arc;
 
@@ -13,10 +15,14 @@ use lazygrad::codegen::{get_program, get_program_opts, optimizable};
 use lazygrad::dtype::DType;
 use lazygrad::renderer::cuda::CudaRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
+use lazygrad::renderer::metal::MetalRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::uop::wmma::{TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32};
-use lazygrad::uop::{Ops, UOp};
+use lazygrad::uop::wmma::{
+    TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32, SIMDGROUP_8X8X8_F16_F32,
+    SIMDGROUP_8X8X8_F32_F32,
+};
+use lazygrad::uop::{Ops, Target, UOp};
 use lazygrad::{Context, Tensor};
 
 mod common;
@@ -201,5 +207,52 @@ fn cuda_renders_mma_sync_and_nvrtc_builds_it() {
             let cubin = lazygrad::runtime::cuda::nvrtc_compile(src, "sm_90").unwrap_or_else(|e| panic!("{e}\n{src}"));
             assert_eq!(&cubin[..4], b"\x7fELF", "a cubin is an ELF image");
         }
+    }
+}
+
+#[test]
+fn metal_simdgroup_matmuls_match_the_plain_matmul() {
+    let _tc = Context::new(&[("EMULATE_METAL", 1)]);
+    for (dtype, tc) in [(DType::FLOAT16, &SIMDGROUP_8X8X8_F16_F32), (DType::FLOAT32, &SIMDGROUP_8X8X8_F32_F32)] {
+        // loops: 0 rows (32), 1 columns (16), 2 the reduce (48)
+        let (a, b, exact) = inputs([1, 32, 48, 16], dtype, 46);
+        let (a, b) = (a.reshape(&[32, 48]).cast(DType::FLOAT32), b.reshape(&[48, 16]).cast(DType::FLOAT32));
+        // the plain matmul on the CPU, which has no tensor cores
+        let plain = a.matmul(&b).to_vec::<f32>();
+        assert_close(&plain, &exact, "the plain matmul");
+        let (ast, bufs) = only_kernel(&a.matmul(&b));
+        let opts = hand_coded_optimizations(&optimizable(&ast), &ListingRenderer.target());
+        assert!(matches!(opts[0], Opt::TensorCore { tc: t, .. } if std::ptr::eq(t, tc)), "{dtype:?}: {opts:?}");
+        let tc_opt = |m, n| Opt::TensorCore { tc, m, n, k: 2 };
+        let cases: Vec<Vec<Opt>> = vec![
+            opts,
+            vec![tc_opt(0, 1)],
+            vec![tc_opt(1, 0)],
+            vec![tc_opt(0, 1), Opt::Upcast { range: 1, amount: 2 }, Opt::Unroll { range: 2, amount: 3 }],
+            vec![tc_opt(0, 1), Opt::Local { range: 0, amount: 4 }],
+        ];
+        for opts in cases {
+            assert_close(&run(&ast, &bufs, &opts), &plain, &format!("{dtype:?} {opts:?}"));
+        }
+    }
+}
+
+#[test]
+fn metal_renders_simdgroup_matrices_and_the_msl_check_passes() {
+    let renderer = MetalRenderer { target: Target::metal() };
+    assert_eq!(renderer.target().tensor_cores, [&SIMDGROUP_8X8X8_F16_F32, &SIMDGROUP_8X8X8_F32_F32]);
+    for (dtype, matrix) in [(DType::FLOAT16, "simdgroup_half8x8"), (DType::FLOAT32, "simdgroup_float8x8")] {
+        let (a, b, _) = inputs([1, 64, 64, 64], dtype, 47);
+        let (a, b) = (a.reshape(&[64, 64]), b.reshape(&[64, 64]));
+        let (ast, _) = only_kernel(&a.cast(DType::FLOAT32).matmul(&b.cast(DType::FLOAT32)));
+        let spec = get_program(&ast, &renderer).unwrap();
+        let src = &spec.src;
+        assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{dtype:?}: no tensor core\n{src}");
+        for part in [matrix, "simdgroup_float8x8 mat_c", "thread_elements()[1]", "simdgroup_multiply_accumulate("] {
+            assert!(src.contains(part), "{dtype:?}: no {part:?} in\n{src}");
+        }
+        let threads: usize = spec.local_size.unwrap().iter().product();
+        assert!(threads.is_multiple_of(32), "whole SIMD groups: {:?}", spec.local_size);
+        lazygrad::runtime::metal::msl_check(src, std::path::Path::new("tools/msl")).unwrap_or_else(|e| panic!("{e}"));
     }
 }

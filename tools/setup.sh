@@ -3,7 +3,8 @@
 # device (gcc, with its sanitizer runtimes; clang is used instead when present), curl for
 # downloads (tests/datasets.rs fetches from a loopback HTTP server), PoCL (OpenCL on the CPU, for
 # the CL device's suites; lazygrad loads libOpenCL at run time), lavapipe (Vulkan on the CPU, for
-# the WEBGPU device's suites; wgpu loads libvulkan at run time) and, with `--demo`, the
+# the WEBGPU device's suites; wgpu loads libvulkan at run time), clang-16 (the MSL check's
+# compiler, unless a clang++ 15 to 19 is there) and, with `--demo`, the
 # Fashion-MNIST data set (Debian's dataset-fashion-mnist, so the demo trains offline and
 # `cargo test --test datasets -- --ignored` checks the real files); with `--bench`, clang-14 for
 # tinygrad's CPU device in tools/bench_compare.py (only the versioned `clang-14` command, so
@@ -33,6 +34,10 @@ ls /usr/lib/*/libOpenCL.so.1 >/dev/null 2>&1 || need+=(ocl-icd-libopencl1)
 # opens the loader at run time
 ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
 ls /usr/lib/*/libvulkan.so.1 >/dev/null 2>&1 || need+=(libvulkan1)
+# clang++ 15 or newer (`_Float16` is Metal's half) type-checks the Metal kernels against tools/msl
+# (MSL_CHECK, src/runtime/metal.rs); clang-16 brings only the versioned `clang++-16` command, so
+# the CPU device's compiler (`clang` else gcc) stays as it was
+compgen -c clang++-1 | grep -E '^clang\+\+-1[5-9]$' >/dev/null || need+=(clang-16)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

@@ -1,5 +1,6 @@
 //! Running schedules, and the JIT's capture and replay of them.
 
+pub mod check;
 pub mod jit;
 pub mod realize;
 pub mod search;

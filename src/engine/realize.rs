@@ -9,7 +9,6 @@ use super::search::get_program_for;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
-use crate::renderer::cuda::CudaRenderer;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner};
 use crate::schedule::{ScheduleItem, VarVals};
@@ -80,35 +79,8 @@ fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSp
     let start = Instant::now();
     let spec = get_program_for(ast, dev)?;
     phases.codegen += start.elapsed().as_secs_f64();
-    nvrtc_check(ast)?;
-    wgsl_check(ast)?;
+    super::check::render_checks(ast)?;
     Ok(spec)
-}
-
-/// With `NVRTC_CHECK=sm_90` (CI on machines without a GPU), each new kernel is also rendered
-/// for a CUDA device of that architecture and compiled by NVRTC, so a kernel CUDA could not
-/// build fails where it is made.
-fn nvrtc_check(ast: &UOp) -> Result<()> {
-    let Some(arch) = crate::helpers::getenv_str("NVRTC_CHECK") else { return Ok(()) };
-    let renderer = CudaRenderer::for_arch(&arch)
-        .ok_or_else(|| crate::error::Error::Invalid(format!("NVRTC_CHECK={arch}: not an architecture like sm_90")))?;
-    let spec = crate::codegen::get_program(ast, &renderer)?;
-    crate::runtime::cuda::nvrtc_compile(&spec.src, &arch).map(drop)
-}
-
-/// With `WGSL_CHECK=1`, each new kernel is also rendered as WGSL for any WebGPU device (WebGPU's
-/// baseline limits and capabilities) and validated by naga, so a kernel WebGPU could not build
-/// fails where it is made, on whatever device ran it. Kernels in a dtype WebGPU lacks are
-/// skipped (on WebGPU they are an error naming the dtype).
-fn wgsl_check(ast: &UOp) -> Result<()> {
-    if crate::helpers::getenv("WGSL_CHECK", 0) == 0 {
-        return Ok(());
-    }
-    let renderer = crate::renderer::for_target(crate::runtime::webgpu::baseline_target());
-    match crate::codegen::get_program(ast, renderer.as_ref()) {
-        Err(Error::DType { .. }) => Ok(()),
-        spec => crate::runtime::webgpu::validate(&spec?.src, false),
-    }
 }
 
 static PROGRAMS_MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

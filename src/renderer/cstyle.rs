@@ -1,4 +1,4 @@
-//! Rendering shared by the C family (C for the CPU; OpenCL, CUDA and Metal later): one walk over
+//! Rendering shared by the C family (C for the CPU, OpenCL C, CUDA C, MSL): one walk over
 //! the linear program, with a `Dialect` supplying what differs between languages.
 
 use std::collections::{HashMap, HashSet};
@@ -113,7 +113,7 @@ pub trait Dialect {
     }
     /// A literal of `v` as `dtype`.
     fn literal(&self, v: ConstValue, dtype: DType) -> String {
-        c_literal(self.type_name(dtype), self.storage_only(dtype).is_some(), self.long_suffix(), v, dtype)
+        c_literal(&|| self.type_name(dtype), self.storage_only(dtype).is_some(), self.long_suffix(), v, dtype)
     }
     /// The statement declaring `name` of type `ty` with `value` (`mutable`: assigned again later).
     fn declare(&self, ty: &str, name: &str, value: &str, mutable: bool) -> String {
@@ -199,9 +199,9 @@ pub struct Param {
     pub by_value: bool,
 }
 
-/// A C literal of `v` as `dtype`, whose type is called `ty`; a `storage_only` 16-bit float is
-/// its bits, a 64-bit integer has `long_suffix`.
-fn c_literal(ty: String, storage_only: bool, long_suffix: &str, v: ConstValue, dtype: DType) -> String {
+/// A C literal of `v` as `dtype`, whose type is called `ty()` (asked only where a cast needs it);
+/// a `storage_only` 16-bit float is its bits, a 64-bit integer has `long_suffix`.
+fn c_literal(ty: &dyn Fn() -> String, storage_only: bool, long_suffix: &str, v: ConstValue, dtype: DType) -> String {
     match (v, dtype.scalar) {
         (ConstValue::Bool(b), _) => (b as u8).to_string(),
         (ConstValue::Float(f), s) if storage_only => {
@@ -209,7 +209,7 @@ fn c_literal(ty: String, storage_only: bool, long_suffix: &str, v: ConstValue, d
                 Scalar::BFloat16 => half::bf16::from_f64(f).to_bits(),
                 _ => half::f16::from_f64(f).to_bits(),
             };
-            format!("(({ty}){bits:#06x})")
+            format!("(({}){bits:#06x})", ty())
         }
         (ConstValue::Float(f), s) => {
             let body = if f.is_nan() {
@@ -224,7 +224,7 @@ fn c_literal(ty: String, storage_only: bool, long_suffix: &str, v: ConstValue, d
             if matches!(s, Scalar::Float32 | Scalar::Float64) {
                 body
             } else {
-                format!("(({ty}){body})")
+                format!("(({}){body})", ty())
             }
         }
         (ConstValue::Int(i), Scalar::UInt64) => format!("{}u{long_suffix}", i as u64),
@@ -235,7 +235,7 @@ fn c_literal(ty: String, storage_only: bool, long_suffix: &str, v: ConstValue, d
         (ConstValue::Int(i), Scalar::Int64 | Scalar::Index) => format!("{i}{long_suffix}"),
         (ConstValue::Int(i), Scalar::Int32) if i == i32::MIN as i64 => "(-2147483647-1)".into(),
         (ConstValue::Int(i), Scalar::Int32) => i.to_string(),
-        (ConstValue::Int(i), _) => format!("(({ty}){i})"),
+        (ConstValue::Int(i), _) => format!("(({}){i})", ty()),
     }
 }
 

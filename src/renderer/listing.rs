@@ -7,8 +7,8 @@ use crate::uop::{Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
 /// (so that the same opts apply on CPU and INTERP, LOCAL and GROUP too); with `EMULATE_CUDA=1`
-/// also NVIDIA's tensor cores, which INTERP runs warp by warp (tinygrad's `EMULATE`), so that the
-/// TC opt is checked without a GPU.
+/// also NVIDIA's tensor cores and with `EMULATE_METAL=1` Apple's, which INTERP runs warp by warp
+/// (tinygrad's `EMULATE`), so that the TC opt is checked without a GPU.
 pub struct ListingRenderer;
 
 impl Renderer for ListingRenderer {

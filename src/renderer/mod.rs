@@ -4,6 +4,7 @@ pub mod c;
 pub mod cstyle;
 pub mod cuda;
 pub mod listing;
+pub mod metal;
 pub mod opencl;
 pub mod wgsl;
 
@@ -30,6 +31,7 @@ pub fn for_target(target: Target) -> Box<dyn Renderer> {
         Language::C => Box::new(c::CRenderer),
         Language::OpenCl => Box::new(opencl::OpenClRenderer { target }),
         Language::Cuda(..) => Box::new(cuda::CudaRenderer { target }),
+        Language::Metal => Box::new(metal::MetalRenderer { target }),
         Language::Listing => Box::new(listing::ListingRenderer),
         Language::Wgsl => Box::new(wgsl::WgslRenderer { target }),
     }

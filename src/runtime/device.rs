@@ -240,6 +240,7 @@ pub const BACKENDS: &[Backend] = &[
     Backend { name: "CUDA", open: super::cuda::open, default_check: super::cuda::available },
     Backend { name: "CL", open: super::opencl::open, default_check: super::opencl::has_gpu },
     Backend { name: "WEBGPU", open: super::webgpu::open, default_check: super::webgpu::has_gpu },
+    Backend { name: "METAL", open: super::metal::open, default_check: super::metal::available },
     Backend { name: "CPU", open: |_| Ok(Arc::new(super::cpu::CpuDevice::open()?)), default_check: || Ok(()) },
     Backend { name: "INTERP", open: |_| Ok(Arc::new(super::interp::InterpDevice::new())), default_check: || Ok(()) },
 ];

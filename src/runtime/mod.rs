@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod interp;
+pub mod metal;
 pub mod opencl;
 pub mod pool;
 pub mod webgpu;

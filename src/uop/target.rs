@@ -44,6 +44,9 @@ pub enum Language {
     OpenCl,
     /// CUDA C for a GPU of this compute capability (major, minor).
     Cuda(u32, u32),
+    /// The Metal Shading Language, for Apple GPUs (rendered and type-checked here; no Metal
+    /// runtime exists on this platform).
+    Metal,
     /// A listing of the linearized UOps, which the interpreter runs.
     Listing,
     /// WGSL for a WebGPU device (`wgpu`: Vulkan, Metal or DX12 underneath).
@@ -126,9 +129,13 @@ impl Target {
 impl Target {
     /// The reference interpreter: the CPU's vectors and layout choices (it is the CPU's oracle),
     /// and unbounded workgroups so that every workgroup opt can be checked on it; with
-    /// `EMULATE_CUDA=1` it offers CUDA's tensor cores, so the TC opt is checked without a GPU.
+    /// `EMULATE_CUDA=1` it offers CUDA's tensor cores and with `EMULATE_METAL=1` Metal's, so the
+    /// TC opt and each layout are checked without a GPU.
     pub fn interp() -> Target {
         let unbounded = usize::MAX;
+        let emulated = |var, tensor_cores: fn() -> Vec<&'static TensorCore>| {
+            (crate::helpers::getenv(var, 0) != 0).then(tensor_cores).unwrap_or_default()
+        };
         Target {
             language: Language::Listing,
             workgroups: Some(Workgroups {
@@ -139,10 +146,11 @@ impl Target {
                 simd_threads: false,
             }),
             dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
-            tensor_cores: match crate::helpers::getenv("EMULATE_CUDA", 0) {
-                0 => vec![],
-                _ => crate::uop::wmma::nvidia_sm80(),
-            },
+            tensor_cores: [
+                emulated("EMULATE_CUDA", crate::uop::wmma::nvidia_sm80),
+                emulated("EMULATE_METAL", crate::uop::wmma::apple_simdgroup),
+            ]
+            .concat(),
             ..Target::host_cpu("INTERP")
         }
     }
@@ -188,6 +196,32 @@ impl Target {
         let (major, minor) = digits.split_at(digits.len() - 1);
         let capability = (major.parse().ok()?, minor.parse().ok()?);
         Some(Target::cuda(capability, 1024, [1024, 1024, 64], [(1 << 31) - 1, 65535, 65535], 48 << 10))
+    }
+
+    /// An Apple-silicon GPU as Metal describes it (tinygrad's Metal target): threadgroups of up
+    /// to 1024 threads running in SIMD groups of 32, 32 KiB of threadgroup memory, grids of up to
+    /// 2^32-1 threadgroups a dim (`gid` is a `uint3`). Scalar code, as CUDA's: the GPU's threads
+    /// fill its SIMD lanes. float16 and bfloat16 (MSL 3.1's `bfloat`) are computed in, int64 too;
+    /// Metal has no float64. Its tensor cores are the `simdgroup_matrix` products (M1 and newer).
+    pub fn metal() -> Target {
+        let groups = (1 << 32) - 1;
+        Target {
+            name: "METAL".into(),
+            language: Language::Metal,
+            vector_bytes: 0,
+            register_bytes: 4,
+            threads: 1,
+            workgroups: Some(Workgroups {
+                max_threads: 1024,
+                max_local: [1024; 3],
+                max_groups: [groups; 3],
+                local_bytes: 32 << 10,
+                simd_threads: true,
+            }),
+            gpu: true,
+            dtypes: DTypeSupport { half: true, bfloat16: true, float64: false, int64: true },
+            tensor_cores: crate::uop::wmma::apple_simdgroup(),
+        }
     }
 }
 

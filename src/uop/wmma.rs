@@ -1,8 +1,8 @@
 //! Tensor cores: one warp computes `D = A·B + C` on small matrix tiles in one instruction (the
 //! WMMA op). Each of the warp's 32 threads holds a few elements of every operand, as a vector;
 //! where each element lies in its tile is the instruction's fragment layout, written here as
-//! data so that codegen (which builds the vectors), the CUDA renderer (which emits the
-//! instruction) and INTERP (which emulates it) read one description.
+//! data so that codegen (which builds the vectors), the renderers (CUDA's `mma.sync`, Metal's
+//! `simdgroup_multiply_accumulate`) and INTERP (which emulates it) read one description.
 
 use super::{Ops, UOp};
 use crate::dtype::DType;
@@ -73,6 +73,9 @@ pub struct TensorCore {
     pub dims: [usize; 3],
     pub input: DType,
     pub accumulate: DType,
+    /// Whether float32 inputs are read as TF32 (NVIDIA's `m16n8k8`: rounded to 10 mantissa bits,
+    /// ties away from zero) rather than as they are.
+    pub tf32_inputs: bool,
     pub a: Fragment,
     pub b: Fragment,
     pub c: Fragment,
@@ -92,6 +95,7 @@ const fn m16n8k16(name: &'static str, input: DType) -> TensorCore {
         dims: [16, 8, 16],
         input,
         accumulate: DType::FLOAT32,
+        tf32_inputs: false,
         a: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0), (0, 8)] },
         b: Fragment { lane: [(2, 0), (4, 0), (0, 1), (0, 2), (0, 4)], element: &[(1, 0), (8, 0)] },
         c: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0)] },
@@ -110,31 +114,69 @@ pub static MMA_M16N8K8_TF32_F32: TensorCore = TensorCore {
     dims: [16, 8, 8],
     input: DType::FLOAT32,
     accumulate: DType::FLOAT32,
+    tf32_inputs: true,
     a: Fragment { lane: [(0, 1), (0, 2), (1, 0), (2, 0), (4, 0)], element: &[(8, 0), (0, 4)] },
     b: Fragment { lane: [(1, 0), (2, 0), (0, 1), (0, 2), (0, 4)], element: &[(4, 0)] },
     c: Fragment { lane: ROWS_BY_GROUP_PAIRS_BY_THREAD, element: &[(0, 1), (8, 0)] },
 };
 
+/// Apple's `simdgroup_matrix` 8x8, the same for A, B and C: each thread holds two neighbouring
+/// columns of one row; lane bits 1, 2 and 4 step the row by 1, 2 and 4, bits 0 and 3 the column
+/// by 2 and 4 (as tinygrad's Metal tensor cores swizzle their threads).
+const SIMDGROUP_8X8: Fragment = Fragment { lane: [(0, 2), (1, 0), (2, 0), (0, 4), (4, 0)], element: &[(0, 1)] };
+
+/// `simdgroup_multiply_accumulate` on 8x8 `simdgroup_matrix` tiles (Apple GPUs from the M1 on,
+/// Apple7) with `input` elements and float32 sums.
+const fn simdgroup_8x8x8(name: &'static str, input: DType) -> TensorCore {
+    TensorCore {
+        name,
+        dims: [8, 8, 8],
+        input,
+        accumulate: DType::FLOAT32,
+        tf32_inputs: false,
+        a: SIMDGROUP_8X8,
+        b: SIMDGROUP_8X8,
+        c: SIMDGROUP_8X8,
+    }
+}
+
+/// Metal's float16 x float16 -> float32 `simdgroup_matrix` product.
+pub static SIMDGROUP_8X8X8_F16_F32: TensorCore = simdgroup_8x8x8("simdgroup_8x8x8_f16_f32", DType::FLOAT16);
+/// Metal's float32 `simdgroup_matrix` product (full float32 inputs).
+pub static SIMDGROUP_8X8X8_F32_F32: TensorCore = simdgroup_8x8x8("simdgroup_8x8x8_f32_f32", DType::FLOAT32);
+
+/// NVIDIA's tensor cores from sm_80 on.
+static NVIDIA_SM80: [&TensorCore; 3] = [&MMA_M16N8K16_F16_F32, &MMA_M16N8K16_BF16_F32, &MMA_M16N8K8_TF32_F32];
+/// Apple's tensor cores from the M1 on.
+static APPLE_SIMDGROUP: [&TensorCore; 2] = [&SIMDGROUP_8X8X8_F16_F32, &SIMDGROUP_8X8X8_F32_F32];
+
 /// Every tensor core codegen knows.
-static ALL: [&TensorCore; 3] = [&MMA_M16N8K16_F16_F32, &MMA_M16N8K16_BF16_F32, &MMA_M16N8K8_TF32_F32];
+fn all() -> impl Iterator<Item = &'static TensorCore> {
+    NVIDIA_SM80.iter().chain(&APPLE_SIMDGROUP).copied()
+}
 
 /// The tensor cores of NVIDIA GPUs of compute capability 8.0 and newer that kernels may use: the
 /// float16 and bfloat16 ones, and with `ALLOW_TF32=1` the TF32 one, which rounds float32
 /// matmuls' inputs to 10 mantissa bits (off by default, as PyTorch's `allow_tf32`).
 pub fn nvidia_sm80() -> Vec<&'static TensorCore> {
     let tf32 = crate::helpers::getenv("ALLOW_TF32", 0) != 0;
-    ALL.iter().copied().filter(|tc| tf32 || tc.input != DType::FLOAT32).collect()
+    NVIDIA_SM80.into_iter().filter(|tc| tf32 || !tc.tf32_inputs).collect()
+}
+
+/// The tensor cores of Apple GPUs from the M1 on that Metal kernels may use: `simdgroup_matrix`
+/// products of float16 and of float32 tiles, both summed in float32.
+pub fn apple_simdgroup() -> Vec<&'static TensorCore> {
+    APPLE_SIMDGROUP.to_vec()
 }
 
 /// A tensor core by name (an opt read back from BEAM's cache).
 pub fn by_name(name: &str) -> Option<&'static TensorCore> {
-    ALL.iter().copied().find(|tc| tc.name == name)
+    all().find(|tc| tc.name == name)
 }
 
-/// `x` as the instruction reads an input of `dtype`: float32 as TF32, rounded to nearest with
-/// ties away from zero (PTX's `cvt.rna.tf32.f32`); 16-bit floats as they are.
-fn read_input(x: f64, dtype: DType) -> f64 {
-    if dtype != DType::FLOAT32 || !x.is_finite() {
+/// `x` as TF32, rounded to nearest with ties away from zero (PTX's `cvt.rna.tf32.f32`).
+fn tf32(x: f64) -> f64 {
+    if !x.is_finite() {
         return x;
     }
     let bits = (x as f32).to_bits();
@@ -142,24 +184,34 @@ fn read_input(x: f64, dtype: DType) -> f64 {
 }
 
 impl TensorCore {
+    /// `x`, an input element, as the instruction reads it: float32 as TF32 where `tf32_inputs`,
+    /// else as it is.
+    fn read_input(&self, x: f64) -> f64 {
+        match self.tf32_inputs {
+            true => tf32(x),
+            false => x,
+        }
+    }
+
     /// What the warp's instruction computes, lane by lane: `a[lane]`, `b[lane]` and `c[lane]`
-    /// are each thread's fragments; the result is each thread's fragment of `D`, summed exactly
-    /// (products of 16-bit floats and of TF32 values are exact in float64) and rounded once to
+    /// are each thread's fragments; the result is each thread's fragment of `D`, summed in
+    /// float64 (products of 16-bit, TF32 and float32 values are exact there) and rounded once to
     /// `accumulate`.
     pub fn run(&self, a: &[Vec<f64>], b: &[Vec<f64>], c: &[Vec<f64>]) -> Vec<Vec<f64>> {
         let [m, n, k] = self.dims;
-        let tile = |f: &Fragment, vals: &[Vec<f64>], cols: usize, rows: usize, dtype: DType| {
+        let tile = |f: &Fragment, vals: &[Vec<f64>], cols: usize, rows: usize, read: &dyn Fn(f64) -> f64| {
             let mut t = vec![0.0; rows * cols];
             for (lane, v) in vals.iter().enumerate() {
                 for (e, x) in v.iter().enumerate() {
                     let (r, col) = f.coord(lane, e);
-                    t[r * cols + col] = read_input(*x, dtype);
+                    t[r * cols + col] = read(*x);
                 }
             }
             t
         };
-        let (ta, tb) = (tile(&self.a, a, k, m, self.input), tile(&self.b, b, n, k, self.input));
-        let tc = tile(&self.c, c, n, m, DType::FLOAT64);
+        let input = |x| self.read_input(x);
+        let (ta, tb) = (tile(&self.a, a, k, m, &input), tile(&self.b, b, n, k, &input));
+        let tc = tile(&self.c, c, n, m, &|x| x);
         (0..WARP)
             .map(|lane| {
                 (0..self.c.elements())
@@ -182,7 +234,7 @@ mod tests {
     /// Each operand's fragments cover its tile: every (row, column) held by exactly one lane.
     #[test]
     fn fragments_cover_their_tiles_once() {
-        for tc in ALL {
+        for tc in all() {
             let [m, n, k] = tc.dims;
             for (f, rows, cols) in [(&tc.a, m, k), (&tc.b, k, n), (&tc.c, m, n)] {
                 let mut seen = vec![0; rows * cols];
@@ -214,15 +266,30 @@ mod tests {
         assert_eq!(b, [(1, 1), (5, 1)]);
     }
 
-    /// TF32 keeps 10 mantissa bits, rounding half away from zero.
+    /// Apple's 8x8 `simdgroup_matrix` layout (each thread two neighbouring columns of a row):
+    /// lane 5 holds row 2, columns 2 and 3; lane 26 row 5, columns 4 and 5.
     #[test]
-    fn float32_inputs_are_read_as_tf32() {
+    fn simdgroup_layout_is_apples() {
+        for tc in apple_simdgroup() {
+            for f in [&tc.a, &tc.b, &tc.c] {
+                assert_eq!([f.coord(5, 0), f.coord(5, 1)], [(2, 2), (2, 3)], "{}", tc.name);
+                assert_eq!([f.coord(26, 0), f.coord(26, 1)], [(5, 4), (5, 5)], "{}", tc.name);
+            }
+        }
+    }
+
+    /// TF32 keeps 10 mantissa bits, rounding half away from zero; only NVIDIA's TF32 instruction
+    /// reads float32 that way.
+    #[test]
+    fn float32_inputs_are_read_as_tf32_only_by_the_tf32_instruction() {
         let ulp = 2f64.powi(-10);
-        assert_eq!(read_input(1.0 + ulp, DType::FLOAT32), 1.0 + ulp);
-        assert_eq!(read_input(1.0 + ulp / 2.0, DType::FLOAT32), 1.0 + ulp, "a tie goes away from zero");
-        assert_eq!(read_input(-(1.0 + ulp / 2.0), DType::FLOAT32), -(1.0 + ulp));
-        assert_eq!(read_input(1.0 + ulp / 4.0, DType::FLOAT32), 1.0);
-        assert_eq!(read_input(1.0 + ulp / 2.0, DType::FLOAT16), 1.0 + ulp / 2.0, "16-bit inputs are exact");
+        let tf32 = |x| MMA_M16N8K8_TF32_F32.read_input(x);
+        assert_eq!(tf32(1.0 + ulp), 1.0 + ulp);
+        assert_eq!(tf32(1.0 + ulp / 2.0), 1.0 + ulp, "a tie goes away from zero");
+        assert_eq!(tf32(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
+        assert_eq!(tf32(1.0 + ulp / 4.0), 1.0);
+        assert_eq!(MMA_M16N8K16_F16_F32.read_input(1.0 + ulp / 2.0), 1.0 + ulp / 2.0, "16-bit inputs are exact");
+        assert_eq!(SIMDGROUP_8X8X8_F32_F32.read_input(1.0 + ulp / 4.0), 1.0 + ulp / 4.0, "Metal reads float32");
     }
 
     /// The index expressions give `coord` for every lane.
@@ -234,7 +301,7 @@ mod tests {
             vec![UOp::index_const(32)],
             super::super::Arg::Range(0, super::super::AxisKind::Warp),
         );
-        for tc in ALL {
+        for tc in all() {
             for f in [&tc.a, &tc.b, &tc.c] {
                 for e in 0..f.elements() {
                     let (r, c) = f.coord_of(&lane, e);

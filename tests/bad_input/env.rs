@@ -71,7 +71,7 @@ fn scenario() {
         "unknown_device" => {
             assert_eq!(default_device(), "NOPE");
             panics_with(
-                &["Tensor::from_bytes", "unknown device \"NOPE\"", "known: CUDA, CL, WEBGPU, CPU, INTERP"],
+                &["Tensor::from_bytes", "unknown device \"NOPE\"", "known: CUDA, CL, WEBGPU, METAL, CPU, INTERP"],
                 small_op,
             );
             let e = tensor_from_bytes(&[0; 4], &[1], DType::FLOAT32, &default_device()).unwrap_err();
