@@ -101,6 +101,14 @@ fn realized_rand(shape: &[usize]) -> Tensor {
     Tensor::rand(shape).realize()
 }
 
+/// The buffer read before each timed run of a memory-bound row, on a device whose memory is the
+/// host's; a GPU-like device (CL, WEBGPU) has none: its caches are not the host's (and a WebGPU
+/// adapter may not bind 1 GiB at once).
+fn evict_buffer() -> lazygrad::Result<Option<Tensor>> {
+    let device = lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
+    Ok((!device.target().gpu).then(|| realized_rand(&[EVICT_LEN])))
+}
+
 fn matmul(n: usize) -> lazygrad::Result<()> {
     let (a, b) = (realized_rand(&[n, n]), realized_rand(&[n, n]));
     // more runs for the small sizes, whose timings vary more (tools/bench_compare.py does the same)
@@ -145,7 +153,7 @@ fn report_stream(name: &str, tensors_moved: usize, seconds: f64) {
 /// and writes nothing: the bandwidth of its reads alone, a roofline the fused kernel cannot beat.
 fn copy_elementwise() -> lazygrad::Result<()> {
     let [a, b, c] = [(); 3].map(|_| realized_rand(&[STREAM_LEN]));
-    let evict = realized_rand(&[EVICT_LEN]);
+    let evict = evict_buffer()?;
     // `contiguous()` of a realized buffer is the buffer itself; a negation is the copy kernel
     // lazygrad has: one read and one write per element
     let copy = || -&a;
@@ -160,7 +168,7 @@ fn copy_elementwise() -> lazygrad::Result<()> {
     let mut best = [f64::INFINITY; 3];
     while runs < 10 || first.elapsed().as_secs_f64() < STREAM_SPAN_S {
         for (best, (_, _, build)) in best.iter_mut().zip(workloads) {
-            *best = best.min(kernel_seconds(&build, Some(&evict))?);
+            *best = best.min(kernel_seconds(&build, evict.as_ref())?);
         }
         runs += 1;
     }
@@ -171,8 +179,8 @@ fn copy_elementwise() -> lazygrad::Result<()> {
 }
 
 fn sum() -> lazygrad::Result<()> {
-    let (a, evict) = (realized_rand(&[STREAM_LEN]), realized_rand(&[EVICT_LEN]));
-    report_stream("sum", 1, best_kernel_seconds(10, Some(&evict), || a.sum(None, false))?);
+    let (a, evict) = (realized_rand(&[STREAM_LEN]), evict_buffer()?);
+    report_stream("sum", 1, best_kernel_seconds(10, evict.as_ref(), || a.sum(None, false))?);
     Ok(())
 }
 
@@ -190,10 +198,10 @@ fn linear() -> lazygrad::Result<()> {
 /// caches emptied before each run (a model's weights do not stay in them from one token to the
 /// next, and the product is bound by reading them).
 fn matvec() -> lazygrad::Result<()> {
-    let evict = realized_rand(&[EVICT_LEN]);
+    let evict = evict_buffer()?;
     for (out, inp) in MATVECS {
         let (x, w) = (realized_rand(&[1, inp]), realized_rand(&[out, inp]));
-        let seconds = best_kernel_seconds(20, Some(&evict), || x.matmul(&w.transpose(0, 1)))?;
+        let seconds = best_kernel_seconds(20, evict.as_ref(), || x.matmul(&w.transpose(0, 1)))?;
         report(&format!("matvec_{out}x{inp}"), (out * inp * 4) as f64 / seconds * 1e-9, "GB/s");
     }
     Ok(())
@@ -286,8 +294,10 @@ fn eager_op() -> lazygrad::Result<()> {
 fn mnist_step() -> lazygrad::Result<()> {
     let model = Model::new();
     let batch = random_batch(MNIST_BATCH, &[1, 28, 28]);
-    // the median of 7: a burst of load from elsewhere on a shared machine can cover a step or two
-    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, 7)?;
+    // the median of 7 (`MNIST_STEPS`): a burst of load from elsewhere on a shared machine can
+    // cover a step or two
+    let steps = lazygrad::helpers::getenv("MNIST_STEPS", 7).max(1) as usize;
+    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, steps)?;
     report("mnist_step", seconds * 1e3, "ms");
     Ok(())
 }

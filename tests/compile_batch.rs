@@ -44,7 +44,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     let programs = cpu.compile_all(&specs).unwrap();
     assert_eq!(cached_objects(&dir), before + 4, "each kernel is cached under its own source");
     for (program, (_, bufs)) in programs.iter().zip(&kernels) {
-        program.run(bufs, &[]).unwrap();
+        program.run(&Buffer::kernel_args(bufs).unwrap(), &[]).unwrap();
     }
     let out = |i: usize| -> Vec<f32> {
         kernels[i].1[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
@@ -63,7 +63,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     let err = cpu.compile_all(&[&broken, &good]).err().expect("the batch fails").to_string();
     assert!(err.contains("compile error") && err.contains("this is not C"), "{err}");
     assert_eq!(cached_objects(&dir), before + 5);
-    cpu.compile(&good).unwrap().run(&bufs, &[]).unwrap();
+    cpu.compile(&good).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
     assert_eq!(
         bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>(),
         [6.0, 22.0, 38.0, 54.0]
@@ -87,9 +87,9 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
         std::fs::rename(path.with_extension("damaged"), path).unwrap();
     }
     let programs = cpu.compile_all(&specs).unwrap();
-    programs[1].run(&kernels[1].1, &[]).unwrap();
+    programs[1].run(&Buffer::kernel_args(&kernels[1].1).unwrap(), &[]).unwrap();
     assert_eq!(out(1), (0..16).map(|i| 3.0 * i as f32).collect::<Vec<_>>());
-    cpu.compile(&good).unwrap().run(&bufs, &[]).unwrap();
+    cpu.compile(&good).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
     assert_eq!(cached_objects(&dir), before + 5, "rebuilt in place");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -294,7 +294,7 @@ fn run_kernels(prepared: &Prepared, tolerant: bool) -> Result<(), String> {
             let run = |dev: &Arc<dyn lazygrad::runtime::Device>, spec: &ProgramSpec| {
                 out.copyin(&before).map_err(|e| e.to_string())?;
                 let err = |e: lazygrad::Error| format!("{} {name}: {e}\n{:?}", dev.name(), k.ast);
-                dev.compile(spec).and_then(|prog| prog.run(&k.bufs, &[])).map_err(err)?;
+                dev.compile(spec).and_then(|prog| prog.run(&Buffer::kernel_args(&k.bufs)?, &[])).map_err(err)?;
                 out.copyout().map_err(|e| e.to_string())
             };
             let (on_interp, on_cpu) = (run(&interp, interp_spec)?, run(&cpu, cpu_spec)?);

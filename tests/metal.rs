@@ -1,4 +1,4 @@
-//! Metal's dialect (MSL) without a Mac: kernels rendered for `Target::metal()` carry Metal's
+//! Metal's dialect (MSL) without a Mac: kernels rendered for `lazygrad::runtime::metal::target()` carry Metal's
 //! spelling (buffers at `[[buffer(n)]]`, threadgroup arrays and barriers, half and bfloat,
 //! `as_type`, `metal::` math) and pass the check that stands in for Metal's compiler
 //! (`runtime::metal::msl_check`: clang++ against `tools/msl/metal_stdlib`, which `tools/setup.sh`
@@ -23,7 +23,7 @@ fn header() -> &'static Path {
 }
 
 fn metal() -> MetalRenderer {
-    MetalRenderer { target: Target::metal() }
+    MetalRenderer { target: lazygrad::runtime::metal::target() }
 }
 
 /// Metal source of `ast` with `opts` (the heuristics' when `None`), which must pass the check.
@@ -45,7 +45,7 @@ fn assert_has(src: &str, parts: &[&str]) {
 
 #[test]
 fn the_metal_target_is_an_apple_gpu() {
-    let t = Target::metal();
+    let t = lazygrad::runtime::metal::target();
     assert_eq!(t.language, Language::Metal);
     let w = t.workgroups.as_ref().expect("threadgroups");
     assert_eq!((w.max_threads, w.local_bytes, w.simd_threads), (1024, 32 << 10, true));
@@ -97,7 +97,10 @@ fn half_bfloat_bitcasts_math_and_variables_render_as_metals() {
     assert_has(&native, &["device bfloat* data0", "bfloat alu", "metal::precise::sqrt((float)"]);
     // without MSL 3.1's bfloat, bfloat16 is stored as its bits and computed in float32
     let old = MetalRenderer {
-        target: Target { dtypes: DTypeSupport { bfloat16: false, ..Target::metal().dtypes }, ..Target::metal() },
+        target: Target {
+            dtypes: DTypeSupport { bfloat16: false, ..lazygrad::runtime::metal::target().dtypes },
+            ..lazygrad::runtime::metal::target()
+        },
     };
     let stored = checked_source(&ast, &old, None);
     assert_has(&stored, &["device ushort* data0", "lg_bf16_to_f32(", "lg_f32_to_bf16(", "as_type<float>("]);

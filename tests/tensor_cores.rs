@@ -22,7 +22,7 @@ use lazygrad::uop::wmma::{
     TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32, SIMDGROUP_8X8X8_F16_F32,
     SIMDGROUP_8X8X8_F32_F32,
 };
-use lazygrad::uop::{Ops, Target, UOp};
+use lazygrad::uop::{Ops, UOp};
 use lazygrad::{Context, Tensor};
 
 mod common;
@@ -39,7 +39,10 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
-    dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    dev.compile(&spec)
+        .unwrap()
+        .run(&Buffer::kernel_args(bufs).unwrap(), &[])
+        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
@@ -239,7 +242,7 @@ fn metal_simdgroup_matmuls_match_the_plain_matmul() {
 
 #[test]
 fn metal_renders_simdgroup_matrices_and_the_msl_check_passes() {
-    let renderer = MetalRenderer { target: Target::metal() };
+    let renderer = MetalRenderer { target: lazygrad::runtime::metal::target() };
     assert_eq!(renderer.target().tensor_cores, [&SIMDGROUP_8X8X8_F16_F32, &SIMDGROUP_8X8X8_F32_F32]);
     for (dtype, matrix) in [(DType::FLOAT16, "simdgroup_half8x8"), (DType::FLOAT32, "simdgroup_float8x8")] {
         let (a, b, _) = inputs([1, 64, 64, 64], dtype, 47);

@@ -32,7 +32,11 @@ fn hand_built_kernel_runs_on_every_device() {
         let inp = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
         let data: Vec<u8> = (0..8).flat_map(|x| (x as f32 * 0.5).to_le_bytes()).collect();
         inp.copyin(&data).unwrap();
-        get_runner(device, &kernel()).unwrap().program.run(&[out.clone(), inp], &[]).unwrap();
+        get_runner(device, &kernel())
+            .unwrap()
+            .program
+            .run(&Buffer::kernel_args(&[out.clone(), inp]).unwrap(), &[])
+            .unwrap();
         let got: Vec<f32> =
             out.copyout().unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, (0..8).map(|x| x as f32 * 2.0).collect::<Vec<_>>(), "on {device}");
@@ -43,6 +47,10 @@ fn hand_built_kernel_runs_on_every_device() {
 fn interp_reports_out_of_bounds_instead_of_crashing() {
     let out = Arc::new(Buffer::new("INTERP", 8, DType::FLOAT32));
     let short = Arc::new(Buffer::new("INTERP", 4, DType::FLOAT32));
-    let err = get_runner("INTERP", &kernel()).unwrap().program.run(&[out, short], &[]).unwrap_err();
+    let err = get_runner("INTERP", &kernel())
+        .unwrap()
+        .program
+        .run(&Buffer::kernel_args(&[out, short]).unwrap(), &[])
+        .unwrap_err();
     assert!(err.to_string().contains("out of bounds"), "{err}");
 }

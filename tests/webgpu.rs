@@ -170,3 +170,22 @@ fn a_sixty_four_bit_tensor_on_webgpu_is_an_error_not_a_crash() {
         Ok(_) => panic!("an int64 kernel ran on WebGPU"),
     }
 }
+
+#[test]
+fn kernels_wider_than_the_adapters_bindings_are_split() {
+    let limit = lazygrad::runtime::get_device("WEBGPU").unwrap().target().max_buffers.expect("WebGPU limits bindings");
+    // one elementwise sum of more tensors than the adapter binds storage buffers
+    let n = limit + 8;
+    let terms: Vec<Tensor> = (0..n).map(|i| gpu(&Tensor::full(&[1000], i as f32))).collect();
+    let sum = terms.iter().skip(1).fold(terms[0].clone(), |acc, t| &acc + t);
+    let kernels = Tensor::schedule(std::slice::from_ref(&sum));
+    assert!(kernels.len() > 1, "{n} inputs in one kernel, past the limit of {limit}");
+    for item in &kernels {
+        if let ScheduleItem::Kernel { bufs, ast } = item {
+            let used = lazygrad::uop::UOp::toposort(ast).iter().filter(|u| u.op() == lazygrad::uop::Ops::Param).count();
+            assert!(used <= limit, "a kernel binds {used} of {} buffers, past {limit}", bufs.len());
+        }
+    }
+    let want = (0..n).map(|i| i as f32).sum::<f32>();
+    assert_eq!(sum.to_vec::<f32>(), vec![want; 1000]);
+}

@@ -33,7 +33,10 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     };
     let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
-    dev.compile(&spec).unwrap().run(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    dev.compile(&spec)
+        .unwrap()
+        .run(&Buffer::kernel_args(bufs).unwrap(), &[])
+        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
@@ -333,7 +336,7 @@ fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
         let spec = get_program_opts(&ast, &Limited(target), &[], "").unwrap();
         assert_eq!(spec.global_size, want_grid, "limits {groups:?}");
         assert!((0..3).all(|d| spec.global_size[d] <= groups[d]), "{:?} within {groups:?}", spec.global_size);
-        interp.compile(&spec).unwrap().run(&bufs, &[]).unwrap();
+        interp.compile(&spec).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
         let got: Vec<f32> =
             bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(got, want, "limits {groups:?}");

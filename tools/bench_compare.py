@@ -4,8 +4,10 @@ Runs `cargo run --release --example bench` (lazygrad's figures), then the same w
 numpy, PyTorch (eager) and tinygrad (CPU device, clang), and the LLaMA rows in transformers and
 llama.cpp (tools/llama_bench_torch.py, tools/llama_bench_llamacpp.py), each peer in its own
 process, all on 2 threads, and prints a table with the done-when ratios; then lazygrad and tinygrad again on the
-OpenCL device (`DEV=CL`; PoCL here, OpenCL on the CPU), the matmul and mnist_step workloads alone,
-in a second table with its own ratios (lazygrad CL vs tinygrad CL). Lines `bench <name> <value> <unit>` are
+OpenCL device (`DEV=CL`; PoCL here, OpenCL on the CPU), and lazygrad on the WebGPU device
+(`DEV=WEBGPU`; Mesa's lavapipe here, Vulkan on the CPU; its mnist step the median of 3), the
+matmul, fused elementwise and mnist_step workloads alone, in a second table with its own ratios
+(lazygrad CL vs tinygrad CL). Lines `bench <name> <value> <unit>` are
 the protocol between the parts (examples/bench.rs prints the same). Usage, from tools/bench_compare.sh
 (which installs clang-14 for tinygrad first):
 
@@ -14,7 +16,7 @@ the protocol between the parts (examples/bench.rs prints the same). Usage, from 
 The `lazygrad BEAM=2` column is filled for the matmul rows (a second lazygrad run of the matmul
 workloads with BEAM=2; its searches are cached on disk, so only the first run pays for them);
 `--beam` runs every lazygrad workload with BEAM=2. Runs in tools/.venv-bench (created on first
-use, torch + numpy + tinygrad). `--cl-only` measures the two CL columns alone (a few minutes).
+use, torch + numpy + tinygrad). `--cl-only` measures the device table's columns alone.
 `--peer NAME` runs one peer's workloads alone (numpy, torch, tinygrad-cold-start, tinygrad; the
 last wants the CACHEDB that tinygrad-cold-start filled); the tinygrad peer measures only the
 workloads whose names start with one of env `BENCH_ONLY`'s comma-separated prefixes, when set.
@@ -67,11 +69,12 @@ ROWS = [
     ("llama_decode", "SmolLM2-135M greedy decode after it (PyTorch: transformers; llama.cpp: Q4_1)", "tok/s"),
 ]
 COLUMNS = ["lazygrad", "lazygrad BEAM=2", "numpy", "PyTorch", "tinygrad", "llama.cpp"]
-# the second table: lazygrad and tinygrad on the OpenCL device, these workloads (name prefixes, as
-# examples/bench.rs takes them: "mnist" alone would add its mnist_compile) and their rows
-CL_COLUMNS = ["lazygrad CL", "tinygrad CL"]
-CL_WORKLOADS = ("matmul", "mnist_step")
-CL_ROWS = [row for row in ROWS if row[0].startswith(CL_WORKLOADS)]
+# the second table: lazygrad and tinygrad on the OpenCL device and lazygrad on the WebGPU one, these
+# workloads (name prefixes, as examples/bench.rs takes them: "mnist" alone would add its
+# mnist_compile; "copy_elementwise" measures the copy and the fused kernel) and their rows
+CL_COLUMNS = ["lazygrad CL", "tinygrad CL", "lazygrad WEBGPU"]
+CL_WORKLOADS = ("matmul", "copy_elementwise", "mnist_step")
+CL_ROWS = [row for row in ROWS if row[0].startswith(("matmul", "elementwise", "mnist_step"))]
 # its done-when rows: name -> whether higher is better
 CL_DONE_WHEN = {"matmul_1024": True, "mnist_step": False}
 # a best-of timing keeps sampling for at least this many seconds (examples/bench.rs MIN_SPAN_S):
@@ -429,8 +432,12 @@ def measure_cl(results):
     alone (tinygrad with an empty CACHEDB of its own, its cold start not measured)."""
     results["lazygrad CL"] = run_lazygrad(*CL_WORKLOADS, DEV="CL")
     with tempfile.TemporaryDirectory(prefix="tinygrad-bench-cl-") as cache:
-        env = dict(DEV="CL", CACHEDB=os.path.join(cache, "cache.db"), BENCH_ONLY=",".join(CL_WORKLOADS))
+        env = dict(DEV="CL", CACHEDB=os.path.join(cache, "cache.db"), BENCH_ONLY="matmul,elementwise,mnist_step")
         results["tinygrad CL"] = run_peer("tinygrad", **env)
+    # lavapipe runs an mnist step in tens of seconds: the median of 3; the Vulkan loader wants a
+    # runtime folder
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.mkdtemp(prefix="lazygrad-xdg-")
+    results["lazygrad WEBGPU"] = run_lazygrad(*CL_WORKLOADS, DEV="WEBGPU", MNIST_STEPS="3", XDG_RUNTIME_DIR=runtime)
     return results
 
 
@@ -541,7 +548,8 @@ def main():
     print(
         f"\n{THREADS} threads everywhere; kernels: best of several runs, steps: median; "
         + ("" if cl_only else "memory-bound rows run with the caches emptied first; the copy roofline is the best 2-thread copy above; ")
-        + f"CL: DEV=CL, the first OpenCL device ({cl_device()}). Whole run: {time.perf_counter() - start:.0f} s."
+        + f"CL: DEV=CL, the first OpenCL device ({cl_device()}); WEBGPU: DEV=WEBGPU, its first adapter "
+        + f"(Mesa's lavapipe where no GPU is). Whole run: {time.perf_counter() - start:.0f} s."
     )
 
 

@@ -28,7 +28,7 @@ const RENDER_CHECKS: [RenderCheck; 3] = [
     RenderCheck {
         setting: "NVRTC_CHECK",
         target: |arch| {
-            Target::cuda_arch(arch)
+            cuda::arch_target(arch)
                 .ok_or_else(|| Error::Invalid(format!("NVRTC_CHECK={arch}: not an architecture like sm_90")))
         },
         check: |src, arch| cuda::nvrtc_compile(src, arch).map(drop),
@@ -40,7 +40,7 @@ const RENDER_CHECKS: [RenderCheck; 3] = [
     },
     RenderCheck {
         setting: "MSL_CHECK",
-        target: |_| Ok(Target::metal()),
+        target: |_| Ok(metal::target()),
         check: |src, include| metal::msl_check(src, Path::new(include)),
     },
 ];

@@ -137,7 +137,9 @@ impl ExecItem {
         let dev = self.bufs[0].device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
-            Runner::Kernel(k) => (Some(&k.name), k.ops, k.program.run(&self.bufs, &self.vals)?.as_secs_f64()),
+            Runner::Kernel(k) => {
+                (Some(&k.name), k.ops, k.program.run(&Buffer::kernel_args(&self.bufs)?, &self.vals)?.as_secs_f64())
+            }
             Runner::Copy => {
                 let start = Instant::now();
                 self.bufs[0].copyin(&self.bufs[1].copyout()?)?;

@@ -306,7 +306,7 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
 fn time_program(c: &Compiled, bufs: &[Arc<Buffer>], stop: f64) -> Result<f64> {
     let (mut best, mut total) = (f64::INFINITY, 0.0);
     for run in 1..=MAX_RUNS {
-        let t = c.program.run(bufs, &c.vals)?.as_secs_f64();
+        let t = c.program.run(&Buffer::kernel_args(bufs)?, &c.vals)?.as_secs_f64();
         (best, total) = (best.min(t), total + t);
         if t > stop || (run >= RUNS && total >= MIN_TIMING) {
             break;

@@ -284,7 +284,7 @@ impl Renderer for CRenderer {
         "c"
     }
     fn target(&self) -> Target {
-        Target::host_cpu("CPU")
+        crate::runtime::cpu::host_target("CPU")
     }
     /// All but float32 EXP2 and LOG2, which codegen computes in float64 (`transcendental.rs`):
     /// libm's results may differ by an ulp from another device's.

@@ -19,40 +19,70 @@ pub trait Dialect {
     fn signature(&self, name: &str, params: &[Param]) -> String;
     /// Code after the kernel (e.g. an entry point with a uniform ABI).
     fn epilogue(&self, name: &str, params: &[Param]) -> String;
+    // Vector hooks: a dialect whose target builds vectors implements them; a scalar dialect (a
+    // GPU's, whose threads fill its SIMD lanes) is never asked, and the defaults say so.
     /// The definition of vector type `dtype` (a `typedef` before the kernel).
-    fn vector_typedef(&self, dtype: DType) -> String;
+    fn vector_typedef(&self, dtype: DType) -> String {
+        scalar_only(&format!("{dtype:?}"))
+    }
     /// `mask ? a : b` lane by lane on vectors (a bool vector is a mask of all-ones lanes).
-    fn vector_where(&self, dtype: DType, a: &[String]) -> String;
+    fn vector_where(&self, dtype: DType, _a: &[String]) -> String {
+        scalar_only(&format!("a select of {dtype:?}"))
+    }
     /// `max(a, b)` lane by lane on float vectors, NaN from either side propagating.
-    fn vector_max(&self, dtype: DType, a: &[String]) -> String;
+    fn vector_max(&self, dtype: DType, _a: &[String]) -> String {
+        scalar_only(&format!("a max of {dtype:?}"))
+    }
     /// `b > a ? b : a` lane by lane on float vectors: `max(a, b)` for a `b` that is never NaN, in
     /// one instruction where the target has one (ties take `a`).
-    fn vector_max_over(&self, dtype: DType, a: &[String]) -> String;
+    fn vector_max_over(&self, dtype: DType, _a: &[String]) -> String {
+        scalar_only(&format!("a max of {dtype:?}"))
+    }
     /// Vector `a` of `from` converted lane by lane to `dtype` (a mask's lanes become 0 or 1).
-    fn vector_cast(&self, dtype: DType, from: DType, a: &str) -> String;
+    fn vector_cast(&self, dtype: DType, _from: DType, _a: &str) -> String {
+        scalar_only(&format!("a cast to {dtype:?}"))
+    }
+    /// The declaration of `name`, a vector of `dtype` holding the consecutive lanes of vector `v`
+    /// from lane `first` on.
+    fn vector_slice(&self, dtype: DType, _name: &str, _v: &str, _first: usize) -> String {
+        scalar_only(&format!("a slice of {dtype:?}"))
+    }
+    /// The correctly rounded square root of each lane of float32 vector `a`.
+    fn vector_sqrt(&self, dtype: DType, _a: &str) -> String {
+        scalar_only(&format!("a square root of {dtype:?}"))
+    }
+    /// `a * b + c` with one rounding on vectors of `dtype`.
+    fn vector_fma(&self, dtype: DType, _a: &[String]) -> String {
+        scalar_only(&format!("an FMA of {dtype:?}"))
+    }
+    /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
+    fn stream_store(&self, dtype: DType, _addr: &str, _value: &str) -> String {
+        scalar_only(&format!("a streamed store of {dtype:?}"))
+    }
+    /// A load of float32 vector `dtype` from `addr` reading only the lanes `mask` is true in (the
+    /// others are 0 and their addresses are never touched).
+    fn masked_load(&self, dtype: DType, _addr: &str, _mask: &str) -> String {
+        scalar_only(&format!("a masked load of {dtype:?}"))
+    }
+    /// A store of float32 vector `value` to `addr` writing only the lanes `mask` is true in.
+    fn masked_store(&self, dtype: DType, _addr: &str, _value: &str, _mask: &str) -> String {
+        scalar_only(&format!("a masked store of {dtype:?}"))
+    }
+    /// What makes this thread's streamed stores visible before the kernel returns.
+    fn stream_fence(&self) -> String {
+        String::new()
+    }
+    /// A statement after which vector `value` stays in a register: the compiler may not load it
+    /// again at each use.
+    fn keep_in_register(&self, _value: &str) -> String {
+        String::new()
+    }
     /// `-a` for a scalar float32 or float64 `a`, in a form the compiler cannot merge into the
     /// multiply-add that computed `a` (gcc turns `-fma(a, b, c)`, even across a loop, into one
     /// `fnmsub`, which gives +0 where the sum is +0: IEEE negation gives -0).
-    fn negate(&self, dtype: DType, a: &str) -> String;
-    /// The declaration of `name`, a vector of `dtype` holding the consecutive lanes of vector `v`
-    /// from lane `first` on.
-    fn vector_slice(&self, dtype: DType, name: &str, v: &str, first: usize) -> String;
-    /// The correctly rounded square root of each lane of float32 vector `a`.
-    fn vector_sqrt(&self, dtype: DType, a: &str) -> String;
-    /// `a * b + c` with one rounding on vectors of `dtype`.
-    fn vector_fma(&self, dtype: DType, a: &[String]) -> String;
-    /// A store of vector `value` to `addr` that bypasses the caches (`addr` is register-aligned).
-    fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String;
-    /// A load of float32 vector `dtype` from `addr` reading only the lanes `mask` is true in (the
-    /// others are 0 and their addresses are never touched).
-    fn masked_load(&self, dtype: DType, addr: &str, mask: &str) -> String;
-    /// A store of float32 vector `value` to `addr` writing only the lanes `mask` is true in.
-    fn masked_store(&self, dtype: DType, addr: &str, value: &str, mask: &str) -> String;
-    /// What makes this thread's streamed stores visible before the kernel returns.
-    fn stream_fence(&self) -> String;
-    /// A statement after which vector `value` stays in a register: the compiler may not load it
-    /// again at each use.
-    fn keep_in_register(&self, value: &str) -> String;
+    fn negate(&self, _dtype: DType, a: &str) -> String {
+        format!("(-{a})")
+    }
     /// The name of math function `f` (`exp2`, `log2`, `sin`, `sqrt`, `trunc`, `pow`, `fmod`,
     /// `fma`) for float32 arguments, else for float64 ones.
     fn math_name(&self, f: &str, float32: bool) -> String;
@@ -185,6 +215,11 @@ pub trait Dialect {
     fn once(&self, what: &str, code: &str) -> String {
         include_once(what, code)
     }
+}
+
+/// A vector hook reached in a scalar dialect: codegen made a vector for a target without them.
+pub(super) fn scalar_only(what: &str) -> ! {
+    panic!("C-family renderer: {what}, but this dialect's target has no vector registers")
 }
 
 /// A buffer a kernel uses: its slot in the launch's buffer list, element type, name, and

@@ -20,9 +20,9 @@ pub struct CudaRenderer {
 
 impl CudaRenderer {
     /// The renderer for a GPU of architecture `arch` (`sm_90`) with every NVIDIA GPU's limits,
-    /// for rendering without a device (`Target::cuda_arch`).
+    /// for rendering without a device (`runtime::cuda::arch_target`).
     pub fn for_arch(arch: &str) -> Option<Self> {
-        Target::cuda_arch(arch).map(|target| CudaRenderer { target })
+        crate::runtime::cuda::arch_target(arch).map(|target| CudaRenderer { target })
     }
 }
 
@@ -38,12 +38,6 @@ fn block_threads(uops: &[UOp]) -> usize {
         .filter_map(|u| u.src()[0].const_int_value())
         .product::<i64>()
         .max(1) as usize
-}
-
-/// Vector math hooks are never reached: the target has no vector registers, so codegen makes no
-/// vectors but tensor-core fragments, which are only built, read by lane and passed to `mma`.
-fn scalar_only(what: &str) -> ! {
-    panic!("CUDA renderer: {what} of a vector, but CUDA kernels are scalar (the target has no vector registers)")
 }
 
 /// The PTX name of a tensor core's element type.
@@ -119,7 +113,7 @@ impl Dialect for Cuda {
     }
     fn vector_literal(&self, ty: &str, lanes: &[String]) -> String {
         if lanes.len() == 1 {
-            scalar_only("a broadcast");
+            cstyle::scalar_only("a broadcast");
         }
         format!("{ty}{{{{{}}}}}", lanes.join(", "))
     }
@@ -170,44 +164,8 @@ impl Dialect for Cuda {
             inputs = inputs.join(", "),
         )
     }
-    fn vector_where(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a select")
-    }
-    fn vector_max(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_max_over(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_cast(&self, _dtype: DType, _from: DType, _a: &str) -> String {
-        scalar_only("a cast")
-    }
-    fn negate(&self, _dtype: DType, a: &str) -> String {
-        format!("(-{a})")
-    }
-    fn vector_slice(&self, _dtype: DType, _name: &str, _v: &str, _first: usize) -> String {
-        scalar_only("a slice")
-    }
-    fn vector_sqrt(&self, _dtype: DType, _a: &str) -> String {
-        scalar_only("a square root")
-    }
-    fn vector_fma(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("an FMA")
-    }
     fn stream_store(&self, dtype: DType, addr: &str, value: &str) -> String {
         format!("*({}*)({addr}) = {value};", self.type_name(dtype))
-    }
-    fn masked_load(&self, _dtype: DType, _addr: &str, _mask: &str) -> String {
-        scalar_only("a masked load")
-    }
-    fn masked_store(&self, _dtype: DType, _addr: &str, _value: &str, _mask: &str) -> String {
-        scalar_only("a masked store")
-    }
-    fn stream_fence(&self) -> String {
-        String::new()
-    }
-    fn keep_in_register(&self, _value: &str) -> String {
-        String::new()
     }
     fn math_name(&self, f: &str, float32: bool) -> String {
         // CUDA's float functions carry an f (`sqrtf`); fma and friends too

@@ -16,7 +16,7 @@ impl Renderer for ListingRenderer {
         "uops"
     }
     fn target(&self) -> Target {
-        Target::interp()
+        crate::runtime::interp::target()
     }
     /// All but float32 EXP2 and LOG2, which codegen computes in float64 as for the CPU
     /// (`transcendental.rs`), so that the oracle gives the CPU's bits.

@@ -22,13 +22,6 @@ pub struct MetalRenderer {
     pub target: Target,
 }
 
-/// Vector math hooks are never reached: the target has no vector registers, so codegen makes no
-/// vectors but tensor-core fragments, which are only built, read by lane and passed to the
-/// `simdgroup_matrix` helper.
-fn scalar_only(what: &str) -> ! {
-    panic!("Metal renderer: {what} of a vector, but Metal kernels are scalar (the target has no vector registers)")
-}
-
 impl Dialect for MetalRenderer {
     fn type_name(&self, dtype: DType) -> String {
         let scalar = match dtype.scalar {
@@ -123,50 +116,11 @@ impl Dialect for MetalRenderer {
             result = result.join(", "),
         )
     }
-    fn vector_where(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a select")
-    }
-    fn vector_max(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_max_over(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_cast(&self, _dtype: DType, _from: DType, _a: &str) -> String {
-        scalar_only("a cast")
-    }
-    fn negate(&self, _dtype: DType, a: &str) -> String {
-        format!("(-{a})")
-    }
-    fn vector_slice(&self, _dtype: DType, _name: &str, _v: &str, _first: usize) -> String {
-        scalar_only("a slice")
-    }
-    fn vector_sqrt(&self, _dtype: DType, _a: &str) -> String {
-        scalar_only("a square root")
-    }
-    fn vector_fma(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("an FMA")
-    }
     fn vector_load(&self, _dtype: DType, _name: &str, _addr: &str) -> String {
-        scalar_only("a load")
+        cstyle::scalar_only("a load")
     }
     fn vector_store(&self, _dtype: DType, _addr: &str, _value: &str) -> String {
-        scalar_only("a store")
-    }
-    fn stream_store(&self, _dtype: DType, _addr: &str, _value: &str) -> String {
-        panic!("Metal renderer: a GPU target has no streaming stores")
-    }
-    fn masked_load(&self, _dtype: DType, _addr: &str, _mask: &str) -> String {
-        scalar_only("a masked load")
-    }
-    fn masked_store(&self, _dtype: DType, _addr: &str, _value: &str, _mask: &str) -> String {
-        scalar_only("a masked store")
-    }
-    fn stream_fence(&self) -> String {
-        String::new()
-    }
-    fn keep_in_register(&self, _value: &str) -> String {
-        String::new()
+        cstyle::scalar_only("a store")
     }
     /// `metal::precise::` for the transcendental functions (exact to Metal's documented ulps
     /// whatever the fast-math setting), `metal::` for the exact ones; all overloaded, called with

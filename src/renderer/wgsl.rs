@@ -83,11 +83,6 @@ fn workgroup_size(uops: &[UOp]) -> [usize; 3] {
     size
 }
 
-/// Vector hooks are never reached: the target has no vector registers, so codegen makes none.
-fn scalar_only(what: &str) -> ! {
-    panic!("WGSL renderer: {what} of a vector, but WGSL kernels are scalar (the target has no vector registers)")
-}
-
 /// The bit width of an integer dtype computed in a 32-bit register, if narrower.
 fn narrow_bits(dtype: DType) -> Option<u32> {
     match dtype.scalar {
@@ -188,9 +183,7 @@ impl Dialect for Wgsl {
                 x if x.is_finite() => format!("{x:?}f"),
                 x => format!("bitcast<f32>({:#010x}u)", x.to_bits()),
             },
-            (ConstValue::Int(i), s) if dtype.is_unsigned() || matches!(s, Scalar::BFloat16 | Scalar::Float16) => {
-                format!("{}u", i as u32)
-            }
+            (ConstValue::Int(i), _) if dtype.is_unsigned() => format!("{}u", i as u32),
             (ConstValue::Int(i), _) if i as i32 == i32::MIN => "i32(-2147483648)".into(),
             (ConstValue::Int(i), _) => format!("{}i", i as i32),
         }
@@ -320,48 +313,6 @@ impl Dialect for Wgsl {
         )
     }
     fn epilogue(&self, _name: &str, _params: &[Param]) -> String {
-        String::new()
-    }
-    fn vector_typedef(&self, _dtype: DType) -> String {
-        scalar_only("a type")
-    }
-    fn vector_where(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a select")
-    }
-    fn vector_max(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_max_over(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("a max")
-    }
-    fn vector_cast(&self, _dtype: DType, _from: DType, _a: &str) -> String {
-        scalar_only("a cast")
-    }
-    fn negate(&self, _dtype: DType, a: &str) -> String {
-        format!("(-{a})")
-    }
-    fn vector_slice(&self, _dtype: DType, _name: &str, _v: &str, _first: usize) -> String {
-        scalar_only("a slice")
-    }
-    fn vector_sqrt(&self, _dtype: DType, _a: &str) -> String {
-        scalar_only("a square root")
-    }
-    fn vector_fma(&self, _dtype: DType, _a: &[String]) -> String {
-        scalar_only("an FMA")
-    }
-    fn stream_store(&self, _dtype: DType, _addr: &str, _value: &str) -> String {
-        scalar_only("a streamed store")
-    }
-    fn masked_load(&self, _dtype: DType, _addr: &str, _mask: &str) -> String {
-        scalar_only("a masked load")
-    }
-    fn masked_store(&self, _dtype: DType, _addr: &str, _value: &str, _mask: &str) -> String {
-        scalar_only("a masked store")
-    }
-    fn stream_fence(&self) -> String {
-        String::new()
-    }
-    fn keep_in_register(&self, _value: &str) -> String {
         String::new()
     }
     fn math_name(&self, f: &str, _float32: bool) -> String {

@@ -6,10 +6,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Allocator, Buffer, Compiler, Device, HostAllocator, LruAllocator, Program};
+use super::allocator::{host_ptr, Allocator, HostAllocator, LruAllocator};
+use super::device::{Compiler, Device, KernelArg, Program};
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
-use crate::uop::{ProgramSpec, Target};
+use crate::uop::{DTypeSupport, Language, ProgramSpec, Target};
 
 const FLAGS: &[&str] = &["-O2", "-march=native", "-ffp-contract=off", "-fPIC"];
 
@@ -247,7 +248,7 @@ impl CpuProgram {
 }
 
 impl Program for CpuProgram {
-    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }
@@ -260,7 +261,7 @@ impl Program for CpuProgram {
         }
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
-        let ptrs = bufs.iter().map(|b| b.host_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
+        let ptrs = bufs.iter().map(|b| host_ptr(b.raw).map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
         let (entry, vals) = (self.entry, vals.to_vec());
         let start = Instant::now();
         super::pool::pool().run(
@@ -319,7 +320,7 @@ impl Device for CpuDevice {
         &self.allocator
     }
     fn target(&self) -> Target {
-        Target::host_cpu("CPU")
+        host_target("CPU")
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
@@ -385,4 +386,44 @@ impl Device for CpuDevice {
         })?;
         specs.iter().map(|s| self.compile(s)).collect()
     }
+}
+
+/// This machine's CPU: its widest vector registers (or `VECTOR_BYTES`, 16, 32 or 64, to
+/// generate code for another width) and `NUM_CPU_THREADS` threads (else every core).
+pub fn host_target(name: &str) -> Target {
+    let native = host_vector_bytes();
+    let vector_bytes = match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
+        v @ (16 | 32 | 64) => v as usize,
+        _ => native,
+    };
+    Target {
+        name: name.to_string(),
+        language: Language::C,
+        vector_bytes,
+        register_bytes: native,
+        threads: crate::helpers::cpu_threads(),
+        workgroups: None,
+        gpu: false,
+        dtypes: DTypeSupport { half: true, bfloat16: false, float64: true, int64: true },
+        tensor_cores: vec![],
+        max_buffers: None,
+    }
+}
+
+/// The width of this machine's vector registers in bytes: 64 with AVX-512, 32 with AVX2 and
+/// FMA, else 16.
+fn host_vector_bytes() -> usize {
+    static NATIVE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *NATIVE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return 64;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                return 32;
+            }
+        }
+        16
+    })
 }

@@ -13,11 +13,11 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUevent_flags, CUfunction, CUmodule};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
-use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use super::allocator::{Allocator, LruAllocator, RawBuffer};
+use super::device::{Device, KernelArg, Program};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
-use crate::uop::target::cuda_arch_name;
-use crate::uop::{LaunchGrid, ProgramSpec, Target};
+use crate::uop::{DTypeSupport, Language, LaunchGrid, ProgramSpec, Target, Workgroups};
 
 fn cu_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("CUDA {what}: {e}"))
@@ -236,11 +236,11 @@ impl Device for CudaDevice {
     }
     fn target(&self) -> Target {
         let l = &self.limits;
-        Target::cuda(l.arch, l.max_threads, l.max_local, l.max_groups, l.shared)
+        target(l.arch, l.max_threads, l.max_local, l.max_groups, l.shared)
     }
     fn compile(&self, spec: &ProgramSpec) -> Result<Arc<dyn Program>> {
         let start = Instant::now();
-        let cubin = nvrtc_compile(&spec.src, &cuda_arch_name(self.limits.arch))?;
+        let cubin = nvrtc_compile(&spec.src, &arch_name(self.limits.arch))?;
         if crate::helpers::debug() >= 3 {
             eprintln!("built {} in {:.2} ms", spec.name.for_debug(), start.elapsed().as_secs_f64() * 1e3);
         }
@@ -269,7 +269,7 @@ impl Device for CudaDevice {
     /// The new kernels' cubins built by NVRTC on every core at once (each lands in the artifact
     /// cache; a failure is reported by the load that follows), then each loaded in order.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
-        let (arch, next) = (cuda_arch_name(self.limits.arch), std::sync::atomic::AtomicUsize::new(0));
+        let (arch, next) = (arch_name(self.limits.arch), std::sync::atomic::AtomicUsize::new(0));
         std::thread::scope(|scope| {
             for _ in 0..crate::helpers::cpu_threads().min(specs.len()) {
                 scope.spawn(|| {
@@ -315,7 +315,7 @@ impl Drop for CudaKernel {
 }
 
 impl Program for CudaKernel {
-    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }
@@ -326,7 +326,7 @@ impl Program for CudaKernel {
             let buf = bufs
                 .get(slot)
                 .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
-            pointers.push(memory_of(buf.raw()?)?.ptr());
+            pointers.push(memory_of(buf.raw)?.ptr());
         }
         let mut vals = vals.to_vec();
         let mut params: Vec<*mut c_void> = pointers.iter_mut().map(|p| (p as *mut CUdeviceptr).cast()).collect();
@@ -361,4 +361,47 @@ impl Program for CudaKernel {
             Ok(Duration::from_secs_f64(ms as f64 / 1e3))
         }
     }
+}
+
+/// A CUDA GPU of compute capability `arch` with the given limits (threads per block, block
+/// dims, grid dims, shared memory bytes per block). Scalar code: a GPU's threads fill its
+/// SIMD lanes. The tensor cores of its architecture are read afresh (`ALLOW_TF32` may change
+/// within a scope).
+pub fn target(
+    arch: (u32, u32),
+    max_threads: usize,
+    max_local: [usize; 3],
+    max_groups: [usize; 3],
+    shared: usize,
+) -> Target {
+    Target {
+        name: format!("CUDA:{}", arch_name(arch)),
+        language: Language::Cuda(arch.0, arch.1),
+        vector_bytes: 0,
+        register_bytes: 4,
+        threads: 1,
+        workgroups: Some(Workgroups { max_threads, max_local, max_groups, local_bytes: shared, simd_threads: true }),
+        gpu: true,
+        dtypes: DTypeSupport { half: false, bfloat16: false, float64: true, int64: true },
+        tensor_cores: match arch >= (8, 0) {
+            true => crate::uop::wmma::nvidia_sm80(),
+            false => vec![],
+        },
+        max_buffers: None,
+    }
+}
+
+/// A CUDA GPU of architecture `arch` (`sm_90`) with the limits of every NVIDIA GPU since
+/// Volta: 1024 threads a block, blocks up to 1024x1024x64, grids up to (2^31-1)x65535x65535,
+/// 48 KiB of shared memory a block. For rendering without a device (`NVRTC_CHECK`).
+pub fn arch_target(arch: &str) -> Option<Target> {
+    let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))?;
+    let (major, minor) = digits.split_at(digits.len() - 1);
+    let capability = (major.parse().ok()?, minor.parse().ok()?);
+    Some(target(capability, 1024, [1024, 1024, 64], [(1 << 31) - 1, 65535, 65535], 48 << 10))
+}
+
+/// The NVRTC architecture option for compute capability `(major, minor)`: `sm_90` for 9.0.
+pub fn arch_name((major, minor): (u32, u32)) -> String {
+    format!("sm_{major}{minor}")
 }

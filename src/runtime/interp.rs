@@ -5,13 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::{Allocator, Buffer, Device, HostAllocator, LruAllocator, Program};
+use super::allocator::{host_ptr, Allocator, HostAllocator, LruAllocator};
+use super::device::{Device, KernelArg, Program};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::uop::exec::{bitcast_value, cast_value, exec_alu};
+use crate::uop::wmma::TensorCore;
 use crate::uop::wmma::WARP;
 use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
-use crate::uop::{ProgramSpec, Target};
+use crate::uop::{DTypeSupport, Language, ProgramSpec, Target, Workgroups};
 
 /// The reference interpreter device.
 pub struct InterpDevice {
@@ -38,7 +40,7 @@ impl Device for InterpDevice {
         &self.allocator
     }
     fn target(&self) -> Target {
-        Target::interp()
+        target()
     }
     fn times_kernels(&self) -> bool {
         false
@@ -125,8 +127,7 @@ pub struct InterpProgram {
 /// workgroup's local memory.
 struct Region {
     ptr: *mut u8,
-    len: usize,
-    dtype: DType,
+    bytes: usize,
 }
 
 /// One thread's state: where it is and the values it computed.
@@ -201,7 +202,7 @@ impl InterpProgram {
     }
 
     /// Run every workgroup of the grid.
-    fn launch(&self, bufs: &[Arc<Buffer>], var_vals: &[i64]) -> Result<()> {
+    fn launch(&self, bufs: &[KernelArg], var_vals: &[i64]) -> Result<()> {
         if var_vals.len() != self.vars.len() {
             return Err(Error::Device(format!(
                 "INTERP: kernel reads {} variables, got {}",
@@ -209,20 +210,19 @@ impl InterpProgram {
                 var_vals.len()
             )));
         }
-        let mut regions: Vec<Region> = bufs
-            .iter()
-            .map(|b| Ok(Region { ptr: b.host_ptr()?, len: b.size(), dtype: b.dtype() }))
-            .collect::<Result<_>>()?;
+        let mut regions: Vec<Region> =
+            bufs.iter().map(|b| Ok(Region { ptr: host_ptr(b.raw)?, bytes: b.bytes })).collect::<Result<_>>()?;
         let groups: i64 = self.grid.iter().map(|d| d.1).product();
         let threads: i64 = self.local.iter().map(|d| d.1).product();
         for group in 0..groups {
             let mut shared: Vec<Vec<u8>> = self.shared.iter().map(|s| vec![0; s.1 * s.2.itemsize()]).collect();
             regions.truncate(bufs.len());
-            regions.extend(shared.iter_mut().zip(&self.shared).map(|(m, s)| Region {
-                ptr: m.as_mut_ptr(),
-                len: s.1,
-                dtype: s.2,
-            }));
+            regions.extend(
+                shared
+                    .iter_mut()
+                    .zip(&self.shared)
+                    .map(|(m, s)| Region { ptr: m.as_mut_ptr(), bytes: s.1 * s.2.itemsize() }),
+            );
             let mut team: Vec<Thread> = (0..threads)
                 .map(|t| {
                     let mut vals = vec![Value::Scalar(ConstValue::Int(0)); self.insts.len()];
@@ -353,7 +353,7 @@ impl InterpProgram {
                         if valid >> k & 1 == 0 {
                             return Ok(cast_value(ConstValue::Int(0), DType::INT64, elem));
                         }
-                        let off = check(mem, buf, idx + k as i64)?;
+                        let off = check(mem, buf, idx + k as i64, elem.itemsize())?;
                         // SAFETY: `check` proved the element is within the region, so its
                         // itemsize bytes at `off` lie inside a live allocation: a kernel buffer,
                         // or this workgroup's local memory, which `launch` keeps alive and
@@ -366,8 +366,8 @@ impl InterpProgram {
                     let Value::Addr { buf, idx, valid } = s(0) else { panic!("INTERP: STORE to a non-pointer") };
                     let value = s(1);
                     for k in (0..value.width()).filter(|k| valid >> k & 1 == 1) {
-                        let off = check(mem, buf, idx + k as i64)?;
                         let bytes = write_elem(value.lane(k), inst.src_dtypes[1].base());
+                        let off = check(mem, buf, idx + k as i64, bytes.len())?;
                         // SAFETY: as for LOAD; kernels run one at a time, so nothing else
                         // accesses this buffer during the write.
                         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), mem[buf].ptr.add(off), bytes.len()) };
@@ -419,13 +419,18 @@ impl InterpProgram {
     }
 }
 
-/// Byte offset of element `idx` of region `buf`, or an error naming the out-of-bounds access.
-fn check(mem: &[Region], buf: usize, idx: i64) -> Result<usize> {
+/// Byte offset of element `idx` (of `itemsize` bytes) of region `buf`, or an error naming the
+/// out-of-bounds access: the element's bytes all lie inside the region.
+fn check(mem: &[Region], buf: usize, idx: i64, itemsize: usize) -> Result<usize> {
     let r = &mem[buf];
-    if idx < 0 || idx as usize >= r.len {
-        return Err(Error::Device(format!("INTERP: index {idx} out of bounds for buffer {buf} of size {}", r.len)));
+    let end = usize::try_from(idx).ok().and_then(|i| i.checked_add(1)?.checked_mul(itemsize));
+    match end {
+        Some(end) if end <= r.bytes => Ok(end - itemsize),
+        _ => Err(Error::Device(format!(
+            "INTERP: index {idx} out of bounds for buffer {buf} of {} {itemsize}-byte elements",
+            r.bytes / itemsize
+        ))),
     }
-    Ok(idx as usize * r.dtype.itemsize())
 }
 
 /// An element's value from its little-endian bytes.
@@ -467,9 +472,37 @@ pub fn write_elem(v: ConstValue, dtype: DType) -> Vec<u8> {
 }
 
 impl Program for InterpProgram {
-    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         let start = Instant::now();
         self.launch(bufs, vals)?;
         Ok(start.elapsed())
+    }
+}
+
+/// The reference interpreter: the CPU's vectors and layout choices (it is the CPU's oracle),
+/// and unbounded workgroups so that every workgroup opt can be checked on it; with
+/// `EMULATE_CUDA=1` it offers CUDA's tensor cores and with `EMULATE_METAL=1` Metal's, so the
+/// TC opt and each layout are checked without a GPU.
+pub fn target() -> Target {
+    let unbounded = usize::MAX;
+    let emulated = |var, tensor_cores: fn() -> Vec<&'static TensorCore>| {
+        (crate::helpers::getenv(var, 0) != 0).then(tensor_cores).unwrap_or_default()
+    };
+    Target {
+        language: Language::Listing,
+        workgroups: Some(Workgroups {
+            max_threads: 1024,
+            max_local: [unbounded; 3],
+            max_groups: [unbounded; 3],
+            local_bytes: unbounded,
+            simd_threads: false,
+        }),
+        dtypes: DTypeSupport { half: true, bfloat16: true, float64: true, int64: true },
+        tensor_cores: [
+            emulated("EMULATE_CUDA", crate::uop::wmma::nvidia_sm80),
+            emulated("EMULATE_METAL", crate::uop::wmma::apple_simdgroup),
+        ]
+        .concat(),
+        ..super::cpu::host_target("INTERP")
     }
 }

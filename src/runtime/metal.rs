@@ -1,7 +1,7 @@
 //! Metal: no Metal runtime exists here. Metal is Apple's; this platform has neither its framework
 //! nor its compiler, so no METAL device opens, and Mac users run lazygrad on their GPU through
 //! `WEBGPU` (whose wgpu back end there is Metal). What lives here is the check standing in for
-//! Metal's compiler: MSL rendered for `Target::metal()` (`renderer/metal.rs`) is type-checked by
+//! Metal's compiler: MSL rendered for `metal::target()` (`renderer/metal.rs`) is type-checked by
 //! clang++ against a small `metal_stdlib` header written for the tests (`tools/msl`), which CI
 //! does for every new kernel with `MSL_CHECK=tools/msl`.
 
@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
+use crate::uop::{DTypeSupport, Language, Target, Workgroups};
 
 /// Why no METAL device opens: there is no Metal runtime in lazygrad.
 const NO_RUNTIME: &str =
@@ -95,4 +96,32 @@ pub fn msl_check(src: &str, include: &Path) -> Result<()> {
     }
     cache.store(&inputs, &[])?;
     Ok(())
+}
+
+/// An Apple-silicon GPU as Metal describes it (tinygrad's Metal target): threadgroups of up
+/// to 1024 threads running in SIMD groups of 32, 32 KiB of threadgroup memory, grids of up to
+/// 2^32-1 threadgroups a dim (`gid` is a `uint3`). Scalar code, as CUDA's: the GPU's threads
+/// fill its SIMD lanes. float16 and bfloat16 (MSL 3.1's `bfloat`) are computed in, int64 too;
+/// Metal has no float64. Its tensor cores are the `simdgroup_matrix` products (M1 and newer).
+pub fn target() -> Target {
+    let groups = (1 << 32) - 1;
+    Target {
+        name: "METAL".into(),
+        language: Language::Metal,
+        vector_bytes: 0,
+        register_bytes: 4,
+        threads: 1,
+        workgroups: Some(Workgroups {
+            max_threads: 1024,
+            max_local: [1024; 3],
+            max_groups: [groups; 3],
+            local_bytes: 32 << 10,
+            simd_threads: true,
+        }),
+        gpu: true,
+        dtypes: DTypeSupport { half: true, bfloat16: true, float64: false, int64: true },
+        tensor_cores: crate::uop::wmma::apple_simdgroup(),
+        // a kernel's buffer argument table
+        max_buffers: Some(31),
+    }
 }

@@ -2,6 +2,7 @@
 //! (`Target`), and the programs it runs (`ProgramSpec`).
 
 pub mod allocator;
+pub mod buffer;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
@@ -9,9 +10,10 @@ pub mod interp;
 pub mod metal;
 pub mod opencl;
 pub mod pool;
+pub mod registry;
 pub mod webgpu;
 
-pub use device::{
-    canonical_device, default_device, get_device, Allocator, AllocatorStats, Buffer, Compiler, DefaultDevice, Device,
-    LruAllocator, Program, RawBuffer,
-};
+pub use allocator::{Allocator, AllocatorStats, LruAllocator, RawBuffer};
+pub use buffer::Buffer;
+pub use device::{Compiler, Device, KernelArg, Program};
+pub use registry::{canonical_device, default_device, get_device, DefaultDevice};

@@ -21,7 +21,8 @@ use opencl3::memory::{Buffer as ClBuffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::program::Program as ClProgram;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem, CL_BLOCKING};
 
-use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use super::allocator::{Allocator, LruAllocator, RawBuffer};
+use super::device::{Device, KernelArg, Program};
 use crate::error::{Error, Result};
 use crate::helpers::cache::ArtifactCache;
 use crate::uop::Language;
@@ -204,6 +205,7 @@ impl ClDevice {
                 int64: true,
             },
             tensor_cores: vec![],
+            max_buffers: None,
         };
         // correctly rounded float32 division and square root where the device offers them
         let exact = device.single_fp_config().unwrap_or(0) & opencl3::device::CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT != 0;
@@ -335,7 +337,7 @@ struct ClKernel {
 }
 
 impl Program for ClKernel {
-    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }
@@ -344,7 +346,7 @@ impl Program for ClKernel {
             let buf = bufs
                 .get(slot)
                 .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
-            let mem: cl_mem = cl_mem_of(buf.raw()?)?;
+            let mem: cl_mem = cl_mem_of(buf.raw)?;
             // SAFETY: argument `i` is the kernel's `i`-th `__global` pointer (the renderer declares
             // one per used slot, in slot order), and a cl_mem is what such an argument takes.
             unsafe { kernel.set_arg(i as u32, &mem) }.map_err(cl_err("kernel argument"))?;

@@ -15,7 +15,8 @@ use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::device::{Allocator, Buffer, Device, LruAllocator, Program, RawBuffer};
+use super::allocator::{Allocator, LruAllocator, RawBuffer};
+use super::device::{Device, KernelArg, Program};
 use crate::error::{Error, Result};
 use crate::uop::{DTypeSupport, Language, LaunchGrid, ProgramSpec, Target, Workgroups};
 
@@ -97,6 +98,7 @@ fn target(limits: &wgpu::Limits, half: bool) -> Target {
         gpu: true,
         dtypes: DTypeSupport { half, bfloat16: false, float64: false, int64: false },
         tensor_cores: vec![],
+        max_buffers: Some(limits.max_storage_buffers_per_shader_stage as usize),
     }
 }
 
@@ -485,7 +487,7 @@ impl WebGpuKernel {
 }
 
 impl Program for WebGpuKernel {
-    fn run(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }
@@ -502,7 +504,7 @@ impl Program for WebGpuKernel {
             let buf = bufs
                 .get(slot)
                 .ok_or_else(|| Error::Device(format!("kernel uses buffer slot {slot}, got {} buffers", bufs.len())))?;
-            memory.push(memory_of(buf.raw()?)?);
+            memory.push(memory_of(buf.raw)?);
         }
         let uniform = (self.nvars > 0).then(|| self.uniform(vals)).transpose()?;
         let timer = self.gpu.timer.as_ref().map(|t| t.lock().unwrap_or_else(|e| e.into_inner()));

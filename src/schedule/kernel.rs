@@ -88,7 +88,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
         target.clone()
     };
     let split = split_large_reduces(&lay_out(outputs, &mut target_of));
-    let points = realize_points(&split);
+    let points = realize_points(&split, &mut target_of);
     let mut realized = Realized::default();
     let requested: HashSet<&UOp> = split.iter().collect();
     let mut steps: Vec<(UOp, ScheduleItem)> = vec![];

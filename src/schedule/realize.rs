@@ -6,14 +6,17 @@
 //!   (fusing either would recompute it once per broadcast element);
 //! - `shared reduces`: a reduce reading memory that two kernels would fuse (a weight's gradient
 //!   feeding both of Adam's moments) is computed once;
-//! - `chain breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops.
+//! - `chain breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops;
+//!
+//! and, after them, a kernel reading more buffers than its device binds (`Target::max_buffers`)
+//! stores part of its computation first (`wide_kernel_splits`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use super::rangeify::{is_arange, is_buffer_view, reads_memory};
 use crate::dtype::DType;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, Target, UOp, UPat};
 
 /// The most ALU ops a kernel chains one after another. A deeper chain (100,000 times `x = x + 1`)
 /// is stored every this many ops: a C compiler given it as one kernel runs out of stack (gcc 12's
@@ -35,8 +38,9 @@ struct Realize {
     depth: HashMap<UOp, usize>,
 }
 
-/// The stored nodes among `outputs`' graph, sources before users.
-pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
+/// The stored nodes among `outputs`' graph, sources before users; `target_of` says what each
+/// node's device binds.
+pub fn realize_points(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option<Target>) -> Vec<UOp> {
     static REALIZE_MAP: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![
             rule_ctx(UPat::ops(&[Ops::Contiguous, Ops::Assign]).named("u"), |m, r: &mut Realize| {
@@ -91,7 +95,39 @@ pub fn realize_points(outputs: &[UOp]) -> Vec<UOp> {
     let shared = std::mem::take(&mut realize.uses).into_iter().filter(|(n, count)| *count > 1 && reads_memory(n));
     realize.nodes.extend(shared.map(|(n, _)| n));
     graph_rewrite(&sink, &CHAIN_BREAKS, &mut realize, "chain breaks", false);
+    wide_kernel_splits(&sink, &mut realize.nodes, target_of);
     sink.toposort().into_iter().filter(|u| realize.nodes.contains(u)).collect()
+}
+
+/// Whether a node can be stored as a kernel's output: a value with a fixed shape.
+fn storable(u: &UOp) -> bool {
+    u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none() && !u.op().is_movement()
+}
+
+/// Store part of every kernel that would bind more buffers (its output and what it loads) than
+/// its device allows: the node of its region loading the most buffers that still fit, else the
+/// one loading the most, until the kernel fits; each node stored so is checked in turn.
+fn wide_kernel_splits(sink: &UOp, nodes: &mut HashSet<UOp>, target_of: &mut dyn FnMut(&UOp) -> Option<Target>) {
+    let mut todo: Vec<UOp> = sink.toposort().into_iter().filter(|u| nodes.contains(u)).collect();
+    while let Some(u) = todo.pop() {
+        let Some(limit) = target_of(&u).and_then(|t| t.max_buffers) else { continue };
+        loop {
+            let stored = |n: &UOp| nodes.contains(n);
+            let (inside, loaded) = fused_region(u.src(), &stored);
+            if loaded.len() < limit {
+                break;
+            }
+            let reads = |n: &UOp| fused_region(n.src(), &stored).1.len();
+            let candidates: Vec<(usize, UOp)> =
+                inside.into_iter().filter(storable).map(|n| (reads(&n), n)).filter(|(r, _)| *r > 1).collect();
+            let fitting = candidates.iter().filter(|(r, _)| *r < limit).max_by_key(|(r, _)| *r);
+            let Some((_, part)) = fitting.or_else(|| candidates.iter().max_by_key(|(r, _)| *r)).cloned() else {
+                break;
+            };
+            nodes.insert(part.clone());
+            todo.push(part);
+        }
+    }
 }
 
 /// What a kernel computing `roots` fuses: the nodes it computes, and the stored nodes (those

@@ -1,0 +1,199 @@
+//! Buffers: typed arrays on a device, allocated at first use from its allocator, or views into
+//! another buffer's memory (the memory planner's arenas).
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::allocator::{host_ptr, RawBuffer};
+use super::device::{Device, KernelArg};
+use super::registry::get_device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::helpers::GlobalCounters;
+use crate::uop::{Arg, DeviceBuffer, Identified, Shared, UOp};
+
+/// Memory taken from a device's allocator, given back to it (to its free list) when dropped;
+/// `GlobalCounters` counts it as used while it lives.
+struct Allocation {
+    block: Option<Box<dyn RawBuffer>>,
+    bytes: usize,
+    device: Arc<dyn Device>,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if let Some(block) = self.block.take() {
+            self.device.allocator().free(self.bytes, block);
+        }
+        GlobalCounters::mem_freed(self.bytes as u64);
+    }
+}
+
+/// Where a buffer's bytes are.
+enum Storage {
+    /// Its own allocation, taken at first use.
+    Own(OnceLock<Allocation>),
+    /// `offset` bytes into another buffer's storage (the memory planner's arenas), with the
+    /// device's handle for that part, made at first use.
+    View { base: Arc<Buffer>, offset: usize, raw: OnceLock<Box<dyn RawBuffer>> },
+}
+
+/// A typed array on a device, allocated on first use (or a view into another buffer's memory).
+pub struct Buffer {
+    id: u64,
+    device: String,
+    size: usize,
+    dtype: DType,
+    storage: Storage,
+}
+
+static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Buffer {
+    /// A buffer of `size` elements of `dtype` on `device`; no memory is taken until used.
+    pub fn new(device: &str, size: usize, dtype: DType) -> Buffer {
+        Buffer {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            device: device.to_string(),
+            size,
+            dtype,
+            storage: Storage::Own(OnceLock::new()),
+        }
+    }
+    /// A buffer of `size` elements of `dtype` stored `offset` bytes into `base`'s memory, on its
+    /// device; `offset` is a multiple of the device's `view_alignment`. It holds `base` (and so
+    /// its memory) alive.
+    pub fn view(base: &Arc<Buffer>, offset: usize, size: usize, dtype: DType) -> Result<Buffer> {
+        let end = offset + size * dtype.itemsize();
+        if end > base.nbytes() {
+            return Err(Error::Invalid(format!(
+                "a view of bytes {offset}..{end} does not fit in a {}-byte buffer",
+                base.nbytes()
+            )));
+        }
+        let (base, offset) = match base.base() {
+            Some((b, o)) => (b.clone(), o + offset),
+            None => (base.clone(), offset),
+        };
+        Ok(Buffer {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            device: base.device.clone(),
+            size,
+            dtype,
+            storage: Storage::View { base, offset, raw: OnceLock::new() },
+        })
+    }
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn nbytes(&self) -> usize {
+        self.size * self.dtype.itemsize()
+    }
+    /// The buffer whose memory this one views, and the byte offset into it (None: its own).
+    pub fn base(&self) -> Option<(&Arc<Buffer>, usize)> {
+        match &self.storage {
+            Storage::Own(_) => None,
+            Storage::View { base, offset, .. } => Some((base, *offset)),
+        }
+    }
+    pub fn is_allocated(&self) -> bool {
+        match &self.storage {
+            Storage::Own(m) => m.get().is_some(),
+            Storage::View { base, .. } => base.is_allocated(),
+        }
+    }
+    /// The device's handle of the buffer's memory (allocated at first use), for launching
+    /// kernels and copies.
+    pub fn raw(&self) -> Result<&dyn RawBuffer> {
+        let memory = match &self.storage {
+            Storage::View { base, offset, raw } => {
+                if let Some(r) = raw.get() {
+                    return Ok(r.as_ref());
+                }
+                let view = get_device(&self.device)?.allocator().view(base.raw()?, *offset, self.nbytes())?;
+                // when another thread made the view first, ours is dropped
+                return Ok(raw.get_or_init(|| view).as_ref());
+            }
+            Storage::Own(m) => m,
+        };
+        if let Some(m) = memory.get() {
+            return Ok(m.block.as_deref().expect("a live allocation has its block"));
+        }
+        let device = get_device(&self.device)?;
+        let block = device.allocator().alloc(self.nbytes())?;
+        GlobalCounters::mem_allocated(self.nbytes() as u64);
+        // when another thread allocated first, ours drops here and goes back to the allocator
+        let mut ours = Some(Allocation { block: Some(block), bytes: self.nbytes(), device });
+        let m = memory.get_or_init(|| ours.take().expect("initialized once"));
+        Ok(m.block.as_deref().expect("a live allocation has its block"))
+    }
+    /// The address of the buffer's memory, for devices whose memory is the host's (CPU, INTERP).
+    pub fn host_ptr(&self) -> Result<*mut u8> {
+        host_ptr(self.raw()?)
+    }
+    /// Copy `data` (exactly `nbytes()` long) into the buffer.
+    pub fn copyin(&self, data: &[u8]) -> Result<()> {
+        if data.len() != self.nbytes() {
+            return Err(Error::Invalid(format!("copyin of {} bytes into a {}-byte buffer", data.len(), self.nbytes())));
+        }
+        get_device(&self.device)?.allocator().copyin(self.raw()?, data)
+    }
+    /// The buffer's bytes.
+    pub fn copyout(&self) -> Result<Vec<u8>> {
+        let raw = self.raw()?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.nbytes())
+            .map_err(|e| Error::Device(format!("cannot allocate {} bytes on the host: {e}", self.nbytes())))?;
+        out.resize(self.nbytes(), 0u8);
+        get_device(&self.device)?.allocator().copyout(raw, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl Identified for Buffer {
+    fn id(&self) -> u64 {
+        Buffer::id(self)
+    }
+    fn describe(&self) -> String {
+        format!("Buffer#{}({}, {:?})", Buffer::id(self), self.size(), self.dtype())
+    }
+}
+
+impl DeviceBuffer for Buffer {
+    fn numel(&self) -> usize {
+        self.size
+    }
+}
+
+impl Buffer {
+    /// The buffer a BUFFER node stands for.
+    pub fn of(u: &UOp) -> Option<Arc<Buffer>> {
+        match u.arg() {
+            Arg::Buffer(b) => (b.0.clone() as Arc<dyn Any + Send + Sync>).downcast().ok(),
+            _ => None,
+        }
+    }
+    /// The argument of a BUFFER node standing for `buffer`.
+    pub fn arg(buffer: &Arc<Buffer>) -> Arg {
+        Arg::Buffer(Shared(buffer.clone()))
+    }
+}
+
+impl Buffer {
+    /// The buffers as a kernel launch takes them: their memory (allocated now where it was not)
+    /// and sizes.
+    pub fn kernel_args(bufs: &[Arc<Buffer>]) -> Result<Vec<KernelArg<'_>>> {
+        bufs.iter().map(|b| Ok(KernelArg { raw: b.raw()?, bytes: b.nbytes() })).collect()
+    }
+}
