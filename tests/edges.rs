@@ -450,3 +450,49 @@ fn negating_a_dot_product_that_sums_to_zero_gives_negative_zero() {
         }
     }
 }
+
+/// An assignment through a flipped or step-sliced view (`t[::-1]`, `t[::2]` on an odd length)
+/// wrote a private copy and left the tensor as it was: the view's FLIP and PAD were not walked
+/// down to the storage. Each view writes the elements it shows; one reaching into padding is an
+/// error at the realize.
+#[test]
+fn assign_through_flips_and_step_slices_writes_the_tensor() {
+    use lazygrad::tensor::Idx;
+    for device in common::devices() {
+        let _device = DefaultDevice::scoped(device);
+        let five = || Tensor::new([0.0f32, 1.0, 2.0, 3.0, 4.0]).realize();
+        let x = five();
+        x.flip(&[0]).assign(&Tensor::new([10.0f32, 11.0, 12.0, 13.0, 14.0])).realize();
+        assert_eq!(x.to_vec::<f32>(), [14.0, 13.0, 12.0, 11.0, 10.0], "{device}: t.flip(0) = v");
+
+        let x = five();
+        x.index(&[Idx::R(None, None, 2)]).assign(&Tensor::new([-1.0f32, -2.0, -3.0])).realize();
+        assert_eq!(x.to_vec::<f32>(), [-1.0, 1.0, -2.0, 3.0, -3.0], "{device}: t[::2] = v");
+
+        let x = five();
+        x.index(&[Idx::R(None, None, -2)]).assign(&Tensor::new([-1.0f32, -2.0, -3.0])).realize();
+        assert_eq!(x.to_vec::<f32>(), [-3.0, 1.0, -2.0, 3.0, -1.0], "{device}: t[::-2] = v");
+
+        let x = five();
+        x.index(&[Idx::R(Some(1), None, 3)]).assign(&Tensor::new([7.0f32, 8.0])).realize();
+        assert_eq!(x.to_vec::<f32>(), [0.0, 7.0, 2.0, 3.0, 8.0], "{device}: t[1::3] = v");
+
+        // two axes, one reversed and one stepped, and a value reading the target elsewhere
+        let m = Tensor::new((0..15).map(|i| i as f32).collect::<Vec<_>>()).reshape(&[3, 5]).realize();
+        let view = m.index(&[Idx::R(None, None, -1), Idx::R(None, None, 2)]);
+        view.assign(&(&view * 10.0).flip(&[0, 1])).realize();
+        let mut want: Vec<f32> = (0..15).map(|i| i as f32).collect();
+        for r in 0..3 {
+            for c in 0..3 {
+                // view[r][c] is m[2 - r][2c]; the value there is 10 * view[2 - r][2 - c] = 10 * m[r][4 - 2c]
+                want[(2 - r) * 5 + 2 * c] = 10.0 * (r * 5 + 4 - 2 * c) as f32;
+            }
+        }
+        assert_eq!(m.to_vec::<f32>(), want, "{device}: m[::-1, ::2] = (10 * m[::-1, ::2]).flip()");
+
+        // a view reaching into padding has no memory to write
+        let x = five();
+        let err = x.pad(&[(1, 0)]).assign(&Tensor::ones(&[6])).try_realize().unwrap_err();
+        assert!(err.to_string().contains("padding"), "{device}: {err}");
+    }
+}

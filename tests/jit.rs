@@ -1,6 +1,11 @@
 //! The JIT: capture on the second call, replay from the third, bit-identical to running eagerly.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use lazygrad::runtime::DefaultDevice;
 use lazygrad::{Jit, Tensor};
+
+mod common;
 
 fn step(inputs: &[Tensor]) -> Vec<Tensor> {
     let (x, w) = (&inputs[0], &inputs[1]);
@@ -64,4 +69,73 @@ fn random_draws_inside_a_jit_are_new_on_every_replay() {
     let got: Vec<Vec<f32>> = (0..5).map(|_| jit.call(std::slice::from_ref(&x)).unwrap()[0].to_vec()).collect();
     assert_eq!(got, want);
     assert!(want.windows(2).all(|w| w[0] != w[1]), "each call draws new numbers");
+}
+
+/// Run `f` with each suite device (`DEV`, and INTERP) the default.
+fn on_each_device(f: impl Fn(&str)) {
+    for d in common::devices() {
+        let _default = DefaultDevice::scoped(d);
+        f(d);
+    }
+}
+
+#[test]
+fn an_output_fed_back_as_the_next_input_replays_as_eager() {
+    // x = jit(x): from the third call the input is the buffer the replay writes its output to
+    // (the replay read it while writing it: [1, 4, 11, 26] where eager gives [1, 4, 10, 20])
+    on_each_device(|d| {
+        let step = |inp: &[Tensor]| vec![inp[0].cumsum(0)];
+        let mut jit = Jit::new(step);
+        let mut x = Tensor::new([1.0f32, 2.0, 3.0, 4.0]).realize();
+        let mut eager = x.clone();
+        for i in 0..5 {
+            x = jit.call(&[x]).unwrap().remove(0);
+            eager = step(&[eager])[0].realize();
+            assert_eq!(x.to_vec::<f32>(), eager.to_vec::<f32>(), "{d}: call {i}");
+        }
+        assert_eq!(x.to_vec::<f32>(), [1.0, 7.0, 28.0, 84.0], "{d}");
+    });
+}
+
+#[test]
+fn an_input_given_twice_replays_as_eager() {
+    // captured with two buffers, called with one tensor for both: the in-place update reads the
+    // other input flipped, which eager computes aside first where both are one buffer (a replay
+    // over one buffer read elements it had already overwritten: [5, 5, 8, 10])
+    on_each_device(|d| {
+        let step = |inp: &[Tensor]| vec![inp[0].assign(&(&inp[0] + inp[1].flip(&[0])))];
+        let mut jit = Jit::new(step);
+        for i in 0..2 {
+            jit.call(&[Tensor::new([i as f32; 4]).realize(), Tensor::new([0.5f32; 4]).realize()]).unwrap();
+        }
+        let x = Tensor::new([1.0f32, 2.0, 3.0, 4.0]).realize();
+        jit.call(&[x.clone(), x.clone()]).unwrap();
+        assert_eq!(x.to_vec::<f32>(), [5.0; 4], "{d}");
+        let y = Tensor::new([1.0f32, 2.0, 3.0, 4.0]).realize();
+        Tensor::realize_all(&step(&[y.clone(), y.clone()])).unwrap();
+        assert_eq!(y.to_vec::<f32>(), [5.0; 4], "{d}: eager");
+    });
+}
+
+#[test]
+fn a_panic_while_capturing_lets_the_next_call_capture() {
+    on_each_device(|d| {
+        let calls = std::cell::Cell::new(0);
+        let step = |inp: &[Tensor]| {
+            calls.set(calls.get() + 1);
+            let out = (&inp[0] * 3.0).realize();
+            assert!(calls.get() != 2, "the traced function fails on its second call");
+            vec![out + 1.0]
+        };
+        let mut jit = Jit::new(step);
+        let x = Tensor::new([1.0f32, 2.0]).realize();
+        jit.call(std::slice::from_ref(&x)).unwrap();
+        let failed = catch_unwind(AssertUnwindSafe(|| jit.call(std::slice::from_ref(&x))));
+        assert!(failed.is_err(), "{d}: the capture call panics");
+        assert!(!lazygrad::engine::capturing(), "{d}: the failed capture left recording on");
+        for i in 0..3 {
+            let out = jit.call(&[Tensor::new([i as f32, 1.0]).realize()]).unwrap();
+            assert_eq!(out[0].to_vec::<f32>(), vec![i as f32 * 3.0 + 1.0, 4.0], "{d}: call {i} after the panic");
+        }
+    });
 }

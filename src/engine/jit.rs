@@ -24,6 +24,23 @@ enum Slot {
 pub struct CapturedJit {
     items: Vec<(ExecItem, Vec<Slot>)>,
     outputs: Vec<Slot>,
+    /// The memory the replay writes besides its inputs (outputs, intermediates): the id of each
+    /// written buffer's base (a view's, or its own).
+    written: HashSet<u64>,
+    /// Which inputs shared memory in the captured call (`aliasing`).
+    aliasing: Vec<usize>,
+}
+
+/// For each buffer of `inputs`, the first input sharing its memory: the pattern of inputs that
+/// are one tensor given twice.
+fn aliasing(inputs: &[Arc<Buffer>]) -> Vec<usize> {
+    let ids: Vec<u64> = inputs.iter().map(memory_id).collect();
+    ids.iter().map(|id| ids.iter().position(|other| other == id).expect("itself")).collect()
+}
+
+/// The id of the buffer whose memory `b` is (its base's, for a view).
+fn memory_id(b: &Arc<Buffer>) -> u64 {
+    b.base().map_or(b.id(), |(base, _)| base.id())
 }
 
 /// The captured items with their intermediate buffers (not inputs or outputs, nothing held
@@ -52,14 +69,29 @@ impl CapturedJit {
             Some(i) => Slot::Input(i),
             None => Slot::Fixed(b.clone()),
         };
-        let items = plan_items(items, &keep)
+        let items: Vec<(ExecItem, Vec<Slot>)> = plan_items(items, &keep)
             .into_iter()
             .map(|e| {
                 let slots = e.bufs.iter().map(slot).collect();
                 (e, slots)
             })
             .collect();
-        CapturedJit { items, outputs: outputs.iter().map(slot).collect() }
+        // every kernel and copy writes its first buffer
+        let written = items
+            .iter()
+            .filter_map(|(_, slots)| match slots.first() {
+                Some(Slot::Fixed(b)) => Some(memory_id(b)),
+                _ => None,
+            })
+            .collect();
+        CapturedJit { items, outputs: outputs.iter().map(slot).collect(), written, aliasing: aliasing(inputs) }
+    }
+
+    /// Whether a replay on `inputs` computes what the function would: their memory is shared
+    /// among them as it was in the captured call (a tensor given for two inputs, where the
+    /// capture had two, may be written through one and read through the other).
+    pub fn replays(&self, inputs: &[Arc<Buffer>]) -> bool {
+        aliasing(inputs) == self.aliasing
     }
 
     /// How many kernels and copies a replay runs.
@@ -75,12 +107,27 @@ impl CapturedJit {
     /// Run the captured items on `inputs` (in the captured call's order) with the variables'
     /// values `vals` (a variable not among them keeps the value it was captured with); returns
     /// the output buffers and the seconds the items took.
+    ///
+    /// An input whose memory the replay writes (an output of the last call fed back in, `x =
+    /// jit(x)`) is copied first, so that the kernels read what the call was given, as an eager
+    /// call would.
     pub fn replay(&self, inputs: &[Arc<Buffer>], vals: &VarVals) -> Result<(Vec<Arc<Buffer>>, f64)> {
+        let mut seconds = 0.0;
+        let mut own = Vec::with_capacity(inputs.len());
+        for b in inputs {
+            if !self.written.contains(&memory_id(b)) {
+                own.push(b.clone());
+                continue;
+            }
+            let copy = Arc::new(Buffer::new(b.device(), b.size(), b.dtype()));
+            seconds += ExecItem { runner: Runner::Copy, bufs: vec![copy.clone(), b.clone()], vals: vec![] }.run()?;
+            own.push(copy);
+        }
+        let inputs = &own;
         let resolve = |s: &Slot| match s {
             Slot::Input(i) => inputs[*i].clone(),
             Slot::Fixed(b) => b.clone(),
         };
-        let mut seconds = 0.0;
         for (item, slots) in &self.items {
             let vals = match &item.runner {
                 Runner::Kernel(k) => {

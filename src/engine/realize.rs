@@ -175,11 +175,20 @@ pub fn capturing() -> bool {
     CAPTURE.with(|c| c.borrow().is_some())
 }
 
-/// Record every step `f` runs on this thread (nested captures are not supported).
+/// Record every step `f` runs on this thread (nested captures are not supported). The recording
+/// ends when `f` returns or panics: a failed capture leaves nothing recording.
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
+    struct Recording;
+    impl Drop for Recording {
+        fn drop(&mut self) {
+            CAPTURE.with(|c| c.borrow_mut().take());
+        }
+    }
     CAPTURE.with(|c| *c.borrow_mut() = Some(vec![]));
+    let recording = Recording;
     let out = f();
     let items = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    drop(recording);
     (out, items)
 }
 

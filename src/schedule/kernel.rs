@@ -164,10 +164,11 @@ pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
     }
 }
 
-/// The buffer under the target of ASSIGN `u`: a BUFFER, or a RESHAPE, PERMUTE or SHRINK of one.
+/// The buffer under the target of ASSIGN `u`: a BUFFER, or a view of one (RESHAPE, PERMUTE,
+/// SHRINK, FLIP, PAD).
 pub fn assigned_buffer(u: &UOp) -> Option<Arc<Buffer>> {
     let mut target = &u.src()[0];
-    while matches!(target.op(), Ops::Reshape | Ops::Permute | Ops::Shrink) {
+    while matches!(target.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Flip | Ops::Pad) {
         target = &target.src()[0];
     }
     Buffer::of(target)

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Buffer;
 use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::simplify;
@@ -158,6 +158,7 @@ impl Realized {
         };
         let ast = k.build(root, out, order);
         *self = std::mem::take(&mut k.realized);
+        let ast = ast?;
         if let Some(check) = check {
             check.finish()?;
             spec::verify(&ast, Stage::Kernel, "rangeify")?;
@@ -167,7 +168,7 @@ impl Realized {
 }
 
 impl KernelCtx {
-    fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> UOp {
+    fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<UOp> {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let mut idx = vec![UOp::index_const(0); shape.len()];
@@ -184,14 +185,14 @@ impl KernelCtx {
         self.root = (src == root).then(|| top.clone());
         let value = graph_rewrite(&top, &PM_PUSH_INDEX, self, "push indices", true);
         let index = match root.op() {
-            Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx),
+            Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx)?,
             _ => storage_index(&idx, &shape, order),
         };
         let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, index], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
         let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
         crate::viz::record_transform("rangeify", root, &ast);
-        ast
+        Ok(ast)
     }
 
     fn param(&mut self, buf: &Arc<Buffer>) -> UOp {
@@ -350,14 +351,23 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
     (new_idx, None)
 }
 
-/// The flat index into the buffer under the view `target` (RESHAPE, PERMUTE and SHRINK of a
-/// BUFFER) at which the view's index `idx` lies: where an assignment through the view stores.
-fn view_store_index(target: &UOp, idx: &[UOp]) -> UOp {
+/// The flat index into the buffer under the view `target` (RESHAPE, PERMUTE, SHRINK, FLIP and
+/// PAD of a BUFFER) at which the view's index `idx` lies: where an assignment through the view
+/// stores. A view reaching into a PAD's padding (elements that are no memory) is an error: step
+/// slicing pads, but only to a whole number of steps its view never reaches.
+fn view_store_index(target: &UOp, idx: &[UOp]) -> Result<UOp> {
     let (mut u, mut idx) = (target, idx.to_vec());
     while u.op() != Ops::Buffer {
         let (new_idx, valid) = moved_index(u, &idx);
-        assert!(valid.is_none() && u.op() != Ops::Expand, "assign: {} in the target view", u.op().name());
+        assert!(u.op() != Ops::Expand, "assign: EXPAND in the target view");
+        if valid.is_some() {
+            return Err(Error::Invalid(format!(
+                "assign: the target view of shape {:?} reaches into the padding of a PAD to {:?}, which is no memory",
+                target.sh(),
+                u.sh()
+            )));
+        }
         (u, idx) = (&u.src()[0], new_idx);
     }
-    flat_index(&idx, u.sh())
+    Ok(flat_index(&idx, u.sh()))
 }

@@ -69,17 +69,15 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
         }
         let in_bufs = tensors.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
         let vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
-        let result = self.run(inputs, &in_bufs, &vals);
-        if result.is_err() && self.captured.is_none() {
-            // the first call or the capture failed: the next call runs it again
-            self.calls -= 1;
-        }
-        result
+        // a call counts once it succeeded: after an error or a panic (in the function, or in the
+        // capture) the next call runs the same stage again
+        let out = self.run(self.calls + 1, inputs, &in_bufs, &vals)?;
+        self.calls += 1;
+        Ok(out)
     }
 
-    fn run(&mut self, inputs: &[Tensor], in_bufs: &[Arc<Buffer>], vals: &VarVals) -> Result<Vec<Tensor>> {
-        self.calls += 1;
-        match self.calls {
+    fn run(&mut self, call: usize, inputs: &[Tensor], in_bufs: &[Arc<Buffer>], vals: &VarVals) -> Result<Vec<Tensor>> {
+        match call {
             1 => {
                 let _viz = crate::viz::group(|| "JIT first call".into());
                 let out = (self.f)(inputs);
@@ -107,9 +105,21 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
             }
             _ => {
                 let cap = self.captured.as_ref().ok_or_else(|| Error::Invalid("JIT: nothing was captured".into()))?;
+                if !cap.jit.replays(in_bufs) {
+                    // one tensor given for two inputs where the capture had two, or the reverse:
+                    // the function itself says what that computes
+                    if debug() >= 1 {
+                        eprintln!(
+                            "JIT call {call}: inputs share memory unlike the captured call's; running it eagerly"
+                        );
+                    }
+                    let out = (self.f)(inputs);
+                    Tensor::realize_all(&out)?;
+                    return Ok(out);
+                }
                 let (out_bufs, seconds) = cap.jit.replay(in_bufs, vals)?;
                 if debug() >= 1 {
-                    eprintln!("JIT call {}: replayed {} kernels in {:.2} ms", self.calls, cap.jit.len(), seconds * 1e3);
+                    eprintln!("JIT call {call}: replayed {} kernels in {:.2} ms", cap.jit.len(), seconds * 1e3);
                 }
                 Ok(out_bufs
                     .iter()

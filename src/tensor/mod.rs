@@ -365,8 +365,9 @@ impl Tensor {
         self.clone()
     }
     /// Write `value` into this tensor's storage (in place, at the next realize); returns it. A
-    /// view (reshape, transpose or slice) writes into the storage it views, as in PyTorch; an
-    /// expanded view of storage cannot be written (its elements share memory locations).
+    /// view (reshape, transpose, slice, flip, step slice) writes into the storage it views, as in
+    /// PyTorch; an expanded view of storage cannot be written (its elements share memory
+    /// locations), nor padding (realizing such an assignment is an error).
     pub fn assign(&self, value: &Tensor) -> Tensor {
         assert!(self.shape() == value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
         assert!(
@@ -384,14 +385,14 @@ impl Tensor {
     }
 
     /// What an assignment writes through: this tensor's node once it is storage or a view of it
-    /// (RESHAPE, PERMUTE, SHRINK of a BUFFER). A view of something not stored yet stores that
-    /// first: the node under the views, or the highest EXPAND among them (`zeros` is a constant
-    /// expanded), which is then the storage written.
+    /// (RESHAPE, PERMUTE, SHRINK, FLIP, PAD of a BUFFER). A view of something not stored yet
+    /// stores that first: the node under the views, or the highest EXPAND among them (`zeros` is
+    /// a constant expanded), which is then the storage written.
     fn assign_target(&self) -> UOp {
         let u = self.uop();
         let mut chain = vec![];
         let mut base = &u;
-        while matches!(base.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Expand) {
+        while matches!(base.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Flip | Ops::Pad | Ops::Expand) {
             chain.push(base);
             base = &base.src()[0];
         }
