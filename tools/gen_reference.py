@@ -642,6 +642,13 @@ case("hardtanh_range", AWAY(3, 4, lo=0.05, hi=3), min=-0.5, max=1.5)
 case("sigmoid", F32(6, lo=-40, hi=40))
 case("tanh", F32(6, lo=-30, hi=30))
 case("softplus", F32(6, lo=-15, hi=15))
+# gradients at each activation's kinks and at 0, as PyTorch defines them
+KINKS = VAL([-3.0, -1.0, -0.0, 0.0, 1.0, 3.0, 6.0], grad=True)
+for k in ["relu6", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "elu", "celu", "selu", "abs", "sign"]:
+    case(k, KINKS)
+case("hardtanh_range", KINKS, min=-1.0, max=3.0)
+case("clamp", KINKS, min=-1.0, max=3.0)
+case("sqrt", VAL([0.0, 1.0, 4.0], grad=True))
 
 # binary
 BIN = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((0, 3), (1, 3)), ((4, 3), (3, 4))]
@@ -666,6 +673,9 @@ case("maximum", VAL([1.0, 2.0, 3.0, -1.0], grad=True), VAL([1.0, 0.0, 3.0, -1.0]
 case("minimum", VAL([1.0, 2.0, 3.0, -1.0], grad=True), VAL([1.0, 0.0, 3.0, -1.0], grad=True))
 binary("logaddexp", a=F32, b=F32, akw={"lo": -5, "hi": 5}, bkw={"lo": -5, "hi": 5})
 binary("pow", a=POS, b=F32, shapes=BIN[:3] + BIN[5:], akw={"lo": 0.5, "hi": 2.0})
+# at base 0: 0^0 = 1 with gradient 0 for the base (0 * 0^-1 gave NaN) and 0 for the exponent; the
+# exponent's gradient a^b ln a is 0 at a = 0 for b >= 0; at exponent 0 any base's gradient is 0
+case("pow", VAL([0.0, 0.0, 0.0, 2.0, -2.0, 1.5], grad=True), VAL([0.0, 2.0, 1.0, 0.0, 3.0, 2.0], grad=True))
 for ka, kb in [((3, 4), (3, 4)), ((4,), (2, 4))]:
     case("copysign", AWAY(*ka), F32(*kb, grad=False))
 case("copysign", AWAY(6), VAL([1.0, -1.0, 0.0, -0.0, 2.0, -3.0]))
@@ -932,6 +942,10 @@ case("sum", F32(3, 4, dtype="float16"), axis=1, tol={"atol": 2e-3})  # the f32 s
 reduce("prod", F32, lo=0.5, hi=1.5)
 case("prod", AWAY(3, 4, lo=0.5, hi=1.5), axis=1)
 case("prod", INT(3, 4, lo=-3, hi=4), axis=0)
+# gradients at zeros, as PyTorch defines them: one zero gets the product of the others, every
+# element of a row with two zeros 0 (dividing the product by each element gave NaN)
+case("prod", VAL([[2.0, 0.0, 3.0], [4.0, 0.5, 2.0], [0.0, 2.0, 0.0]], grad=True), axis=1)
+case("prod", VAL([[2.0, 0.0], [3.0, 5.0]], grad=True), axis=None)
 reduce("mean")
 case("mean", INT(3, 4), axis=1)
 reduce("max", DIST, cases=[c for c in RED if c[0] != (0, 3)])
@@ -982,6 +996,7 @@ case("cumsum", BOOL(6), axis=0)
 case("cumsum", F32(0, 3), axis=1)
 reduce("cumprod", AWAY, lo=0.5, hi=1.5, cases=CUM)
 case("cumprod", INT(3, 4, lo=-3, hi=4), axis=1)
+case("cumprod", VAL([[2.0, 0.0, 3.0, 4.0], [0.0, 1.5, 0.0, 2.0], [1.5, 2.0, 0.5, 0.0]], grad=True), axis=1)
 reduce("cummax", DIST, cases=CUM)
 case("cummax", VAL([[3, 1, 4, 0, 5], [-2, 6, 5, 7, 8]], "int32"), axis=1)  # distinct: torch reports the last tie
 case("isclose", VAL([1.0, 1.0, 1.0, float("nan"), float("inf"), float("inf"), 0.0]),

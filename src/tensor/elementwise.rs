@@ -504,23 +504,20 @@ impl Tensor {
         let (ta, tb) = (ta.cast(dtype).broadcast_to(&shape), tb.cast(dtype).broadcast_to(&shape));
         self.lift(UOp::where_(&c.uop(), &ta.uop(), &tb.uop()))
     }
-    /// `self` limited to `[min, max]` (either bound may be `None`, not both).
+    /// `self` limited to `[min, max]` (either bound may be `None`, not both), NaN staying NaN;
+    /// its gradient passes only strictly inside, 0 at a bound (as PyTorch's).
     pub fn clamp<S: Into<Scalar>>(&self, min: Option<S>, max: Option<S>) -> Tensor {
         assert!(min.is_some() || max.is_some(), "clamp: at least one of min and max must be given");
-        let lo = match min {
-            Some(m) => {
-                let m = m.into();
-                self.lt(m).where_(m, self)
-            }
-            None => self.clone(),
+        let (min, max) = (min.map(Into::into), max.map(Into::into));
+        let lo = min.map_or_else(|| self.clone(), |m| self.lt(m).where_(m, self));
+        let limited = max.map_or_else(|| lo.clone(), |m| lo.gt(m).where_(m, &lo));
+        let above = min.map(|m| self.gt(m));
+        let below = max.map(|m| self.lt(m));
+        let inside = match (above, below) {
+            (Some(a), Some(b)) => a.bitwise_and(b),
+            (a, b) => a.or(b).expect("a bound"),
         };
-        match max {
-            Some(m) => {
-                let m = m.into();
-                lo.gt(m).where_(m, &lo)
-            }
-            None => lo,
-        }
+        inside.where_(self, limited.detach())
     }
     /// `self + (end - self) * weight`.
     pub fn lerp(&self, end: &Tensor, weight: impl Operand) -> Tensor {

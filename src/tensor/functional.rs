@@ -118,10 +118,10 @@ impl Tensor {
     pub fn relu6(&self) -> Tensor {
         self.hardtanh_with(0.0, 6.0)
     }
-    /// `x * relu6(x + 3) / 6`, written piecewise so the gradient is torch's at -3 and 3.
+    /// `x * relu6(x + 3) / 6`, written piecewise so the gradient is PyTorch's at -3 (0) and 3 (1).
     pub fn hardswish(&self) -> Tensor {
         let mid = self.mul(self.add(3.0)).div(6.0);
-        self.lt(-3.0).where_(0.0, self.le(3.0).where_(&mid, self))
+        self.le(-3.0).where_(0.0, self.lt(3.0).where_(&mid, self))
     }
     /// `clip(x, -1, 1)`.
     pub fn hardtanh(&self) -> Tensor {
@@ -129,8 +129,7 @@ impl Tensor {
     }
     /// `clip(x, min_val, max_val)`, with gradient only strictly inside (as torch; NaN stays NaN).
     pub fn hardtanh_with(&self, min_val: f64, max_val: f64) -> Tensor {
-        let inside = self.gt(min_val).bitwise_and(self.lt(max_val));
-        inside.where_(self, self.clamp(Some(min_val), Some(max_val)).detach())
+        self.clamp(Some(min_val), Some(max_val))
     }
     /// GELU with tinygrad's default tanh approximation, `x (1 + tanh(u)) / 2`, computed as the
     /// equal `x sigmoid(2u)` (no cancellation for negative `x`).

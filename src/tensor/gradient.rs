@@ -42,6 +42,18 @@ fn grad_rule(op: Ops, f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>)
     })
 }
 
+/// For each element of `x`, the product of the other elements it was reduced with into `prod`
+/// (the gradient of a product, as PyTorch's): `prod / x` where the row has no zero, the product
+/// of the non-zero elements at its only zero, and 0 elsewhere (dividing by a zero gave NaN).
+fn product_of_others(x: &Tensor, prod: &Tensor) -> Tensor {
+    let (shape, axes) = (x.shape(), reduce_axes(&prod.uop()));
+    let zero = x.eq(0.0);
+    let zeros = zero.cast(DType::INT32).sum(axes.as_slice(), true).expand(&shape);
+    let nonzero = zero.where_(1.0, x);
+    let without_zeros = nonzero.prod(axes.as_slice(), true).expand(&shape);
+    zero.where_(zeros.eq(1).where_(&without_zeros, 0.0), zeros.eq(0).where_(without_zeros / nonzero, 0.0))
+}
+
 fn reduce_axes(k: &UOp) -> Vec<isize> {
     match k.arg() {
         Arg::ReduceAxis(_, axes) => axes.iter().map(|&a| a as isize).collect(),
@@ -69,10 +81,11 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
         grad_rule(Ops::Sqrt, |k, _, g| vec![Some(g / (k * 2.0))]),
         grad_rule(Ops::Recip, |k, _, g| vec![Some(-(g * k * k))]),
         grad_rule(Ops::Trunc, |_, s, _| vec![Some(s[0].zeros_like())]),
-        // d/da a^b = b a^(b-1) (finite at a = 0); d/db a^b = a^b ln a, taken as 0 at a = 0
+        // as PyTorch: d/da a^b = b a^(b-1), 0 where b = 0 (0^-1 is infinite at a = 0); d/db
+        // a^b = a^b ln a, 0 where a = 0 and b >= 0
         grad_rule(Ops::Pow, |k, s, g| {
-            let dbase = g * &s[1] * s[0].pow(&s[1] - 1.0);
-            let dexp = s[0].eq(0.0).where_(0.0, g * k * s[0].log());
+            let dbase = s[1].eq(0.0).where_(0.0, g * &s[1] * s[0].pow(&s[1] - 1.0));
+            let dexp = s[0].eq(0.0).bitwise_and(s[1].ge(0.0)).where_(0.0, g * k * s[0].log());
             vec![Some(dbase), Some(dexp)]
         }),
         grad_rule(Ops::Reshape, |_, s, g| vec![Some(g.reshape(&s[0].shape()))]),
@@ -110,7 +123,7 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
                     let count = mask.sum(reduce_axes(&k.uop()).as_slice(), true).cast(g.dtype());
                     vec![Some(mask.where_(g.expand(&shape), 0.0) / count.expand(&shape))]
                 }
-                Arg::ReduceAxis(Ops::Mul, _) => vec![Some(g.expand(&shape) * k.expand(&shape) / &s[0])],
+                Arg::ReduceAxis(Ops::Mul, _) => vec![Some(g.expand(&shape) * product_of_others(&s[0], k))],
                 arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),
             }
         }),
