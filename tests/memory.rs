@@ -200,3 +200,42 @@ fn debug_1_reports_the_planner_savings() {
     let off = run("1");
     assert!(!off.contains("memory reduced"), "{off}");
 }
+
+/// Safe calls could touch memory outside a block: the host allocator's copies and views trusted
+/// the sizes they were given, a view held a bare address into a block that could be freed first,
+/// and a CPU launch trusted its arguments' sizes. Each is now checked where memory is touched.
+#[test]
+fn host_memory_is_touched_only_inside_its_blocks() {
+    use lazygrad::runtime::KernelArg;
+    for device in ["CPU", "INTERP"] {
+        let dev = get_device(device).unwrap();
+        let alloc = dev.allocator();
+        let block = alloc.alloc(8).unwrap();
+        assert!(alloc.copyin(block.as_ref(), &[1; 16]).is_err(), "{device}: a copy in past the end");
+        assert!(alloc.copyout(block.as_ref(), &mut [0; 16]).is_err(), "{device}: a copy out past the end");
+        assert!(alloc.view(block.as_ref(), 4, 8).is_err(), "{device}: a view past the end");
+        assert!(alloc.view(block.as_ref(), usize::MAX, 2).is_err(), "{device}: a view at an overflowing offset");
+        // a view keeps its memory alive after the block it was made from is freed
+        let view = alloc.view(block.as_ref(), 4, 4).unwrap();
+        alloc.copyin(block.as_ref(), &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        drop(block);
+        let mut out = [0u8; 4];
+        alloc.copyout(view.as_ref(), &mut out).unwrap();
+        assert_eq!(out, [5, 6, 7, 8], "{device}");
+        // a launch over an argument claiming more bytes than its block holds is refused
+        let t = Tensor::new([1.0f32; 64]).to(device).realize();
+        let kernel = {
+            let doubled = &t * 2.0;
+            match Tensor::schedule(std::slice::from_ref(&doubled)).remove(0) {
+                ScheduleItem::Kernel { ast, .. } => lazygrad::engine::get_runner(device, &ast).unwrap(),
+                ScheduleItem::Copy { .. } => panic!("a copy"),
+            }
+        };
+        let small = alloc.alloc(16).unwrap();
+        let t_buf = [lazygrad::schedule::view_buffer(&t.uop()).unwrap()];
+        let input = Buffer::kernel_args(&t_buf).unwrap()[0];
+        let claimed = KernelArg { raw: small.as_ref(), bytes: 256 };
+        let err = kernel.program.run(&[claimed, input], &[]).unwrap_err();
+        assert!(err.to_string().contains("16-byte block"), "{device}: {err}");
+    }
+}

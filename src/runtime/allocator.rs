@@ -120,34 +120,54 @@ impl HostMemory {
     }
 }
 
-impl RawBuffer for HostMemory {
+/// Host memory a buffer uses: a whole allocation or a part of one, which it keeps alive (so a
+/// view outlives nothing it points into), with its length (so every copy and kernel argument is
+/// checked against it).
+pub struct HostBlock {
+    memory: std::sync::Arc<HostMemory>,
+    offset: usize,
+    len: usize,
+}
+
+impl HostBlock {
+    /// The block's first byte.
+    pub fn ptr(&self) -> *mut u8 {
+        // SAFETY: `offset` lies inside the allocation (`HostAllocator::view` checks it), so the
+        // result points into the same allocated object.
+        unsafe { self.memory.ptr().add(self.offset) }
+    }
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl RawBuffer for HostBlock {
     fn as_any(&self) -> &dyn Any {
         self
     }
 }
 
-/// Part of a `HostMemory` block, which its owner keeps alive as long as the view.
-pub struct HostView(*mut u8);
-
-// SAFETY: a view is an address inside an allocation that outlives it; sharing the address is as
-// safe as sharing the allocation's own (`HostMemory` above).
-unsafe impl Send for HostView {}
-unsafe impl Sync for HostView {}
-
-impl RawBuffer for HostView {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+/// The host memory `raw` is (a `HostBlock`), or an error naming what it is not.
+pub fn host_block(raw: &dyn RawBuffer) -> Result<&HostBlock> {
+    raw.as_any()
+        .downcast_ref::<HostBlock>()
+        .ok_or_else(|| Error::Device("a buffer of another device where host memory was expected".into()))
 }
 
-/// The address of host memory `raw` (a `HostMemory` block or a view of one), or an error naming
-/// what it is not.
+/// The address of host memory `raw`, or an error naming what it is not.
 pub fn host_ptr(raw: &dyn RawBuffer) -> Result<*mut u8> {
-    let any = raw.as_any();
-    match (any.downcast_ref::<HostMemory>(), any.downcast_ref::<HostView>()) {
-        (Some(m), _) => Ok(m.ptr()),
-        (_, Some(v)) => Ok(v.0),
-        _ => Err(Error::Device("a buffer of another device where host memory was expected".into())),
+    host_block(raw).map(HostBlock::ptr)
+}
+
+/// `Err` unless `bytes` bytes fit in `block` (`what` names the access).
+fn fits(block: &HostBlock, bytes: usize, what: &str) -> Result<()> {
+    match bytes <= block.len {
+        true => Ok(()),
+        false => Err(Error::Invalid(format!("{what} of {bytes} bytes into a {}-byte block", block.len))),
     }
 }
 
@@ -156,22 +176,31 @@ pub struct HostAllocator;
 
 impl Allocator for HostAllocator {
     fn alloc(&self, bytes: usize) -> Result<Box<dyn RawBuffer>> {
-        Ok(Box::new(HostMemory::new(bytes)?))
+        Ok(Box::new(HostBlock { memory: std::sync::Arc::new(HostMemory::new(bytes)?), offset: 0, len: bytes }))
     }
-    fn view(&self, base: &dyn RawBuffer, offset: usize, _bytes: usize) -> Result<Box<dyn RawBuffer>> {
-        // SAFETY: `Buffer::view` checked that offset + bytes lies inside base's allocation.
-        Ok(Box::new(HostView(unsafe { host_ptr(base)?.add(offset) })))
+    fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        let base = host_block(base)?;
+        let end =
+            offset.checked_add(bytes).ok_or_else(|| Error::Invalid(format!("a view of {bytes} bytes at {offset}")))?;
+        fits(base, end, "a view")?;
+        Ok(Box::new(HostBlock { memory: base.memory.clone(), offset: base.offset + offset, len: bytes }))
     }
     fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
-        // SAFETY: dst holds at least src.len() writable bytes (the trait's contract), and `src`
-        // is a Rust slice, which cannot overlap device memory we are given to write.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), host_ptr(dst)?, src.len()) };
+        let dst = host_block(dst)?;
+        fits(dst, src.len(), "a copy in")?;
+        // SAFETY: the block holds at least src.len() writable bytes (checked above) and stays
+        // allocated while borrowed; `src` is a Rust slice, which cannot overlap host memory a
+        // buffer owns.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.ptr(), src.len()) };
         Ok(())
     }
     fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
-        // SAFETY: src holds at least dst.len() initialized bytes (zeroed when freshly allocated,
-        // else last written by a kernel, a copy or a previous owner of a reused block).
-        unsafe { std::ptr::copy_nonoverlapping(host_ptr(src)?, dst.as_mut_ptr(), dst.len()) };
+        let src = host_block(src)?;
+        fits(src, dst.len(), "a copy out")?;
+        // SAFETY: the block holds at least dst.len() initialized bytes (checked above; zeroed when
+        // freshly allocated, else last written by a kernel, a copy or a previous owner of a
+        // reused block).
+        unsafe { std::ptr::copy_nonoverlapping(src.ptr(), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 }

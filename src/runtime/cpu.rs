@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::allocator::{host_ptr, Allocator, HostAllocator, LruAllocator};
+use super::allocator::{Allocator, HostAllocator, LruAllocator};
 use super::device::{Compiler, Device, KernelArg, Program};
 use crate::error::{Error, Result};
 use crate::helpers::{cache::ArtifactCache, getenv_str};
@@ -261,7 +261,7 @@ impl Program for CpuProgram {
         }
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
-        let ptrs = bufs.iter().map(|b| host_ptr(b.raw).map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
+        let ptrs = bufs.iter().map(|b| b.host_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
         let (entry, vals) = (self.entry, vals.to_vec());
         let start = Instant::now();
         super::pool::pool().run(

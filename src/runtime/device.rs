@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::allocator::{Allocator, RawBuffer};
-use crate::error::Result;
+use super::allocator::{host_block, Allocator, RawBuffer};
+use crate::error::{Error, Result};
 use crate::uop::{ProgramSpec, Target};
 
 /// Turns rendered source into the bytes a device loads (a shared object, a program binary),
@@ -18,6 +18,22 @@ pub trait Compiler: Send + Sync {
 pub struct KernelArg<'a> {
     pub raw: &'a dyn RawBuffer,
     pub bytes: usize,
+}
+
+impl KernelArg<'_> {
+    /// The address of the argument's host memory (CPU and INTERP), which is checked to hold its
+    /// `bytes`: a launch never reads or writes past a block it was given.
+    pub fn host_ptr(&self) -> Result<*mut u8> {
+        let block = host_block(self.raw)?;
+        match self.bytes <= block.len() {
+            true => Ok(block.ptr()),
+            false => Err(Error::Invalid(format!(
+                "a kernel argument of {} bytes over a {}-byte block",
+                self.bytes,
+                block.len()
+            ))),
+        }
+    }
 }
 
 /// A compiled kernel, ready to launch on its device.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::allocator::{host_ptr, Allocator, HostAllocator, LruAllocator};
+use super::allocator::{Allocator, HostAllocator, LruAllocator};
 use super::device::{Device, KernelArg, Program};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
@@ -211,7 +211,7 @@ impl InterpProgram {
             )));
         }
         let mut regions: Vec<Region> =
-            bufs.iter().map(|b| Ok(Region { ptr: host_ptr(b.raw)?, bytes: b.bytes })).collect::<Result<_>>()?;
+            bufs.iter().map(|b| Ok(Region { ptr: b.host_ptr()?, bytes: b.bytes })).collect::<Result<_>>()?;
         let groups: i64 = self.grid.iter().map(|d| d.1).product();
         let threads: i64 = self.local.iter().map(|d| d.1).product();
         for group in 0..groups {

@@ -121,7 +121,8 @@ impl Tensor {
     /// `x * relu6(x + 3) / 6`, written piecewise so the gradient is PyTorch's at -3 (0) and 3 (1).
     pub fn hardswish(&self) -> Tensor {
         let mid = self.mul(self.add(3.0)).div(6.0);
-        self.le(-3.0).where_(0.0, self.lt(3.0).where_(&mid, self))
+        // NaN takes the last branch, itself
+        self.gt(-3.0).bitwise_or(self.isnan()).where_(self.lt(3.0).where_(&mid, self), 0.0)
     }
     /// `clip(x, -1, 1)`.
     pub fn hardtanh(&self) -> Tensor {
