@@ -164,3 +164,52 @@ fn a_bound_variable_is_a_value_too() {
         }
     }
 }
+
+/// A tensor of variable shape read back (`to_vec`, `raw_bytes`) panicked, "a realized tensor is
+/// a buffer": it is stored laid out for its largest shape. Its data is read at the sizes its
+/// variables are bound to, at every bound from the smallest to the largest.
+#[test]
+fn tensors_of_variable_shape_read_back_at_their_bound_sizes() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(8, dev);
+        let n = Variable::new("n", 0, 8);
+        for len in [0, 1, 3, 8] {
+            let part = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len)))]) * 2.0;
+            let want: Vec<f32> = (0..len).map(|i| 2.0 * i as f32).collect();
+            assert_eq!(part.to_vec::<f32>(), want, "{dev}: n = {len}");
+        }
+        let m = ramp(24, dev).reshape(&[4, 6]);
+        let (rows, cols) = (Variable::new("rows", 1, 4), Variable::new("cols", 0, 6));
+        for (r, c) in [(1, 0), (1, 6), (4, 0), (4, 6), (2, 3)] {
+            let bounds = [(Sint::Int(0), Sint::from(&rows.bind(r))), (Sint::Int(0), Sint::from(&cols.bind(c)))];
+            let part = m.shrink_sym(&bounds) + 1.0;
+            let want: Vec<f32> = (0..r).flat_map(|i| (0..c).map(move |j| (i * 6 + j) as f32 + 1.0)).collect();
+            assert_eq!(part.to_vec::<f32>(), want, "{dev}: {r} x {c}");
+        }
+    }
+}
+
+/// argmax over an axis whose variable was bound to 0 returned an index into nothing: reducing it
+/// is the error reducing an empty axis is; summing it gives the sum of nothing.
+#[test]
+fn an_axis_bound_to_zero_reduces_as_an_empty_one() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(5, dev);
+        let n = Variable::new("n", 0, 5);
+        let empty = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(0)))]);
+        assert_eq!(empty.sum(0, false).to_vec::<f32>(), [0.0], "{dev}");
+        for (op, reduce) in
+            [("argmax", Tensor::argmax as fn(&Tensor, Option<isize>, bool) -> Tensor), ("argmin", Tensor::argmin)]
+        {
+            let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reduce(&empty, Some(0), false)));
+            let message = panic.expect_err(op).downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(message.contains("size 0") && message.contains("bound to 0"), "{dev}: {message}");
+        }
+        let one = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(1)))]);
+        assert_eq!(one.argmax(Some(0), false).to_vec::<i32>(), [0], "{dev}: n = 1");
+        let all = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(5)))]);
+        assert_eq!(all.argmax(Some(0), false).to_vec::<i32>(), [4], "{dev}: n = 5");
+    }
+}

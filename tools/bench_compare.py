@@ -532,7 +532,7 @@ def table(results):
 
 
 def cl_table(results):
-    return markdown_table(results, "workload (OpenCL device)", CL_COLUMNS, CL_ROWS, cl_done_when)
+    return markdown_table(results, "workload (devices behind GPU APIs)", CL_COLUMNS, CL_ROWS, cl_done_when)
 
 
 def main():

@@ -172,7 +172,12 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
         .iter()
         .map(|o| match o.op() {
             Ops::Assign => super::kernel::assigned_buffer(o).as_ref().map(&mut slot),
-            _ => becomes.get(o).and_then(super::view_buffer).as_ref().map(&mut slot),
+            // an output of variable shape became a symbolic SHRINK of its buffer
+            _ => becomes
+                .get(o)
+                .and_then(|v| super::view_buffer(v).or_else(|| super::view_buffer(v.src().first()?)))
+                .as_ref()
+                .map(&mut slot),
         })
         .collect();
     cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, Template { items, fresh, becomes });

@@ -223,7 +223,9 @@ impl Tensor {
             crate::runtime::pool::wake_workers();
         }
         let (items, becomes, vals) = Tensor::create_schedule(tensors)?;
-        if becomes.is_empty() {
+        // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
+        // was once skipped, its kernel never run
+        if items.is_empty() && becomes.is_empty() {
             return Ok(());
         }
         let result = run_schedule(items, &vals);
@@ -442,9 +444,9 @@ impl Tensor {
             c.try_realize()?;
             let view = c.uop();
             self.0.replace_uop(&u, view.clone());
-            return view_buffer(&view).expect("a realized tensor is a buffer").copyout();
+            return stored_bytes(&view);
         }
-        view_buffer(&u).expect("a realized tensor is a buffer").copyout()
+        stored_bytes(&u)
     }
     /// The data nested by dimension, as tinygrad's `tolist` (a 0-d tensor gives `Scalar`).
     pub fn tolist<T: Element>(&self) -> Nested<T> {
@@ -464,6 +466,38 @@ impl Tensor {
         assert!(self.numel() == 1, "item: tensor of shape {:?} has {} elements", self.shape(), self.numel());
         self.to_vec::<T>()[0]
     }
+}
+
+/// The bytes of `view`, a stored tensor: a buffer or a reshape of one, or, for a tensor of
+/// variable shape, the leading part of each axis of a buffer laid out for the largest shape (what
+/// storing such a tensor makes), taken at the sizes its variables are bound to.
+fn stored_bytes(view: &UOp) -> Result<Vec<u8>> {
+    if let Some(buf) = view_buffer(view) {
+        return buf.copyout();
+    }
+    let sizes: Vec<usize> = crate::uop::variable::dims_of(view).iter().map(|d| d.value()).collect();
+    if sizes.contains(&0) {
+        return Ok(vec![]);
+    }
+    let full = view.src().first().and_then(view_buffer).filter(|_| view.op() == Ops::Shrink);
+    let starts_at_zero = view.src()[1..].iter().step_by(2).all(|s| s.const_int_value() == Some(0));
+    let (Some(buf), true) = (full, starts_at_zero) else {
+        return Err(Error::Invalid(format!("a stored tensor of shape {:?} is no buffer view", view.sh())));
+    };
+    let largest = view.src()[0].sh().to_vec();
+    let bytes = buf.copyout()?;
+    let item = buf.dtype().itemsize();
+    // row-major over `sizes`, each element's offset in the largest shape
+    let mut out = Vec::with_capacity(sizes.iter().product::<usize>() * item);
+    let mut index = vec![0usize; sizes.len()];
+    loop {
+        let flat = index.iter().zip(&largest).fold(0, |f, (&i, &n)| f * n + i);
+        out.extend_from_slice(&bytes[flat * item..(flat + 1) * item]);
+        let Some(axis) = (0..sizes.len()).rev().find(|&a| index[a] + 1 < sizes[a]) else { break };
+        index[axis] += 1;
+        index[axis + 1..].iter_mut().for_each(|i| *i = 0);
+    }
+    Ok(out)
 }
 
 impl std::fmt::Debug for Tensor {

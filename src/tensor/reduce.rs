@@ -101,9 +101,14 @@ impl Tensor {
     }
     /// `axes`, after checking that none is empty: `op` has no value for nothing (PyTorch raises too).
     fn nonempty(&self, op: &str, axes: Vec<usize>) -> Vec<usize> {
-        let shape = self.shape();
-        if let Some(a) = axes.iter().find(|&&a| shape[a] == 0) {
-            panic!("{op}: cannot reduce axis {a} of size 0 (shape {shape:?})");
+        let dims = self.dims();
+        // a variable's axis counts at the value it is bound to
+        if let Some(a) = axes.iter().find(|&&a| dims[a].value() == 0) {
+            let bound = match &dims[*a] {
+                crate::uop::Sint::Sym(_) => format!(", the axis {} bound to 0", dims[*a]),
+                crate::uop::Sint::Int(_) => String::new(),
+            };
+            panic!("{op}: cannot reduce axis {a} of size 0 (shape {:?}{bound})", self.shape());
         }
         axes
     }

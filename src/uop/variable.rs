@@ -147,6 +147,19 @@ impl Sint {
             Sint::Sym(u) => u.vmin().max(0) as usize,
         }
     }
+    /// The number it is with its variables at the values they are bound to (at their largest
+    /// where one is not bound).
+    pub fn value(&self) -> usize {
+        let Sint::Sym(u) = self else { return self.max() };
+        let mut binds: super::UOpMap<UOp> = u
+            .toposort()
+            .into_iter()
+            .filter(|n| n.op() == Ops::Bind)
+            .map(|b| (b.clone(), UOp::index_const(bound_value(&b))))
+            .collect();
+        let valued = simplify(&super::rewrite::substitute(u, &mut binds, "bound values"));
+        valued.const_int_value().map_or(self.max(), |v| v.max(0) as usize)
+    }
 }
 
 impl From<usize> for Sint {
