@@ -123,3 +123,53 @@ fn every_truncation_and_corrupt_header_is_a_format_error() {
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(&loaded, Err(Error::Format(m)) if m.contains("lazygrad-truncated")), "{loaded:?}");
 }
+
+/// A GGUF file (version 3, default alignment) of `kvs` (u32 values) and `tensors` (name, dims
+/// innermost first, ggml type id, data offset), with `data` bytes of tensor data.
+fn gguf_file(kvs: &[(&str, u32)], tensors: &[(&str, &[u64], u32, u64)], data: usize) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    let string = |b: &mut Vec<u8>, s: &str| {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    };
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend((kvs.len() as u64).to_le_bytes());
+    for (key, value) in kvs {
+        string(&mut b, key);
+        b.extend(4u32.to_le_bytes());
+        b.extend(value.to_le_bytes());
+    }
+    for (name, dims, ty, offset) in tensors {
+        string(&mut b, name);
+        b.extend((dims.len() as u32).to_le_bytes());
+        dims.iter().for_each(|d| b.extend(d.to_le_bytes()));
+        b.extend(ty.to_le_bytes());
+        b.extend(offset.to_le_bytes());
+    }
+    b.resize(b.len().next_multiple_of(32) + data, 0);
+    b
+}
+
+/// Files that lie about their structure loaded without error: a duplicate tensor name dropped
+/// one of the two, a duplicate metadata key kept the last value, rows of quantized tensors that
+/// are no whole blocks dequantized blocks across rows, and two tensors could share their data.
+#[test]
+fn files_that_lie_about_their_structure_are_format_errors() {
+    const F32: u32 = 0;
+    const Q8_0: u32 = 8;
+    let good = gguf_file(&[("a", 1), ("b", 2)], &[("x", &[4, 2], F32, 0), ("y", &[64], Q8_0, 32)], 32 + 68);
+    parse_header(&good).expect("a well-formed file");
+    let lies: [(&str, Vec<u8>, &str); 4] = [
+        ("a key twice", gguf_file(&[("a", 1), ("a", 2)], &[], 0), "`a` appears twice"),
+        ("a name twice", gguf_file(&[], &[("x", &[4], F32, 0), ("x", &[4], F32, 32)], 48), "`x` appears twice"),
+        ("rows of 48 in blocks of 32", gguf_file(&[], &[("q", &[48, 2], Q8_0, 0)], 102), "not whole blocks of 32"),
+        ("shared data", gguf_file(&[], &[("x", &[8], F32, 0), ("y", &[8], F32, 0)], 32), "overlap"),
+    ];
+    for (what, bytes, says) in lies {
+        match parse_header(&bytes) {
+            Err(Error::Format(m)) => assert!(m.contains(says), "{what}: {m}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}

@@ -437,3 +437,36 @@ fn tensor_from_bytes_checks_lengths() {
     assert_eq!(t.shape(), Vec::<usize>::new());
     assert_eq!(t.item::<f32>(), 1.5);
 }
+
+/// A safetensors file of `header` (JSON) and `data` bytes.
+fn safetensors_file(dir: &TempDir, name: &str, header: &str, data: usize) -> PathBuf {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.resize(bytes.len() + data, 0);
+    let path = dir.path(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// A safetensors header that lies about the data is an error naming the file, not a tensor that
+/// silently reads another one's bytes or drops one: a name given twice, tensors sharing bytes,
+/// bytes no tensor claims, a size that is not its shape's, offsets past the end.
+#[test]
+fn headers_that_lie_about_their_data_are_format_errors() {
+    let dir = TempDir::new("lying-safetensors");
+    let f32s = |offsets: &str, shape: &str| format!(r#"{{"dtype":"F32","shape":{shape},"data_offsets":{offsets}}}"#);
+    let good = format!(r#"{{"a":{},"b":{}}}"#, f32s("[0,8]", "[2]"), f32s("[8,16]", "[2]"));
+    assert_eq!(safe_load(safetensors_file(&dir, "good.safetensors", &good, 16)).unwrap().len(), 2);
+    let lies = [
+        ("twice", format!(r#"{{"a":{},"a":{}}}"#, f32s("[0,8]", "[2]"), f32s("[8,16]", "[2]")), 16),
+        ("shared", format!(r#"{{"a":{},"b":{}}}"#, f32s("[0,8]", "[2]"), f32s("[0,8]", "[2]")), 8),
+        ("unclaimed", format!(r#"{{"a":{}}}"#, f32s("[0,8]", "[2]")), 16),
+        ("misshapen", format!(r#"{{"a":{}}}"#, f32s("[0,8]", "[3]")), 8),
+        ("past the end", format!(r#"{{"a":{}}}"#, f32s("[0,16]", "[4]")), 8),
+    ];
+    for (what, header, data) in lies {
+        let path = safetensors_file(&dir, &format!("{what}.safetensors"), &header, data);
+        let m = expect_err(safe_load(&path), what);
+        assert!(m.contains(&format!("{what}.safetensors")), "{what}: {m}");
+    }
+}

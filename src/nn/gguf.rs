@@ -230,7 +230,9 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader> {
         let key = c.string("a metadata key")?;
         let ty = c.u32(&key)?;
         let value = c.value(ty, &key, 0)?;
-        metadata.insert(key, value);
+        if metadata.insert(key.clone(), value).is_some() {
+            return Err(format_error(format!("metadata key `{key}` appears twice")));
+        }
     }
     let mut tensors = Vec::new();
     for _ in 0..n_tensors {
@@ -245,6 +247,16 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader> {
         let ggml_type = GgmlType::from_id(id)
             .ok_or_else(|| format_error(format!("tensor `{name}` has ggml type {id}, which lazygrad does not read")))?;
         let offset = c.u64(&name)? as usize;
+        if tensors.iter().any(|t: &GgufTensorInfo| t.name == name) {
+            return Err(format_error(format!("tensor `{name}` appears twice")));
+        }
+        let (block, _) = ggml_type.block();
+        let row = shape.last().copied().unwrap_or(1);
+        if !row.is_multiple_of(block) {
+            return Err(format_error(format!(
+                "tensor `{name}` ({ggml_type:?} {shape:?}) has rows of {row} values, not whole blocks of {block}"
+            )));
+        }
         tensors.push(GgufTensorInfo { name, shape, ggml_type, offset });
     }
     let alignment = match metadata.get("general.alignment") {
@@ -268,6 +280,13 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader> {
                 bytes.len()
             )));
         }
+    }
+    // each tensor's data is its own: sorted by offset, each ends before the next begins
+    let mut spans: Vec<(usize, usize, &str)> =
+        tensors.iter().map(|t| (t.offset, t.offset + t.bytes().expect("checked above"), t.name.as_str())).collect();
+    spans.sort();
+    if let Some(w) = spans.windows(2).find(|w| w[0].1 > w[1].0) {
+        return Err(format_error(format!("the data of tensors `{}` and `{}` overlap", w[0].2, w[1].2)));
     }
     Ok(GgufHeader { version, metadata, tensors, data_start })
 }
