@@ -10,7 +10,10 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::{PyBatchNorm, PyConv2d, PyEmbedding, PyLayerNorm, PyLinear, PyRMSNorm, Wrapped};
+use super::{
+    PyBatchNorm, PyConv2d, PyConvTranspose2d, PyEmbedding, PyGroupNorm, PyLSTMCell, PyLayerNorm, PyLinear, PyRMSNorm,
+    Wrapped,
+};
 use crate::tensor::PyTensor;
 
 /// Tensors by dotted name, as a `Module` for lazygrad's state functions.
@@ -28,9 +31,12 @@ const MAX_DEPTH: usize = 32;
 /// Adds the tensors of a layer of one kind to the list, if `obj` is one.
 type Layer = fn(&Bound<PyAny>, &str, &mut Vec<(String, Tensor)>) -> bool;
 
-const LAYERS: [Layer; 6] = [
+const LAYERS: [Layer; 9] = [
     wrapped::<PyLinear>,
     wrapped::<PyConv2d>,
+    wrapped::<PyConvTranspose2d>,
+    wrapped::<PyGroupNorm>,
+    wrapped::<PyLSTMCell>,
     wrapped::<PyBatchNorm>,
     wrapped::<PyLayerNorm>,
     wrapped::<PyRMSNorm>,
@@ -98,7 +104,7 @@ pub(crate) fn load_state_dict(
 ) -> PyResult<()> {
     let state: BTreeMap<String, Tensor> = state_dict.into_iter().map(|(k, t)| (k, t.0)).collect();
     let model = named_of(obj)?;
-    crate::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
+    crate::error::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
         Error::Invalid(message) => PyValueError::new_err(message),
         other => runtime(other),
     })
@@ -108,12 +114,12 @@ pub(crate) fn load_state_dict(
 #[pyfunction]
 pub(crate) fn safe_save(tensors: BTreeMap<String, PyTensor>, path: &str) -> PyResult<()> {
     let tensors: BTreeMap<String, Tensor> = tensors.into_iter().map(|(k, t)| (k, t.0)).collect();
-    crate::guard(|| state::safe_save(&tensors, path))?.map_err(runtime)
+    crate::error::guard(|| state::safe_save(&tensors, path))?.map_err(runtime)
 }
 
 /// The tensors of a safetensors file by name (a corrupt file is a RuntimeError naming it).
 #[pyfunction]
 pub(crate) fn safe_load(path: &str) -> PyResult<BTreeMap<String, PyTensor>> {
-    let loaded = crate::guard(|| state::safe_load(path))?.map_err(runtime)?;
+    let loaded = crate::error::guard(|| state::safe_load(path))?.map_err(runtime)?;
     Ok(loaded.into_iter().map(|(k, t)| (k, PyTensor(t))).collect())
 }
