@@ -8,7 +8,7 @@
 # onto lazygrad's objects. The tests in tools/tinygrad_tests_leftout.txt are left out (device-
 # specific ones, tinygrad internals), each with its reason. The summary (passed, failed by reason,
 # left out) is printed and written to OUT (default <scratch>/summary.md); percentages count every
-# collected test. The default files are test/backend/test_ops.py, test_tensor.py and test_nn.py.
+# collected test (RUN_SLOW=1 by default, so the tests tinygrad marks slow run too). The default files are test/backend/test_ops.py, test_tensor.py and test_nn.py.
 # Exits 0 when the tests ran, whatever they gave, unless REQUIRE_ALL=1 (then only if all passed).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -52,7 +52,7 @@ done < "$here/tinygrad_tests_leftout.txt"
 
 out=${OUT:-$scratch/summary.md}
 status=0
-(cd "$scratch/src" && DEV=${DEV:-CPU} PYTHONPATH="$here/tinygrad_names:$scratch/src" \
+(cd "$scratch/src" && DEV=${DEV:-CPU} RUN_SLOW=${RUN_SLOW:-1} PYTHONPATH="$here/tinygrad_names:$scratch/src" \
   "$venv/bin/python" -m pytest "${files[@]}" -p no:cacheprovider -q --timeout="${TIMEOUT:-300}" \
   --junitxml="$scratch/results.xml" "${leftout[@]}") || status=$?
 # pytest: 0 all passed, 1 some failed; anything else means the run itself broke

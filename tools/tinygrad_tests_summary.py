@@ -20,7 +20,7 @@ def reason(text):
 def file_of(classname, files):
   """The test file a junit class name (`test.backend.test_ops.TestOps`) belongs to."""
   module = classname.rsplit(".", 1)[0].replace(".", "/") + ".py"
-  return next((f for f in files if f == module), module)
+  return next((f for f in files if f.endswith(module) or module.endswith(f)), module)
 
 
 def main(results, leftout_path, files):

@@ -44,7 +44,7 @@ fn type_name(x: &Bound<PyAny>) -> String {
 
 /// Whether `x` is a numpy array or scalar.
 fn is_numpy(x: &Bound<PyAny>) -> bool {
-    x.get_type().module().is_ok_and(|m| m.to_string() == "numpy") && x.hasattr("dtype").unwrap_or(false)
+    x.get_type().module().is_ok_and(|m| m == "numpy") && x.hasattr("dtype").unwrap_or(false)
 }
 
 /// The right operand of a binary op: a Tensor or a Python number (an Operand of the Rust API).
@@ -235,7 +235,7 @@ fn index_part(x: &Bound<PyAny>) -> PyResult<Idx> {
     if x.is_instance_of::<PyInt>() && !x.is_instance_of::<PyBool>() {
         return Ok(Idx::I(x.extract()?));
     }
-    if x.is_instance_of::<PyList>() || is_numpy(x) {
+    if x.is_instance_of::<PyList>() || x.is_instance_of::<PyTuple>() || is_numpy(x) {
         return Ok(Idx::Tensor(data(x, None, None)?));
     }
     Err(PyTypeError::new_err(format!(

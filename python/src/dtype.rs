@@ -31,6 +31,16 @@ impl PyDType {
     fn __repr__(&self) -> String {
         format!("dtypes.{}", self.0.name())
     }
+    /// The smallest value (-inf for floats).
+    #[getter]
+    fn min(&self, py: Python) -> PyResult<Py<PyAny>> {
+        PyDTypes::min(py, &PyDType(self.0).into_pyobject(py)?.into_any())
+    }
+    /// The largest value (inf for floats).
+    #[getter]
+    fn max(&self, py: Python) -> PyResult<Py<PyAny>> {
+        PyDTypes::max(py, &PyDType(self.0).into_pyobject(py)?.into_any())
+    }
 }
 
 /// tinygrad's name for each dtype alias (`float` is `float32`).

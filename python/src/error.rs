@@ -8,6 +8,8 @@ use std::cell::{Cell, RefCell};
 use ::lazygrad::Error;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 thread_local! {
     /// Whether this thread is inside `guard`, whose panics become exceptions with their message.
@@ -70,16 +72,35 @@ pub(crate) fn error(e: Error) -> PyErr {
     }
 }
 
-/// A precondition's message as its exception: an index out of range is an IndexError (so
-/// iteration stops), a dtype the op does not take a TypeError, the rest ValueErrors.
+/// `lazygrad.InvalidArgument`: a broken precondition of the API (shapes that do not fit, a bad
+/// axis or value). It is a ValueError, as Python users expect, and a RuntimeError, as tinygrad
+/// and torch raise for the same mistakes, so `except` clauses written for either catch it.
+pub(crate) fn invalid_argument(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let class = CLASS.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let bases = PyTuple::new(py, [py.get_type::<PyValueError>(), py.get_type::<PyRuntimeError>()])?;
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "lazygrad")?;
+        let made = py.import("builtins")?.getattr("type")?.call1(("InvalidArgument", bases, namespace))?;
+        Ok(made.cast_into::<PyType>()?.unbind())
+    })?;
+    Ok(class.bind(py))
+}
+
+/// A precondition's message as its exception: an index or axis out of range is an IndexError
+/// (so iteration stops), a dtype the op does not take a TypeError, the rest InvalidArguments.
 fn value_error(message: String) -> PyErr {
-    if message.contains("out of range") || message.contains("out of bounds") {
+    let index = ["out of range", "out of bounds", "too many indices", "have no axis"];
+    if index.iter().any(|m| message.contains(m)) {
         PyIndexError::new_err(message)
     } else if message.contains("only float tensors") {
         PyRuntimeError::new_err(message)
     } else if message.contains("needs integer") || message.contains("needs a float") {
         PyTypeError::new_err(message)
     } else {
-        PyValueError::new_err(message)
+        Python::attach(|py| match invalid_argument(py) {
+            Ok(class) => PyErr::from_type(class.clone(), message),
+            Err(e) => e,
+        })
     }
 }

@@ -101,6 +101,7 @@ impl PyTensor {
         tensor_result(|| self.0.conv_transpose2d(&weight.0, bias.map(|b| &b.0), &opts))
     }
     #[pyo3(signature = (kernel_size=None, stride=None, dilation=None, padding=None, ceil_mode=false, count_include_pad=true))]
+    #[allow(clippy::too_many_arguments)]
     fn avg_pool2d(
         &self,
         py: Python,

@@ -29,6 +29,7 @@ pub(crate) fn register(py: Python, name: &str, module: &Bound<PyModule>) -> PyRe
 fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     let py = m.py();
     error::install_panic_hook();
+    m.add("InvalidArgument", error::invalid_argument(py)?)?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<dtype::PyDType>()?;
     m.add("dtypes", dtype::PyDTypes)?;

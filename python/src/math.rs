@@ -57,7 +57,6 @@ forward!(
     bitwise_not,
     isnan,
     isfinite,
-    gelu,
     quick_gelu,
     silu,
     swish,
@@ -97,6 +96,15 @@ with_param! {
 
 #[pymethods]
 impl PyTensor {
+    /// GELU: tinygrad's tanh approximation, or with `approximate="none"` the exact erf form.
+    #[pyo3(signature = (approximate="tanh"))]
+    fn gelu(&self, approximate: &str) -> PyResult<PyTensor> {
+        match approximate {
+            "tanh" => tensor_result(|| self.0.gelu()),
+            "none" => tensor_result(|| self.0.gelu_exact()),
+            other => Err(pyo3::exceptions::PyValueError::new_err(format!("gelu: approximate={other:?}"))),
+        }
+    }
     #[pyo3(signature = (alpha=1.673_263_242_354_377_3, gamma=1.050_700_987_355_480_5))]
     fn selu(&self, alpha: f64, gamma: f64) -> PyResult<PyTensor> {
         tensor_result(|| self.0.selu_with(alpha, gamma))

@@ -16,7 +16,7 @@ fn pads(padding: &Bound<PyAny>, ndim: usize) -> PyResult<Vec<(isize, isize)>> {
     let items: Vec<Bound<PyAny>> = padding.try_iter()?.collect::<PyResult<_>>()?;
     if items.iter().all(|p| p.is_instance_of::<PyInt>()) {
         let flat: Vec<isize> = items.iter().map(|p| p.extract()).collect::<PyResult<_>>()?;
-        if flat.len() % 2 != 0 || flat.len() / 2 > ndim {
+        if !flat.len().is_multiple_of(2) || flat.len() / 2 > ndim {
             return Err(PyValueError::new_err(format!("pad: {} flat pads for {ndim} axes", flat.len())));
         }
         let mut grouped = vec![(0, 0); ndim - flat.len() / 2];

@@ -65,7 +65,7 @@ pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<V
     let mut bounds = vec![];
     for (part, &n) in parts.iter().zip(shape) {
         let s = part.cast::<PySlice>().ok()?;
-        let bound = |name: &str, default: usize| -> Option<Sint> {
+        let mut bound = |name: &str, default: usize| -> Option<Sint> {
             let b = s.getattr(name).ok()?;
             if b.is_none() {
                 return Some(Sint::Int(default));

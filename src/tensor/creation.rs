@@ -229,6 +229,19 @@ impl Tensor {
     }
 }
 
+/// `x` rounded once to the nearest float16 (ties to even). It goes through float32 rounded to
+/// odd: with 13 bits to spare, that keeps the information the second rounding needs, so no
+/// value lands on a false tie (`half`'s `from_f64` rounds twice).
+fn f16_rounded_once(x: f64) -> half::f16 {
+    let mut r = x as f32;
+    if r.is_finite() && f64::from(r) != x && r.to_bits() & 1 == 0 {
+        // the neighbour on x's side has an odd last bit
+        let away = (f64::from(r).abs() < x.abs()) as i32 * 2 - 1;
+        r = f32::from_bits((r.to_bits() as i32 + away) as u32);
+    }
+    half::f16::from_f32(r)
+}
+
 /// Appends `v` as a little-endian `dtype` value: floats rounded once to the dtype, integers (and
 /// floats truncated toward zero) checked against an integer dtype's range.
 fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
@@ -247,7 +260,7 @@ fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
     let c = cast_const(v.value(), dtype);
     match dtype.scalar {
         Kind::Bool => out.push(c.as_bool() as u8),
-        Kind::Float16 => out.extend_from_slice(&half::f16::from_f64(v.value().as_f64()).to_le_bytes()),
+        Kind::Float16 => out.extend_from_slice(&f16_rounded_once(v.value().as_f64()).to_le_bytes()),
         Kind::BFloat16 => out.extend_from_slice(&half::bf16::from_f64(v.value().as_f64()).to_le_bytes()),
         Kind::Float32 => out.extend_from_slice(&(v.value().as_f64() as f32).to_le_bytes()),
         Kind::Float64 => out.extend_from_slice(&v.value().as_f64().to_le_bytes()),

@@ -43,24 +43,35 @@ const LAYERS: [Layer; 9] = [
     wrapped::<PyEmbedding>,
 ];
 
+/// The walk's state: the tensors found so far, and the objects being walked (an object met again
+/// inside itself is a cycle, not walked twice).
+#[derive(Default)]
+struct Walk {
+    out: Vec<(String, Tensor)>,
+    open: Vec<usize>,
+}
+
 /// The tensors under `obj`, named from `prefix`.
-fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, depth: usize) -> PyResult<()> {
-    if depth > MAX_DEPTH || LAYERS.iter().any(|layer| layer(obj, prefix, out)) {
+fn named(obj: &Bound<PyAny>, prefix: &str, walk: &mut Walk) -> PyResult<()> {
+    let id = obj.as_ptr() as usize;
+    if walk.open.len() > MAX_DEPTH || walk.open.contains(&id) || LAYERS.iter().any(|layer| layer(obj, prefix, &mut walk.out)) {
         return Ok(());
     }
+    walk.open.push(id);
     if let Ok(t) = obj.cast::<PyTensor>() {
-        out.push((prefix.to_string(), t.get().0.clone()));
+        walk.out.push((prefix.to_string(), t.get().0.clone()));
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for (k, v) in d.iter() {
-            named(&v, &state::join_name(prefix, &k.str()?.to_string()), out, depth + 1)?;
+            named(&v, &state::join_name(prefix, &k.str()?.to_string()), walk)?;
         }
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         for (i, item) in obj.try_iter()?.enumerate() {
-            named(&item?, &state::join_name(prefix, &i.to_string()), out, depth + 1)?;
+            named(&item?, &state::join_name(prefix, &i.to_string()), walk)?;
         }
     } else if let Ok(attrs) = obj.getattr("__dict__") {
-        named(&attrs, prefix, out, depth + 1)?;
+        named(&attrs, prefix, walk)?;
     }
+    walk.open.pop();
     Ok(())
 }
 
@@ -72,9 +83,9 @@ fn wrapped<T: pyo3::PyClass + Wrapped>(obj: &Bound<PyAny>, prefix: &str, out: &m
 }
 
 fn named_of(obj: &Bound<PyAny>) -> PyResult<Named> {
-    let mut out = vec![];
-    named(obj, "", &mut out, 0)?;
-    Ok(Named(out))
+    let mut walk = Walk::default();
+    named(obj, "", &mut walk)?;
+    Ok(Named(walk.out))
 }
 
 fn runtime(e: Error) -> PyErr {
