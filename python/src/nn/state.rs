@@ -54,7 +54,10 @@ struct Walk {
 /// The tensors under `obj`, named from `prefix`.
 fn named(obj: &Bound<PyAny>, prefix: &str, walk: &mut Walk) -> PyResult<()> {
     let id = obj.as_ptr() as usize;
-    if walk.open.len() > MAX_DEPTH || walk.open.contains(&id) || LAYERS.iter().any(|layer| layer(obj, prefix, &mut walk.out)) {
+    if walk.open.len() > MAX_DEPTH
+        || walk.open.contains(&id)
+        || LAYERS.iter().any(|layer| layer(obj, prefix, &mut walk.out))
+    {
         return Ok(());
     }
     walk.open.push(id);
