@@ -69,7 +69,7 @@ impl PyJit {
     #[pyo3(signature = (*args))]
     fn __call__(&mut self, py: Python, args: Vec<PyTensor>) -> PyResult<Py<PyAny>> {
         let inputs: Vec<Tensor> = args.into_iter().map(|t| t.0).collect();
-        let outputs = crate::guard(|| self.jit.call(&inputs))?;
+        let outputs = crate::error::guard(|| self.jit.call(&inputs))?;
         if let Some(e) = self.outcome.borrow_mut().error.take() {
             return Err(e);
         }

@@ -1,50 +1,59 @@
 //! `import lazygrad`: lazygrad's Tensor with tinygrad's Python names. Every method forwards to the
-//! Rust API; what is here is only the conversion between Python values and tensors.
+//! Rust API; what is here is only the conversion between Python values and tensors and the
+//! mapping of Rust failures to Python exceptions.
 
 mod convert;
+mod creation;
+mod device;
 mod dtype;
+mod error;
+mod functional;
+mod helpers;
 mod jit;
+mod math;
+mod movement;
 mod nn;
+mod reduce;
 mod tensor;
+mod variable;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-thread_local! {
-    /// Whether this thread is inside `guard`, whose panics become exceptions with their message.
-    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// `f()`, a panic (a programmer error: shapes that do not broadcast, a bad axis) as a ValueError
-/// carrying its message (Python code catches it as an Exception, which pyo3's PanicException is
-/// not).
-pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
-    let outer = GUARDED.replace(true);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    GUARDED.set(outer);
-    result.map_err(|payload| {
-        let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
-            (Some(s), _) => s.clone(),
-            (_, Some(s)) => s.to_string(),
-            _ => "lazygrad panicked".to_string(),
-        };
-        PyValueError::new_err(message)
-    })
+/// Registers `module` under its full name, so `import lazygrad.helpers` and
+/// `from lazygrad.nn.optim import Adam` find it.
+pub(crate) fn register(py: Python, name: &str, module: &Bound<PyModule>) -> PyResult<()> {
+    py.import("sys")?.getattr("modules")?.set_item(name, module)
 }
 
 #[pymodule]
 fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
-    // a guarded panic's message travels in the exception; printed as well, it would be noise
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !GUARDED.get() {
-            report(info)
-        }
-    }));
+    let py = m.py();
+    error::install_panic_hook();
+    m.add("InvalidArgument", error::invalid_argument(py)?)?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<dtype::PyDType>()?;
     m.add("dtypes", dtype::PyDTypes)?;
     m.add_class::<jit::PyJit>()?;
-    m.add_submodule(&nn::module(m.py())?)?;
+    m.add_class::<variable::PyVariable>()?;
+    m.add("Device", device::PyDevices)?;
+    let helpers = helpers::module(py)?;
+    m.add("Context", helpers.getattr("Context")?)?;
+    m.add("GlobalCounters", helpers.getattr("GlobalCounters")?)?;
+    m.add_submodule(&helpers)?;
+    register(py, "lazygrad.helpers", &helpers)?;
+    // tinygrad's `tinygrad.dtype` and `tinygrad.tensor` names
+    let dtype = PyModule::new(py, "dtype")?;
+    dtype.add_class::<dtype::PyDType>()?;
+    dtype.add("dtypes", dtype::PyDTypes)?;
+    dtype.add("DTYPES_DICT", dtype::dtypes_dict())?;
+    m.add_submodule(&dtype)?;
+    register(py, "lazygrad.dtype", &dtype)?;
+    let tensor = PyModule::new(py, "tensor")?;
+    tensor.add_class::<tensor::PyTensor>()?;
+    tensor.add_function(wrap_pyfunction!(dtype::to_np_dtype, &tensor)?)?;
+    tensor.add_function(wrap_pyfunction!(dtype::from_np_dtype, &tensor)?)?;
+    m.add_submodule(&tensor)?;
+    register(py, "lazygrad.tensor", &tensor)?;
+    m.add_submodule(&nn::module(py)?)?;
     Ok(())
 }

@@ -1,83 +1,78 @@
-//! `Tensor`, and `Tensor.train()`'s scope.
+//! `Tensor`: construction from Python data, its properties, reading its values, autograd, the
+//! operators, indexing, and `Tensor.train()`'s scope. The ops live beside it, one file per
+//! group as tinygrad's docs group them (creation, movement, math, reduce, functional).
 
-use ::lazygrad::tensor::{PoolOpts, Reduction};
+use ::lazygrad::tensor::RoundingMode;
 use ::lazygrad::{Context, DType, Tensor};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyTuple};
 
-use crate::convert::{axes, conv_opts, dims, flatten, indices, nest, scalar, sizes, Flat, Rhs};
-use crate::dtype::{dtype_of, numpy_name, PyDType};
-use crate::guard;
+use crate::convert::{data, dtype_arg, indices, nest, to_numpy, Rhs};
+use crate::dtype::{dtype_of, PyDType};
+use crate::error::{checked, guard};
 
 /// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
 #[pyclass(name = "Tensor", module = "lazygrad", frozen)]
 #[derive(Clone)]
 pub(crate) struct PyTensor(pub(crate) Tensor);
 
+/// The tensor `f` builds, a panic in it as its exception.
+pub(crate) fn tensor_result(f: impl FnOnce() -> Tensor) -> PyResult<PyTensor> {
+    guard(f).map(PyTensor)
+}
+
+/// The tensors of a list of them.
+pub(crate) fn tensors(all: &[PyTensor]) -> Vec<&Tensor> {
+    all.iter().map(|t| &t.0).collect()
+}
+
 impl PyTensor {
-    /// `op(self, rhs)`, or with `reversed` `op(rhs, self)`, for a Tensor or number `rhs`.
-    fn binary(&self, rhs: &Bound<PyAny>, reversed: bool, op: fn(&Tensor, &Tensor) -> Tensor) -> PyResult<PyTensor> {
+    /// `op(self, rhs)`, or with `reverse` `op(rhs, self)`, for a Tensor or number `rhs`.
+    pub(crate) fn binary(
+        &self,
+        rhs: &Bound<PyAny>,
+        reverse: bool,
+        op: fn(&Tensor, Rhs) -> Tensor,
+    ) -> PyResult<PyTensor> {
         let rhs = Rhs::of(rhs)?;
-        guard(|| rhs.apply(&self.0, reversed, op))
+        tensor_result(|| match (reverse, rhs) {
+            (false, rhs) => op(&self.0, rhs),
+            (true, rhs) => {
+                let lhs = rhs.tensor(&self.0);
+                op(&lhs, Rhs::Tensor(self.0.clone()))
+            }
+        })
+    }
+}
+
+/// tinygrad's `rounding_mode` argument.
+fn rounding(mode: Option<&str>) -> PyResult<Option<RoundingMode>> {
+    match mode {
+        None => Ok(None),
+        Some("trunc") => Ok(Some(RoundingMode::Trunc)),
+        Some("floor") => Ok(Some(RoundingMode::Floor)),
+        Some(other) => Err(PyValueError::new_err(format!("rounding_mode={other:?}: None, 'trunc' or 'floor'"))),
     }
 }
 
 #[pymethods]
 impl PyTensor {
+    /// `Tensor(data, device=None, dtype=None, requires_grad=None)`: data is None, a number,
+    /// nested lists or tuples, bytes or a numpy array (tinygrad's kinds).
     #[new]
-    #[pyo3(signature = (data, dtype=None, device=None))]
-    fn new(data: &Bound<PyAny>, dtype: Option<&Bound<PyAny>>, device: Option<&str>) -> PyResult<PyTensor> {
-        let dtype = dtype.map(dtype_of).transpose()?;
-        let (mut shape, mut values) = (vec![], vec![]);
-        flatten(data, &mut shape, 0, &mut values)?;
-        let flat = Flat::of(values);
-        guard(|| {
-            let t = flat.tensor(&shape, dtype);
-            PyTensor(match device {
-                Some(d) => t.to(d),
-                None => t,
-            })
-        })
-    }
-
-    #[staticmethod]
-    #[pyo3(signature = (*shape))]
-    fn zeros(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = sizes(shape)?;
-        guard(|| PyTensor(Tensor::zeros(&d)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*shape))]
-    fn ones(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = sizes(shape)?;
-        guard(|| PyTensor(Tensor::ones(&d)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*shape))]
-    fn rand(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = sizes(shape)?;
-        guard(|| PyTensor(Tensor::rand(&d)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*shape))]
-    fn randn(shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = sizes(shape)?;
-        guard(|| PyTensor(Tensor::randn(&d)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*shape, low=0, high=10))]
-    fn randint(shape: &Bound<PyTuple>, low: i64, high: i64) -> PyResult<PyTensor> {
-        let shape = sizes(shape)?;
-        guard(|| PyTensor(Tensor::randint(&shape, low, high)))
-    }
-    #[staticmethod]
-    fn arange(n: usize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(Tensor::arange(n)))
-    }
-    #[staticmethod]
-    fn manual_seed(seed: u64) {
-        Tensor::manual_seed(seed)
+    #[pyo3(signature = (data, device=None, dtype=None, requires_grad=None))]
+    fn new(
+        data: &Bound<PyAny>,
+        device: Option<&str>,
+        dtype: Option<&Bound<PyAny>>,
+        requires_grad: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        if let Ok(t) = data.cast::<PyTensor>() {
+            return crate::convert::finish(t.get().0.clone(), dtype_arg(dtype)?, device, requires_grad);
+        }
+        let t = self::data(data, dtype_arg(dtype)?, device)?;
+        crate::convert::finish(t, None, None, requires_grad)
     }
 
     #[getter]
@@ -99,19 +94,51 @@ impl PyTensor {
     fn numel(&self) -> usize {
         self.0.numel()
     }
+    fn element_size(&self) -> usize {
+        self.0.dtype().itemsize()
+    }
+    fn nbytes(&self) -> usize {
+        self.0.numel() * self.0.dtype().itemsize()
+    }
+    fn is_floating_point(&self) -> bool {
+        self.0.dtype().is_float()
+    }
+    /// The size of axis `dim`, or the shape.
+    #[pyo3(signature = (dim=None))]
+    fn size(&self, py: Python, dim: Option<isize>) -> PyResult<Py<PyAny>> {
+        let shape = self.0.shape();
+        match dim {
+            None => Ok(PyTuple::new(py, shape)?.into_any().unbind()),
+            Some(d) => {
+                let axis = if d < 0 { d + shape.len() as isize } else { d };
+                let n = usize::try_from(axis).ok().and_then(|a| shape.get(a)).ok_or_else(|| {
+                    PyIndexError::new_err(format!("size: dimension {d} out of range for shape {shape:?}"))
+                })?;
+                Ok(n.into_pyobject(py)?.into_any().unbind())
+            }
+        }
+    }
     #[getter]
-    fn requires_grad(&self) -> bool {
-        self.0.requires_grad_flag() == Some(true)
+    fn requires_grad(&self) -> Option<bool> {
+        self.0.requires_grad_flag()
+    }
+    #[setter(requires_grad)]
+    fn set_requires_grad(&self, flag: bool) {
+        self.0.requires_grad(flag);
     }
     /// The gradient `backward` left, or None.
     #[getter]
     fn grad(&self) -> Option<PyTensor> {
         self.0.grad().map(PyTensor)
     }
+    #[setter(grad)]
+    fn set_grad(&self, grad: Option<PyTensor>) {
+        self.0.set_grad(grad.map(|g| g.0))
+    }
     /// This tensor with gradients recorded (`requires_grad_()` in tinygrad and torch).
-    #[pyo3(signature = (flag=true))]
-    fn requires_grad_(&self, flag: bool) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.requires_grad(flag)))
+    #[pyo3(signature = (requires_grad=true))]
+    fn requires_grad_(&self, requires_grad: bool) -> PyResult<PyTensor> {
+        tensor_result(|| self.0.requires_grad(requires_grad))
     }
 
     /// Compute the value now, together with `others` in one schedule (errors from compilers and
@@ -119,205 +146,349 @@ impl PyTensor {
     #[pyo3(signature = (*others))]
     fn realize(&self, others: Vec<PyTensor>) -> PyResult<PyTensor> {
         let all: Vec<Tensor> = std::iter::once(self.0.clone()).chain(others.into_iter().map(|t| t.0)).collect();
-        guard(|| Tensor::realize_all(&all))?.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        checked(|| Tensor::realize_all(&all))?;
         Ok(self.clone())
     }
     /// The values as nested lists of Python numbers.
     fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
-        let t = self.realize(vec![])?.0;
-        let (shape, d) = (t.shape(), t.dtype());
+        let t = &self.0;
+        let shape = t.shape();
+        let d = t.dtype();
         match () {
-            _ if d.is_float() => nest(py, &guard(|| t.cast(DType::FLOAT64).to_vec::<f64>())?, &shape),
-            _ if d.is_bool() => nest(py, &guard(|| t.to_vec::<bool>())?, &shape),
-            _ if d == DType::UINT64 => nest(py, &guard(|| t.to_vec::<u64>())?, &shape),
-            _ => nest(py, &guard(|| t.cast(DType::INT64).to_vec::<i64>())?, &shape),
+            _ if d.is_float() => nest(py, &checked(|| t.cast(DType::FLOAT64).try_to_vec::<f64>())?, &shape),
+            _ if d.is_bool() => nest(py, &checked(|| t.try_to_vec::<bool>())?, &shape),
+            _ if d == DType::UINT64 => nest(py, &checked(|| t.try_to_vec::<u64>())?, &shape),
+            _ => nest(py, &checked(|| t.cast(DType::INT64).try_to_vec::<i64>())?, &shape),
         }
     }
     /// The value of a one-element tensor as a Python number.
     fn item(&self, py: Python) -> PyResult<Py<PyAny>> {
         if self.0.numel() != 1 {
-            return Err(PyValueError::new_err(format!(
-                "item: a tensor of shape {:?} has no single value",
-                self.0.shape()
-            )));
+            let shape = self.0.shape();
+            return Err(PyValueError::new_err(format!("item: a tensor of shape {shape:?} has no single value")));
         }
-        PyTensor(self.0.reshape(&[] as &[isize])).tolist(py)
+        PyTensor(guard(|| self.0.reshape(&[] as &[isize]))?).tolist(py)
     }
-    /// The values as a numpy array (numpy must be installed).
+    /// The values as a numpy array of the tensor's shape and dtype (numpy must be installed).
     fn numpy(&self, py: Python) -> PyResult<Py<PyAny>> {
-        let list = self.tolist(py)?;
-        let np = py.import("numpy")?;
-        let dtype = numpy_name(self.0.dtype());
-        Ok(np.call_method1("array", (list, dtype))?.unbind())
+        to_numpy(py, &self.0)
     }
-    /// Gradients of this scalar with respect to every tensor that requires them (left in `.grad`).
-    fn backward(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.backward()))
+    /// The values as bytes (little-endian).
+    fn data(&self, py: Python) -> PyResult<Py<PyAny>> {
+        let bytes = checked(|| self.0.raw_bytes())?;
+        Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind())
+    }
+    /// Gradients, left in `.grad`, of this scalar with respect to every tensor it depends on.
+    #[pyo3(signature = (gradient=None))]
+    fn backward(&self, gradient: Option<&PyTensor>) -> PyResult<PyTensor> {
+        match gradient {
+            None => tensor_result(|| self.0.backward()),
+            Some(_) => Err(PyValueError::new_err("backward: a seed gradient is not supported; use gradient()")),
+        }
+    }
+    /// The gradients of this tensor with respect to `targets` (tinygrad's `gradient`): zeros for
+    /// a target it does not depend on; `gradient` seeds a tensor that is not a scalar.
+    #[pyo3(signature = (*targets, gradient=None))]
+    fn gradient(&self, targets: Vec<PyTensor>, gradient: Option<&PyTensor>) -> PyResult<Vec<PyTensor>> {
+        let grads = checked(|| self.0.gradient_with(&tensors(&targets), gradient.map(|g| &g.0)))?;
+        Ok(grads.into_iter().map(PyTensor).collect())
     }
 
     fn __repr__(&self) -> String {
         format!("<Tensor shape={:?} dtype=dtypes.{} device={}>", self.0.shape(), self.0.dtype().name(), self.0.device())
     }
-
-    fn __add__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.add(b))
+    /// As in tinygrad: a tensor has no truth value (`if t:` is a TypeError; compare `.item()`).
+    fn __bool__(&self) -> PyResult<bool> {
+        Err(PyTypeError::new_err("__bool__ on Tensor is not defined"))
     }
-    fn __radd__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, true, |a, b| a.add(b))
-    }
-    fn __sub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.sub(b))
-    }
-    fn __rsub__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, true, |a, b| a.sub(b))
-    }
-    fn __mul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.mul(b))
-    }
-    fn __rmul__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, true, |a, b| a.mul(b))
-    }
-    fn __truediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.div(b))
-    }
-    fn __rtruediv__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, true, |a, b| a.div(b))
-    }
-    fn __matmul__(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.matmul(&rhs.0)))
-    }
-    fn matmul(&self, rhs: &PyTensor) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.matmul(&rhs.0)))
-    }
-    fn __neg__(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.neg()))
-    }
-    fn __lt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.lt(b))
-    }
-    fn __gt__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.gt(b))
-    }
-    fn __le__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.le(b))
-    }
-    fn __ge__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.ge(b))
-    }
-    /// Elementwise, as in tinygrad: `(pred == y).mean()`.
-    fn __eq__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.eq(b))
-    }
-    fn __ne__(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.ne(b))
+    fn __len__(&self) -> PyResult<usize> {
+        self.0.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
     /// By identity (`==` compares elements), so tensors can key dicts and fill sets.
     fn __hash__(slf: &Bound<Self>) -> isize {
         slf.as_ptr() as isize
     }
-    /// Indexing with ints, slices, None, Ellipsis and integer tensors (gathers), or a tuple of them.
+
+    #[pyo3(signature = (x, reverse=false))]
+    fn add(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.add(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn sub(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.sub(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn mul(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.mul(b))
+    }
+    /// True division, or with `rounding_mode` ("trunc", "floor") rounded.
+    #[pyo3(signature = (x, reverse=false, rounding_mode=None))]
+    fn div(&self, x: &Bound<PyAny>, reverse: bool, rounding_mode: Option<&str>) -> PyResult<PyTensor> {
+        match rounding(rounding_mode)? {
+            None => self.binary(x, reverse, |a, b| a.div(b)),
+            Some(RoundingMode::Trunc) => self.binary(x, reverse, |a, b| a.div_mode(b, Some(RoundingMode::Trunc))),
+            Some(RoundingMode::Floor) => self.binary(x, reverse, |a, b| a.div_mode(b, Some(RoundingMode::Floor))),
+        }
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn idiv(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.div_mode(b, Some(RoundingMode::Trunc)))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn r#mod(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.mod_(b))
+    }
+    fn fmod(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.fmod(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn pow(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.pow(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn bitwise_and(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.bitwise_and(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn bitwise_or(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.bitwise_or(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn bitwise_xor(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.bitwise_xor(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn lshift(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.lshift(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn rshift(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.rshift(b))
+    }
+    fn maximum(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.maximum(b))
+    }
+    fn minimum(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.minimum(b))
+    }
+    fn eq(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.eq(b))
+    }
+    fn ne(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.ne(b))
+    }
+    #[pyo3(signature = (x, reverse=false))]
+    fn matmul(&self, x: &Bound<PyAny>, reverse: bool) -> PyResult<PyTensor> {
+        self.binary(x, reverse, |a, b| a.matmul(&b.tensor(a)))
+    }
+    fn dot(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.dot(&b.tensor(a)))
+    }
+
+    fn __add__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.add(b))
+    }
+    fn __radd__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, true, |a, b| a.add(b))
+    }
+    fn __sub__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.sub(x, false)
+    }
+    fn __rsub__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.sub(x, true)
+    }
+    fn __mul__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.mul(x, false)
+    }
+    fn __rmul__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.mul(x, true)
+    }
+    fn __truediv__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.div(x, false, None)
+    }
+    fn __rtruediv__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.div(x, true, None)
+    }
+    fn __floordiv__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.div(x, false, Some("floor"))
+    }
+    fn __rfloordiv__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.div(x, true, Some("floor"))
+    }
+    fn __mod__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.r#mod(x, false)
+    }
+    fn __rmod__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.r#mod(x, true)
+    }
+    fn __pow__(&self, x: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        self.pow(x, false)
+    }
+    fn __rpow__(&self, x: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        self.pow(x, true)
+    }
+    fn __matmul__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.matmul(x, false)
+    }
+    fn __rmatmul__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.matmul(x, true)
+    }
+    fn __and__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_and(x, false)
+    }
+    fn __rand__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_and(x, true)
+    }
+    fn __or__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_or(x, false)
+    }
+    fn __ror__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_or(x, true)
+    }
+    fn __xor__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_xor(x, false)
+    }
+    fn __rxor__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.bitwise_xor(x, true)
+    }
+    fn __lshift__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.lshift(x, false)
+    }
+    fn __rlshift__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.lshift(x, true)
+    }
+    fn __rshift__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.rshift(x, false)
+    }
+    fn __rrshift__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.rshift(x, true)
+    }
+    fn __neg__(&self) -> PyResult<PyTensor> {
+        tensor_result(|| self.0.neg())
+    }
+    fn __invert__(&self) -> PyResult<PyTensor> {
+        tensor_result(|| self.0.bitwise_not())
+    }
+    fn __lt__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.lt(b))
+    }
+    fn __gt__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.gt(b))
+    }
+    fn __le__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.le(b))
+    }
+    fn __ge__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.binary(x, false, |a, b| a.ge(b))
+    }
+    /// Elementwise, as in tinygrad: `(pred == y).mean()`.
+    fn __eq__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.eq(x)
+    }
+    fn __ne__(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        self.ne(x)
+    }
+
+    // in place, as tinygrad: `t += x` assigns `t + x` into t
+    fn __iadd__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__add__(x)?)
+    }
+    fn __isub__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__sub__(x)?)
+    }
+    fn __imul__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__mul__(x)?)
+    }
+    fn __itruediv__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__truediv__(x)?)
+    }
+    fn __ipow__(&self, x: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<()> {
+        self.assign_from(self.pow(x, false)?)
+    }
+    fn __iand__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__and__(x)?)
+    }
+    fn __ior__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__or__(x)?)
+    }
+    fn __ixor__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__xor__(x)?)
+    }
+    fn __ilshift__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__lshift__(x)?)
+    }
+    fn __irshift__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__rshift__(x)?)
+    }
+    fn __imatmul__(&self, x: &Bound<PyAny>) -> PyResult<()> {
+        self.assign_from(self.__matmul__(x)?)
+    }
+
+    /// Indexing with ints, slices, None, Ellipsis, lists and integer tensors (which gather), or a
+    /// tuple of them; an index past an axis is an IndexError.
     fn __getitem__(&self, index: &Bound<PyAny>) -> PyResult<PyTensor> {
+        if let Some(bounds) = crate::variable::symbolic_slices(index, &self.0.shape()) {
+            return tensor_result(|| self.0.shrink_sym(&bounds));
+        }
         let idx = indices(index)?;
-        guard(|| PyTensor(self.0.index(&idx)))
+        checked(|| self.0.try_index(&idx)).map(PyTensor)
     }
     /// `t[index] = value`: the value (a tensor or a number) written into the view at once.
     fn __setitem__(&self, index: &Bound<PyAny>, value: &Bound<PyAny>) -> PyResult<()> {
         let (idx, value) = (indices(index)?, Rhs::of(value)?);
-        let written = guard(|| {
-            let view = self.0.index(&idx);
+        checked(|| {
+            let view = self.0.try_index(&idx)?;
             let value = value.tensor(&view);
             view.assign(&value.cast(view.dtype()).expand(&view.shape())).try_realize()
-        })?;
-        written.map(|_| ()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        })
+        .map(|_| ())
     }
-    /// `layers` applied in order (each a callable: a layer, `Tensor.relu`, a lambda).
-    fn sequential(slf: &Bound<Self>, layers: &Bound<PyAny>) -> PyResult<Py<PyAny>> {
-        let mut x = slf.clone().into_any();
-        for layer in layers.try_iter()? {
-            x = layer?.call1((x,))?;
-        }
-        Ok(x.unbind())
+    /// Write `x`'s values into this tensor's storage (lazily: in place when realized).
+    fn assign(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let value = Rhs::of(x)?.tensor(&self.0);
+        tensor_result(|| self.0.assign(&value.cast(self.0.dtype()).broadcast_to(&self.0.shape())))
     }
-    #[pyo3(signature = (kernel_size=2, stride=None))]
-    fn max_pool2d(&self, kernel_size: usize, stride: Option<usize>) -> PyResult<PyTensor> {
-        let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
-        guard(|| PyTensor(self.0.max_pool2d(&opts)))
+    /// Point this tensor at `x`'s graph (same shape).
+    fn replace(&self, x: &PyTensor) -> PyResult<PyTensor> {
+        tensor_result(|| self.0.replace(&x.0))
     }
-
-    #[pyo3(signature = (axis=-1))]
-    fn softmax(&self, axis: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.softmax(axis)))
+    /// A copy with storage of its own (on `device` when given).
+    #[pyo3(name = "clone", signature = (device=None))]
+    fn clone_storage(&self, device: Option<&str>) -> PyResult<PyTensor> {
+        tensor_result(|| {
+            let copy = self.0.contiguous();
+            match device {
+                Some(d) => copy.to(d),
+                None => copy,
+            }
+        })
     }
-    #[pyo3(signature = (axis=-1))]
-    fn log_softmax(&self, axis: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.log_softmax(axis)))
+    fn to(&self, device: Option<&str>) -> PyResult<PyTensor> {
+        tensor_result(|| match device {
+            Some(d) => self.0.to(d),
+            None => self.0.clone(),
+        })
     }
-
-    #[pyo3(signature = (*shape))]
-    fn reshape(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = dims(shape)?;
-        guard(|| PyTensor(self.0.reshape(&d)))
-    }
-    #[pyo3(signature = (*order))]
-    fn permute(&self, order: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = dims(order)?;
-        guard(|| PyTensor(self.0.permute(&d)))
-    }
-    #[pyo3(signature = (dim0=1, dim1=0))]
-    fn transpose(&self, dim0: isize, dim1: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.transpose(dim0, dim1)))
-    }
-    #[getter(T)]
-    fn t(&self) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.T()))
+    /// Move this tensor to `device` in place.
+    fn to_(&self, device: Option<&str>) -> PyResult<PyTensor> {
+        let moved = self.to(device)?;
+        tensor_result(|| self.0.replace(&moved.0))
     }
     fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
         let dtype = dtype_of(dtype)?;
-        guard(|| PyTensor(self.0.cast(dtype)))
+        tensor_result(|| self.0.cast(dtype))
     }
-    #[pyo3(signature = (neg_slope=0.01))]
-    fn leaky_relu(&self, neg_slope: f64) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.leaky_relu_with(neg_slope)))
+    fn bitcast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
+        let dtype = dtype_of(dtype)?;
+        tensor_result(|| self.0.bitcast(dtype))
     }
-    fn __pow__(&self, rhs: &Bound<PyAny>, _modulo: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.pow(b))
-    }
-    /// `x` where this (bool) tensor is true, else `y`.
-    #[pyo3(name = "where")]
-    fn where_(&self, x: &Bound<PyAny>, y: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let (x, y) = (Rhs::of(x)?.tensor(&self.0), Rhs::of(y)?.tensor(&self.0));
-        guard(|| PyTensor(self.0.where_(&x, &y)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn argmax(&self, axis: Option<isize>, keepdim: bool) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.argmax(axis, keepdim)))
-    }
-    #[pyo3(signature = (start_dim=0, end_dim=-1))]
-    fn flatten(&self, start_dim: isize, end_dim: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.flatten(start_dim, end_dim)))
-    }
-    /// This tensor and `others` joined along `dim`.
-    #[pyo3(signature = (*others, dim=0))]
-    fn cat(&self, others: Vec<PyTensor>, dim: isize) -> PyResult<PyTensor> {
-        let all: Vec<&Tensor> = std::iter::once(&self.0).chain(others.iter().map(|t| &t.0)).collect();
-        guard(|| PyTensor(Tensor::cat(&all, dim)))
-    }
-    /// Cross-entropy of these logits (classes last) against integer labels `y`.
-    #[pyo3(signature = (y, ignore_index=-1, label_smoothing=0.0, reduction="mean"))]
-    fn sparse_categorical_crossentropy(
-        &self,
-        y: &PyTensor,
-        ignore_index: i64,
-        label_smoothing: f64,
-        reduction: &str,
-    ) -> PyResult<PyTensor> {
-        let reduction = match reduction {
-            "mean" => Reduction::Mean,
-            "sum" => Reduction::Sum,
-            "none" => Reduction::None,
-            other => return Err(PyValueError::new_err(format!("reduction {other:?}: mean, sum or none"))),
-        };
-        guard(|| PyTensor(self.0.sparse_categorical_crossentropy(&y.0, ignore_index, label_smoothing, reduction)))
+    /// `layers` applied in order (each a callable: a layer, `Tensor.relu`, a lambda).
+    fn sequential(slf: &Bound<Self>, ll: &Bound<PyAny>) -> PyResult<Py<PyAny>> {
+        let mut x = slf.clone().into_any();
+        for layer in ll.try_iter()? {
+            x = layer?.call1((x,))?;
+        }
+        Ok(x.unbind())
     }
     /// A context manager under which optimizers may step (tinygrad's `with Tensor.train():`).
     #[staticmethod]
@@ -325,14 +496,22 @@ impl PyTensor {
     fn train(mode: bool) -> Training {
         Training { mode, context: None }
     }
-    fn to(&self, device: &str) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.to(device)))
+    /// `Tensor.train(False)`.
+    #[staticmethod]
+    fn test() -> Training {
+        Training { mode: false, context: None }
+    }
+}
+
+impl PyTensor {
+    fn assign_from(&self, value: PyTensor) -> PyResult<()> {
+        guard(|| self.0.assign(&value.0.cast(self.0.dtype()))).map(|_| ())
     }
 }
 
 /// `Tensor.train()`: TRAINING set while the `with` block runs (on this thread).
 #[pyclass(unsendable)]
-struct Training {
+pub(crate) struct Training {
     mode: bool,
     context: Option<Context>,
 }
@@ -354,194 +533,5 @@ impl Training {
             Ok(f.bind(args.py()).call(args, kwargs)?.unbind())
         })?;
         Ok(wrapped.into_any().unbind())
-    }
-}
-
-/// Methods that take nothing and forward to the Rust method of the same name.
-macro_rules! forward {
-    ($($name:ident),* $(,)?) => {
-        #[pymethods]
-        impl PyTensor {
-            $(fn $name(&self) -> PyResult<PyTensor> {
-                guard(|| PyTensor(self.0.$name()))
-            })*
-        }
-    };
-}
-
-forward!(
-    relu, exp, exp2, log, log2, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin, cos, square, abs, sign, floor, ceil,
-    round, gelu, contiguous, detach, zeros_like, ones_like, float, half, int, bool,
-);
-
-/// Reductions over `axis` (None: every axis; an int; or a tuple), keeping the reduced axes as
-/// size 1 with `keepdim`.
-macro_rules! reduce {
-    ($($name:ident),* $(,)?) => {
-        #[pymethods]
-        impl PyTensor {
-            $(#[pyo3(signature = (axis=None, keepdim=false))]
-            fn $name(&self, axis: Option<&Bound<PyAny>>, keepdim: bool) -> PyResult<PyTensor> {
-                let axes = axes(&self.0, axis)?;
-                guard(|| PyTensor(self.0.$name(&axes[..], keepdim)))
-            })*
-        }
-    };
-}
-
-reduce!(sum, mean, max, min, prod);
-
-/// More of tinygrad's Tensor: creation, movement, reductions, and the functional ops.
-#[pymethods]
-impl PyTensor {
-    #[staticmethod]
-    #[pyo3(signature = (shape, fill_value))]
-    fn full(shape: &Bound<PyAny>, fill_value: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let shape: Vec<usize> = shape.extract()?;
-        let value = scalar(fill_value).ok_or_else(|| PyTypeError::new_err("full: the fill value is a number"))?;
-        guard(|| PyTensor(Tensor::full(&shape, value)))
-    }
-    #[staticmethod]
-    fn eye(n: usize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(Tensor::eye(n)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*shape, low=0.0, high=1.0))]
-    fn uniform(shape: &Bound<PyTuple>, low: f64, high: f64) -> PyResult<PyTensor> {
-        let shape = sizes(shape)?;
-        guard(|| PyTensor(Tensor::uniform(&shape, low, high)))
-    }
-    #[staticmethod]
-    #[pyo3(signature = (*tensors, dim=0))]
-    fn stack(tensors: Vec<PyTensor>, dim: isize) -> PyResult<PyTensor> {
-        let all: Vec<&Tensor> = tensors.iter().map(|t| &t.0).collect();
-        guard(|| PyTensor(Tensor::stack(&all, dim)))
-    }
-    fn full_like(&self, fill_value: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let value = scalar(fill_value).ok_or_else(|| PyTypeError::new_err("full_like: the fill value is a number"))?;
-        guard(|| PyTensor(self.0.full_like(value)))
-    }
-
-    fn unsqueeze(&self, dim: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.unsqueeze(dim)))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn squeeze(&self, dim: Option<isize>) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.squeeze(dim)))
-    }
-    #[pyo3(signature = (*shape))]
-    fn expand(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let shape = sizes(shape)?;
-        guard(|| PyTensor(self.0.expand(&shape)))
-    }
-    /// Zeros before and after each axis: one `(before, after)` pair per axis.
-    fn pad(&self, padding: Vec<(usize, usize)>) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.pad(&padding)))
-    }
-    /// The part `[start, end)` of each axis: one pair per axis.
-    fn shrink(&self, arg: Vec<(usize, usize)>) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.shrink(&arg)))
-    }
-    fn flip(&self, axis: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, Some(axis))?;
-        guard(|| PyTensor(self.0.flip(&axes)))
-    }
-    #[pyo3(signature = (*repeats))]
-    fn repeat(&self, repeats: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let repeats = sizes(repeats)?;
-        guard(|| PyTensor(self.0.repeat(&repeats)))
-    }
-
-    #[pyo3(signature = (axis=None, keepdim=false, correction=1))]
-    fn var(&self, axis: Option<&Bound<PyAny>>, keepdim: bool, correction: usize) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.var(&axes[..], keepdim, correction)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false, correction=1))]
-    fn std(&self, axis: Option<&Bound<PyAny>>, keepdim: bool, correction: usize) -> PyResult<PyTensor> {
-        let axes = axes(&self.0, axis)?;
-        guard(|| PyTensor(self.0.std(&axes[..], keepdim, correction)))
-    }
-    #[pyo3(signature = (axis=None, keepdim=false))]
-    fn argmin(&self, axis: Option<isize>, keepdim: bool) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.argmin(axis, keepdim)))
-    }
-
-    fn maximum(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.maximum(b))
-    }
-    fn minimum(&self, rhs: &Bound<PyAny>) -> PyResult<PyTensor> {
-        self.binary(rhs, false, |a, b| a.minimum(b))
-    }
-    /// Values below `min_` raised to it and above `max_` lowered to it (either may be None).
-    #[pyo3(signature = (min_=None, max_=None))]
-    fn clip(&self, min_: Option<f64>, max_: Option<f64>) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.clamp(min_, max_)))
-    }
-
-    fn cumsum(&self, axis: isize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.cumsum(axis)))
-    }
-    /// Values along `dim` at `index` (tinygrad's and torch's `gather`).
-    fn gather(&self, dim: isize, index: &PyTensor) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.gather(dim, &index.0)))
-    }
-    /// Write `x`'s values into this tensor's storage (lazily: in place when realized).
-    fn assign(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {
-        let value = Rhs::of(x)?.tensor(&self.0);
-        guard(|| PyTensor(self.0.assign(&value)))
-    }
-    #[pyo3(signature = (weight, bias=None, groups=1, stride=1, dilation=1, padding=0))]
-    fn conv2d(
-        &self,
-        weight: &PyTensor,
-        bias: Option<&PyTensor>,
-        groups: usize,
-        stride: usize,
-        dilation: usize,
-        padding: usize,
-    ) -> PyResult<PyTensor> {
-        let opts = conv_opts(groups, stride, dilation, padding);
-        guard(|| PyTensor(self.0.conv2d(&weight.0, bias.map(|b| &b.0), &opts)))
-    }
-    #[pyo3(signature = (kernel_size=2, stride=None))]
-    fn avg_pool2d(&self, kernel_size: usize, stride: Option<usize>) -> PyResult<PyTensor> {
-        let opts = PoolOpts { stride: stride.map(Into::into), ..PoolOpts::kernel(kernel_size) };
-        guard(|| PyTensor(self.0.avg_pool2d(&opts)))
-    }
-    fn __len__(&self) -> PyResult<usize> {
-        self.0.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
-    }
-
-    #[pyo3(signature = (p=0.5))]
-    fn dropout(&self, p: f64) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.dropout(p)))
-    }
-    /// Normalized over `axis` (the last one when None).
-    #[pyo3(signature = (axis=None, eps=1e-5))]
-    fn layernorm(&self, axis: Option<&Bound<PyAny>>, eps: f64) -> PyResult<PyTensor> {
-        let axes = match axis {
-            None => vec![-1],
-            Some(a) => axes(&self.0, Some(a))?,
-        };
-        guard(|| PyTensor(self.0.layernorm(&axes[..], eps)))
-    }
-    #[pyo3(signature = (weight, bias=None))]
-    fn linear(&self, weight: &PyTensor, bias: Option<&PyTensor>) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.linear(&weight.0, bias.map(|b| &b.0))))
-    }
-    fn one_hot(&self, num_classes: usize) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.one_hot(num_classes)))
-    }
-    #[pyo3(signature = (key, value, attn_mask=None, is_causal=false))]
-    fn scaled_dot_product_attention(
-        &self,
-        key: &PyTensor,
-        value: &PyTensor,
-        attn_mask: Option<&PyTensor>,
-        is_causal: bool,
-    ) -> PyResult<PyTensor> {
-        let mask = attn_mask.map(|m| &m.0);
-        guard(|| PyTensor(self.0.scaled_dot_product_attention(&key.0, &value.0, mask, is_causal)))
     }
 }

@@ -4,7 +4,7 @@
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::module;
-use crate::tensor::{ConvOpts, Tensor};
+use crate::tensor::{ConvOpts, Spatial, Tensor};
 
 /// A parameter filled with `v`: its own storage (constants alone would be shared between
 /// equal tensors, and an in-place update of one would change the others).
@@ -17,9 +17,46 @@ fn uniform_bound(shape: &[usize], fan_in: usize) -> Tensor {
     Tensor::uniform(shape, -bound, bound)
 }
 
-/// Kaiming-uniform weight `[a, b, kernel, kernel]` and optional uniform bias of a conv layer.
-fn conv_params(a: usize, b: usize, kernel: usize, out_channels: usize, bias: bool) -> (Tensor, Option<Tensor>) {
-    let shape = [a, b, kernel, kernel];
+/// A convolution's kernel size: one for both axes of a 2-D layer (`3`), or one per spatial axis
+/// (`[3]` for a 1-D layer, `[3, 5]`).
+pub trait KernelSize {
+    fn sizes(&self) -> Vec<usize>;
+}
+impl KernelSize for usize {
+    fn sizes(&self) -> Vec<usize> {
+        vec![*self; 2]
+    }
+}
+impl KernelSize for &[usize] {
+    fn sizes(&self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl<const N: usize> KernelSize for [usize; N] {
+    fn sizes(&self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl KernelSize for Vec<usize> {
+    fn sizes(&self) -> Vec<usize> {
+        self.clone()
+    }
+}
+
+/// tinygrad's `padding='same'` of a stride-1 convolution: each axis padded by `d*(k-1)`, the odd
+/// one after, as flat `(before, after)` pairs, last axis first.
+pub fn same_padding(kernel: &[usize], dilation: &Spatial) -> Spatial {
+    let d = |i: usize| if dilation.0.len() == 1 { dilation.0[0] } else { dilation.0[i] };
+    let pads = (0..kernel.len()).rev().flat_map(|i| {
+        let total = d(i) * (kernel[i] - 1);
+        [total / 2, total - total / 2]
+    });
+    Spatial(pads.collect())
+}
+
+/// Kaiming-uniform weight `[a, b, kernel...]` and optional uniform bias of a conv layer.
+fn conv_params(a: usize, b: usize, kernel: &[usize], out_channels: usize, bias: bool) -> (Tensor, Option<Tensor>) {
+    let shape: Vec<usize> = [a, b].into_iter().chain(kernel.iter().copied()).collect();
     let fan_in = shape[1..].iter().product();
     let weight = Tensor::kaiming_uniform(&shape, 5f64.sqrt());
     (weight, bias.then(|| uniform_bound(&[out_channels], fan_in)))
@@ -63,7 +100,7 @@ impl Linear {
     }
 }
 
-/// A 2-D convolution over `[N, C, H, W]` inputs.
+/// A convolution over `[N, C, spatial...]` inputs (2-D for one kernel size, else one axis per size).
 pub struct Conv2d {
     pub weight: Tensor,
     pub bias: Option<Tensor>,
@@ -72,9 +109,10 @@ pub struct Conv2d {
 module!(Conv2d { weight, bias });
 
 impl Conv2d {
-    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> Conv2d {
+    pub fn new(in_channels: usize, out_channels: usize, kernel: impl KernelSize, opts: ConvOpts, bias: bool) -> Conv2d {
         check_groups("Conv2d", in_channels, out_channels, opts.groups);
-        let (weight, bias) = conv_params(out_channels, in_channels / opts.groups, kernel, out_channels, bias);
+        let kernel = kernel.sizes();
+        let (weight, bias) = conv_params(out_channels, in_channels / opts.groups, &kernel, out_channels, bias);
         Conv2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
@@ -91,9 +129,16 @@ pub struct ConvTranspose2d {
 module!(ConvTranspose2d { weight, bias });
 
 impl ConvTranspose2d {
-    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, opts: ConvOpts, bias: bool) -> ConvTranspose2d {
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl KernelSize,
+        opts: ConvOpts,
+        bias: bool,
+    ) -> ConvTranspose2d {
         check_groups("ConvTranspose2d", in_channels, out_channels, opts.groups);
-        let (weight, bias) = conv_params(in_channels, out_channels / opts.groups, kernel, out_channels, bias);
+        let kernel = kernel.sizes();
+        let (weight, bias) = conv_params(in_channels, out_channels / opts.groups, &kernel, out_channels, bias);
         ConvTranspose2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
@@ -329,5 +374,25 @@ impl LSTMCell {
         let c = &f * c + &(&i * &g);
         let h = &o * &c.tanh();
         (h.contiguous(), c.contiguous())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_padding_splits_the_odd_pad_after_last_axis_first() {
+        // kernel (3, 4): height pads 2 as (1, 1), width 3 as (1, 2); listed width first
+        assert_eq!(same_padding(&[3, 4], &Spatial(vec![1])).0, [1, 2, 1, 1]);
+        assert_eq!(same_padding(&[3], &Spatial(vec![2])).0, [2, 2]);
+        let conv = Conv2d::new(
+            1,
+            1,
+            [3, 4],
+            ConvOpts { padding: same_padding(&[3, 4], &1.into()), ..Default::default() },
+            false,
+        );
+        assert_eq!(conv.forward(&Tensor::ones(&[1, 1, 5, 7])).shape(), [1, 1, 5, 7]);
     }
 }

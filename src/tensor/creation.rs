@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use super::elementwise::Scalar;
 use super::Tensor;
-use crate::dtype::{DType, Element};
+use crate::dtype::{DType, Element, Scalar as Kind};
+use crate::error::{Error, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::buffer_view;
+use crate::uop::exec::cast_const;
 use crate::uop::{Arg, Ops, UOp};
 
 /// Rust values a tensor can be built from: scalars, `Vec`s, slices and nested arrays.
@@ -83,6 +85,31 @@ impl Tensor {
         let mut bytes = Vec::with_capacity(n * T::DTYPE.itemsize());
         data.iter().for_each(|v| v.write_le(&mut bytes));
         Tensor::from_bytes(&bytes, shape, T::DTYPE, &default_device())
+    }
+    /// A tensor of `shape` on `device` from row-major values of mixed kinds, as tinygrad builds
+    /// one from Python numbers: `dtype`, else float32 if any value is a float, int32 if any is an
+    /// int, bool if all are bools, and float32 for no values. Each value is converted to the dtype
+    /// once (a float to float16 rounds once, not through float32); a value outside an integer
+    /// dtype's range (`2**40` as int32, `-1` as uint8) is an error, not a wrapped number.
+    pub fn from_scalars(values: &[Scalar], shape: &[usize], dtype: Option<DType>, device: &str) -> Result<Tensor> {
+        let dtype = dtype.unwrap_or_else(|| {
+            let any = |f: fn(&Scalar) -> bool| values.iter().any(f);
+            match () {
+                _ if values.is_empty() || any(|v| matches!(v, Scalar::Float(_))) => DType::FLOAT32,
+                _ if any(|v| matches!(v, Scalar::Int(_))) => DType::INT32,
+                _ => DType::BOOL,
+            }
+        });
+        super::check_dtype("Tensor::from_scalars", dtype);
+        let n = super::checked_numel("Tensor::from_scalars", shape, dtype);
+        if n != values.len() {
+            return Err(Error::Invalid(format!("Tensor: {} values do not fill shape {shape:?}", values.len())));
+        }
+        let mut bytes = Vec::with_capacity(n * dtype.itemsize());
+        for v in values {
+            write_scalar(*v, dtype, &mut bytes)?;
+        }
+        Ok(Tensor::from_bytes(&bytes, shape, dtype, device))
     }
     /// A tensor of `shape` and `dtype` on `device` from little-endian bytes.
     pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &str) -> Tensor {
@@ -199,5 +226,84 @@ impl Tensor {
         let i = Tensor::arange(rows).reshape(&[rows, 1]);
         let j = Tensor::arange(cols).reshape(&[1, cols]);
         i.eq(&j).cast(DType::FLOAT32)
+    }
+}
+
+/// `x` rounded once to the nearest float16 (ties to even). It goes through float32 rounded to
+/// odd: with 13 bits to spare, that keeps the information the second rounding needs, so no
+/// value lands on a false tie (`half`'s `from_f64` rounds twice).
+fn f16_rounded_once(x: f64) -> half::f16 {
+    let mut r = x as f32;
+    if r.is_finite() && f64::from(r) != x && r.to_bits() & 1 == 0 {
+        // the neighbour on x's side has an odd last bit
+        let away = (f64::from(r).abs() < x.abs()) as i32 * 2 - 1;
+        r = f32::from_bits((r.to_bits() as i32 + away) as u32);
+    }
+    half::f16::from_f32(r)
+}
+
+/// Appends `v` as a little-endian `dtype` value: floats rounded once to the dtype, integers (and
+/// floats truncated toward zero) checked against an integer dtype's range.
+fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
+    if dtype.is_int() {
+        let (lo, hi) = dtype.int_range();
+        let whole = match v {
+            Scalar::Float(f) if f.is_finite() => f.trunc() as i128,
+            Scalar::Float(f) => return Err(Error::Invalid(format!("Tensor: {f} has no value as {dtype}"))),
+            Scalar::Int(i) => i as i128,
+            Scalar::Bool(b) => b as i128,
+        };
+        if whole < lo || whole > hi {
+            return Err(Error::Invalid(format!("Tensor: {} does not fit {dtype} ({lo} to {hi})", v.value())));
+        }
+    }
+    let c = cast_const(v.value(), dtype);
+    match dtype.scalar {
+        Kind::Bool => out.push(c.as_bool() as u8),
+        Kind::Float16 => out.extend_from_slice(&f16_rounded_once(v.value().as_f64()).to_le_bytes()),
+        Kind::BFloat16 => out.extend_from_slice(&half::bf16::from_f64(v.value().as_f64()).to_le_bytes()),
+        Kind::Float32 => out.extend_from_slice(&(v.value().as_f64() as f32).to_le_bytes()),
+        Kind::Float64 => out.extend_from_slice(&v.value().as_f64().to_le_bytes()),
+        _ => out.extend_from_slice(&c.as_i64().to_le_bytes()[..dtype.itemsize()]),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn made(values: &[Scalar], dtype: Option<DType>) -> Result<Tensor> {
+        Tensor::from_scalars(values, &[values.len()], dtype, "CPU")
+    }
+
+    #[test]
+    fn from_scalars_picks_tinygrads_dtypes() {
+        let dtype = |v: &[Scalar]| made(v, None).unwrap().dtype();
+        assert_eq!(dtype(&[]), DType::FLOAT32);
+        assert_eq!(dtype(&[Scalar::Bool(true)]), DType::BOOL);
+        assert_eq!(dtype(&[Scalar::Bool(true), Scalar::Int(2)]), DType::INT32);
+        assert_eq!(dtype(&[Scalar::Int(2), Scalar::Float(0.5)]), DType::FLOAT32);
+    }
+
+    #[test]
+    fn from_scalars_refuses_what_does_not_fit() {
+        let big = made(&[Scalar::Int(1 << 40)], None).map(|t| t.to_vec::<i32>());
+        assert!(matches!(big, Err(Error::Invalid(m)) if m.contains("does not fit")), "2**40 as int32");
+        assert!(made(&[Scalar::Int(-1)], Some(DType::UINT8)).is_err(), "-1 as uint8");
+        assert!(made(&[Scalar::Float(f64::NAN)], Some(DType::INT32)).is_err(), "NaN as int32");
+        let edge = made(&[Scalar::Int(255), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
+        assert_eq!(edge.to_vec::<i16>(), [255, -1]);
+        let wide = made(&[Scalar::Int((1 << 40) + 1)], Some(DType::INT64)).unwrap();
+        assert_eq!(wide.to_vec::<i64>(), [(1 << 40) + 1]);
+    }
+
+    #[test]
+    fn float16_from_a_float_rounds_once() {
+        // 1 + 2^-11 + 2^-30 rounds up to 1 + 2^-10 in float16 directly, but through float32 it
+        // first becomes the tie 1 + 2^-11, which rounds to even: 1
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-30);
+        let t = made(&[Scalar::Float(x)], Some(DType::FLOAT16)).unwrap();
+        assert_eq!(t.to_vec::<half::f16>(), [half::f16::from_f64(1.0 + 2f64.powi(-10))]);
     }
 }

@@ -189,7 +189,7 @@ impl Tensor {
         let ellipses = idx.iter().filter(|i| matches!(i, Idx::Ellipsis)).count();
         let real = idx.len() - ellipses - idx.iter().filter(|i| matches!(i, Idx::NewAxis)).count();
         if ellipses > 1 || real > shape.len() {
-            return err(format!("{real} indices and {ellipses} ellipses for {} dims", shape.len()));
+            return err(format!("too many indices: {real} indices and {ellipses} ellipses for {} dims", shape.len()));
         }
         let fill = idx.iter().position(|i| matches!(i, Idx::Ellipsis)).unwrap_or(idx.len());
         let full = vec![Idx::Full; shape.len() - real];

@@ -315,6 +315,39 @@ impl Tensor {
             })
             .collect()
     }
+    /// tinygrad's `gradient`: the gradients of this tensor with respect to `targets`, seeded with
+    /// `seed` (of this tensor's shape; ones for a scalar when `None`). A target the tensor does
+    /// not depend on gets zeros; only float tensors have gradients.
+    pub fn gradient_with(&self, targets: &[&Tensor], seed: Option<&Tensor>) -> Result<Vec<Tensor>> {
+        if !self.dtype().is_float() || targets.iter().any(|t| !t.dtype().is_float()) {
+            return Err(Error::Invalid("gradient: only float tensors have gradients".into()));
+        }
+        let seed = match seed {
+            Some(s) if s.shape() == self.shape() => s.cast(self.dtype()),
+            Some(s) => {
+                let (got, want) = (s.shape(), self.shape());
+                return Err(Error::Invalid(format!("gradient: seed of shape {got:?} for a tensor of shape {want:?}")));
+            }
+            None if self.ndim() == 0 => self.ones_like(),
+            None => {
+                let shape = self.shape();
+                return Err(Error::Invalid(format!("gradient: of a tensor of shape {shape:?} needs a seed")));
+            }
+        };
+        let wanted: std::collections::HashSet<UOp> = targets.iter().map(|t| t.grad_key()).collect();
+        let grads = gradient::compute_gradient(&self.uop(), &seed.uop(), &wanted, self.device());
+        let grad = |t: &&Tensor| match grads.get(&t.grad_key()) {
+            Some(g) => t.lift(g.clone()).reshape(&t.shape()),
+            None => t.zeros_like(),
+        };
+        Ok(targets.iter().map(grad).collect())
+    }
+    /// Point this tensor at `other`'s graph (tinygrad's `replace`: same shape, any dtype); returns it.
+    pub fn replace(&self, other: &Tensor) -> Tensor {
+        assert!(self.shape() == other.shape(), "replace: shapes {:?} and {:?} differ", self.shape(), other.shape());
+        *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = other.uop();
+        self.clone()
+    }
     /// The node gradients are collected on: the BUFFER behind a tensor with storage (reshapes
     /// of it get folded into the graphs that use it), else the tensor's own node.
     fn grad_key(&self) -> UOp {
@@ -509,6 +542,21 @@ impl std::fmt::Debug for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gradient_with_gives_zeros_for_unused_targets_and_takes_a_seed() {
+        let x = Tensor::new([1.0f32, 2.0, 3.0]);
+        let unused = Tensor::new([5.0f32, 6.0]);
+        let g = (&x * &x).sum(None, false).gradient_with(&[&x, &unused], None).unwrap();
+        assert_eq!(g[0].to_vec::<f32>(), [2.0, 4.0, 6.0]);
+        assert_eq!(g[1].to_vec::<f32>(), [0.0, 0.0]);
+        let seed = Tensor::new([1.0f32, 10.0, 100.0]);
+        let g = (&x * 3.0).gradient_with(&[&x], Some(&seed)).unwrap();
+        assert_eq!(g[0].to_vec::<f32>(), [3.0, 30.0, 300.0]);
+        assert!((&x * 3.0).gradient_with(&[&x], None).is_err(), "no seed for a vector");
+        let ints = Tensor::new([1i32, 2]);
+        assert!(ints.sum(None, false).gradient_with(&[&ints], None).is_err(), "ints have no gradient");
+    }
 
     #[test]
     fn only_graphs_with_a_large_tensor_wake_the_workers() {

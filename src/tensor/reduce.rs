@@ -368,6 +368,15 @@ impl Tensor {
     pub fn cumprod(&self, axis: isize) -> Tensor {
         self.split_cumalu(axis, Ops::Mul, "cumprod")
     }
+    /// Running minimum along `axis` and the (last) index where it was attained (int32): the
+    /// running maximum of the values in reversed order (negated, or bits inverted for unsigned
+    /// integers and bools, where negation wraps).
+    pub fn cummin(&self, axis: isize) -> (Tensor, Tensor) {
+        let flip =
+            |x: &Tensor| if self.dtype().is_unsigned() || self.dtype().is_bool() { x.bitwise_not() } else { x.neg() };
+        let (values, indices) = flip(self).cummax(axis);
+        (flip(&values), indices)
+    }
     /// Running maximum along `axis` and, as torch, the (last) index where it was attained (int32).
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
         let shape = self.shape();
@@ -400,5 +409,20 @@ impl Tensor {
         let shifted = xs.sub(m.unsqueeze(-1));
         let terms = upto.where_(&shifted, dtype_min(shifted.dtype()));
         terms.exp().sum(-1isize, false).log().add(&m).transpose(-1, a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cummin_is_the_running_minimum_in_every_kind() {
+        let (v, i) = Tensor::new([3.0f32, 1.0, 2.0, 0.5]).cummin(0);
+        assert_eq!((v.to_vec::<f32>(), i.to_vec::<i32>()), (vec![3.0, 1.0, 1.0, 0.5], vec![0, 1, 1, 3]));
+        let (v, _) = Tensor::new([200u8, 7, 9, 0]).cummin(0);
+        assert_eq!(v.to_vec::<u8>(), [200, 7, 7, 0]);
+        let (v, _) = Tensor::new([[5i32, -2], [1, 4]]).cummin(1);
+        assert_eq!(v.to_vec::<i32>(), [5, -2, 1, 1]);
     }
 }

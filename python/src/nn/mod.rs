@@ -5,13 +5,18 @@ mod datasets;
 mod optim;
 mod state;
 
-use ::lazygrad::nn::layers::{BatchNorm, Conv2d, Embedding, LayerNorm, Linear, RMSNorm};
+use ::lazygrad::nn::layers::{
+    same_padding, BatchNorm, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LSTMCell, LayerNorm, Linear, RMSNorm,
+};
 use ::lazygrad::nn::state::Module;
-use pyo3::exceptions::PyAttributeError;
+use ::lazygrad::tensor::ConvOpts;
+use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
-use crate::convert::conv_opts;
-use crate::guard;
+use crate::convert::{or_ints, shape_of, spatial};
+use crate::error::guard;
+use crate::functional::conv_opts;
 use crate::tensor::PyTensor;
 
 /// A layer of lazygrad's `nn::layers` as a Python object: called on a tensor, with its tensors
@@ -73,8 +78,11 @@ macro_rules! weight_and_bias {
 
 layer!(PyLinear, Linear, "Linear");
 layer!(PyConv2d, Conv2d, "Conv2d");
+layer!(PyConvTranspose2d, ConvTranspose2d, "ConvTranspose2d");
 weight_and_bias!(PyLinear);
 weight_and_bias!(PyConv2d);
+weight_and_bias!(PyConvTranspose2d);
+layer!(PyGroupNorm, GroupNorm, "GroupNorm");
 layer!(PyBatchNorm, BatchNorm, "BatchNorm");
 layer!(PyLayerNorm, LayerNorm, "LayerNorm");
 layer!(PyRMSNorm, RMSNorm, "RMSNorm");
@@ -90,25 +98,148 @@ impl PyLinear {
     }
 }
 
-/// A 2-D convolution over `[N, C, H, W]`, initialized as tinygrad's is.
+/// A convolution's kernel sizes: an int for each of `dims` axes, or a tuple of one each.
+fn kernel_sizes(kernel_size: &Bound<PyAny>, dims: usize) -> PyResult<Vec<usize>> {
+    let k = shape_of(kernel_size)?;
+    Ok(if kernel_size.is_instance_of::<pyo3::types::PyInt>() { vec![k[0]; dims] } else { k })
+}
+
+/// A convolution layer's options: `padding` an int, a tuple, or 'same' (stride 1 only).
+fn layer_opts(
+    kernel: &[usize],
+    groups: usize,
+    stride: &Bound<PyAny>,
+    dilation: &Bound<PyAny>,
+    padding: &Bound<PyAny>,
+) -> PyResult<ConvOpts> {
+    if !padding.is_instance_of::<PyString>() {
+        return conv_opts(groups, stride, dilation, padding);
+    }
+    let text: String = padding.extract()?;
+    if text.to_lowercase() != "same" {
+        return Err(PyValueError::new_err(format!("Invalid padding string {text}, only 'same' is supported")));
+    }
+    if shape_of(stride)?.iter().any(|&s| s != 1) {
+        return Err(PyValueError::new_err("padding='same' is not supported for strided convolutions"));
+    }
+    let zero = 0usize.into_pyobject(padding.py())?.into_any();
+    let opts = conv_opts(groups, stride, dilation, &zero)?;
+    Ok(ConvOpts { padding: same_padding(kernel, &opts.dilation), ..opts })
+}
+
+/// A convolution over `[N, C, spatial...]` (2-D for an int kernel size), initialized as
+/// tinygrad's is.
 #[pymethods]
 impl PyConv2d {
     #[new]
-    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=true))]
+    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=None, padding=None, dilation=None, groups=1, bias=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python,
         in_channels: usize,
         out_channels: usize,
-        kernel_size: usize,
-        stride: usize,
-        padding: usize,
-        dilation: usize,
+        kernel_size: &Bound<PyAny>,
+        stride: Option<&Bound<PyAny>>,
+        padding: Option<&Bound<PyAny>>,
+        dilation: Option<&Bound<PyAny>>,
         groups: usize,
         bias: bool,
     ) -> PyResult<PyConv2d> {
-        let opts = conv_opts(groups, stride, dilation, padding);
-        guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel_size, opts, bias)))
+        let kernel = kernel_sizes(kernel_size, 2)?;
+        let [stride, padding, dilation] = or_ints(py, [stride, padding, dilation], [1, 0, 1])?;
+        let opts = layer_opts(&kernel, groups, &stride, &dilation, &padding)?;
+        guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel, opts, bias)))
     }
+}
+
+/// A transposed convolution over `[N, C, spatial...]`, initialized as tinygrad's is.
+#[pymethods]
+impl PyConvTranspose2d {
+    #[new]
+    #[pyo3(signature = (in_channels, out_channels, kernel_size, stride=None, padding=None, output_padding=None, dilation=None, groups=1, bias=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python,
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: &Bound<PyAny>,
+        stride: Option<&Bound<PyAny>>,
+        padding: Option<&Bound<PyAny>>,
+        output_padding: Option<&Bound<PyAny>>,
+        dilation: Option<&Bound<PyAny>>,
+        groups: usize,
+        bias: bool,
+    ) -> PyResult<PyConvTranspose2d> {
+        let kernel = kernel_sizes(kernel_size, 2)?;
+        let [stride, padding, output_padding, dilation] =
+            or_ints(py, [stride, padding, output_padding, dilation], [1, 0, 0, 1])?;
+        let opts =
+            ConvOpts { output_padding: spatial(&output_padding)?, ..conv_opts(groups, &stride, &dilation, &padding)? };
+        guard(|| PyConvTranspose2d(ConvTranspose2d::new(in_channels, out_channels, kernel, opts, bias)))
+    }
+}
+
+/// A 1-D convolution (tinygrad's `Conv1d`: a `Conv2d` with one kernel size).
+#[pyfunction(name = "Conv1d")]
+#[pyo3(signature = (in_channels, out_channels, kernel_size, stride=None, padding=None, dilation=None, groups=1, bias=true))]
+#[allow(clippy::too_many_arguments)]
+fn conv1d(
+    py: Python,
+    in_channels: usize,
+    out_channels: usize,
+    kernel_size: &Bound<PyAny>,
+    stride: Option<&Bound<PyAny>>,
+    padding: Option<&Bound<PyAny>>,
+    dilation: Option<&Bound<PyAny>>,
+    groups: usize,
+    bias: bool,
+) -> PyResult<PyConv2d> {
+    let kernel = kernel_sizes(kernel_size, 1)?;
+    let [stride, padding, dilation] = or_ints(py, [stride, padding, dilation], [1, 0, 1])?;
+    let opts = layer_opts(&kernel, groups, &stride, &dilation, &padding)?;
+    guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel, opts, bias)))
+}
+
+/// A 1-D transposed convolution (tinygrad's `ConvTranspose1d`).
+#[pyfunction(name = "ConvTranspose1d")]
+#[pyo3(signature = (in_channels, out_channels, kernel_size, stride=None, padding=None, output_padding=None, dilation=None, groups=1, bias=true))]
+#[allow(clippy::too_many_arguments)]
+fn conv_transpose1d(
+    py: Python,
+    in_channels: usize,
+    out_channels: usize,
+    kernel_size: &Bound<PyAny>,
+    stride: Option<&Bound<PyAny>>,
+    padding: Option<&Bound<PyAny>>,
+    output_padding: Option<&Bound<PyAny>>,
+    dilation: Option<&Bound<PyAny>>,
+    groups: usize,
+    bias: bool,
+) -> PyResult<PyConvTranspose2d> {
+    let kernel = kernel_sizes(kernel_size, 1)?;
+    let [stride, padding, output_padding, dilation] =
+        or_ints(py, [stride, padding, output_padding, dilation], [1, 0, 0, 1])?;
+    let opts =
+        ConvOpts { output_padding: spatial(&output_padding)?, ..conv_opts(groups, &stride, &dilation, &padding)? };
+    guard(|| PyConvTranspose2d(ConvTranspose2d::new(in_channels, out_channels, kernel, opts, bias)))
+}
+
+/// Normalization of each group of channels, with a learned scale and shift per channel.
+#[pymethods]
+impl PyGroupNorm {
+    #[new]
+    #[pyo3(signature = (num_groups, num_channels, eps=1e-5, affine=true))]
+    fn new(num_groups: usize, num_channels: usize, eps: f64, affine: bool) -> PyResult<PyGroupNorm> {
+        guard(|| PyGroupNorm(GroupNorm::new(num_groups, num_channels, eps, affine)))
+    }
+}
+
+/// Normalization of each channel of each sample (tinygrad's `InstanceNorm`: one group per
+/// channel).
+#[pyfunction(name = "InstanceNorm")]
+#[pyo3(signature = (num_features, eps=1e-5, affine=true))]
+fn instance_norm(num_features: usize, eps: f64, affine: bool) -> PyResult<PyGroupNorm> {
+    guard(|| PyGroupNorm(GroupNorm::instance(num_features, eps, affine)))
 }
 
 /// Batch normalization over axis 1: batch statistics inside `Tensor.train()` (updating the
@@ -155,11 +286,45 @@ impl PyEmbedding {
     }
 }
 
+/// One step of a long short-term memory cell: `cell(x, (h, c))` gives the new `(h, c)`.
+#[pyclass(name = "LSTMCell", module = "lazygrad.nn")]
+pub struct PyLSTMCell(pub(crate) LSTMCell);
+
+impl Wrapped for PyLSTMCell {
+    fn module(&self) -> &dyn Module {
+        &self.0
+    }
+}
+
+#[pymethods]
+impl PyLSTMCell {
+    #[new]
+    #[pyo3(signature = (input_size, hidden_size, bias=true))]
+    fn new(input_size: usize, hidden_size: usize, bias: bool) -> PyResult<PyLSTMCell> {
+        guard(|| PyLSTMCell(LSTMCell::new(input_size, hidden_size, bias)))
+    }
+    #[pyo3(signature = (x, hc=None))]
+    fn __call__(&self, x: &PyTensor, hc: Option<(PyTensor, PyTensor)>) -> PyResult<(PyTensor, PyTensor)> {
+        let (h, c) = guard(|| self.0.forward(&x.0, hc.as_ref().map(|(h, c)| (&h.0, &c.0))))?;
+        Ok((PyTensor(h), PyTensor(c)))
+    }
+    fn __getattr__(&self, name: &str) -> PyResult<PyTensor> {
+        let found = self.0.named_tensors().into_iter().find(|(n, _)| n == name);
+        found.map(|(_, t)| PyTensor(t)).ok_or_else(|| PyAttributeError::new_err(format!("LSTMCell has no {name}")))
+    }
+}
+
 /// `lazygrad.nn` with its `optim`, `state` and `datasets` submodules.
 pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     let nn = PyModule::new(py, "nn")?;
     nn.add_class::<PyLinear>()?;
     nn.add_class::<PyConv2d>()?;
+    nn.add_class::<PyConvTranspose2d>()?;
+    nn.add_class::<PyGroupNorm>()?;
+    nn.add_class::<PyLSTMCell>()?;
+    nn.add_function(wrap_pyfunction!(conv1d, &nn)?)?;
+    nn.add_function(wrap_pyfunction!(conv_transpose1d, &nn)?)?;
+    nn.add_function(wrap_pyfunction!(instance_norm, &nn)?)?;
     nn.add_class::<PyBatchNorm>()?;
     nn.add_class::<PyLayerNorm>()?;
     nn.add_class::<PyRMSNorm>()?;
@@ -180,11 +345,8 @@ pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     nn.add_submodule(&optim)?;
     nn.add_submodule(&state)?;
     nn.add_submodule(&data)?;
-    // `from lazygrad.nn.optim import Adam` looks the submodules up by their full names
-    let modules = py.import("sys")?.getattr("modules")?;
-    modules.set_item("lazygrad.nn", &nn)?;
-    modules.set_item("lazygrad.nn.optim", &optim)?;
-    modules.set_item("lazygrad.nn.state", &state)?;
-    modules.set_item("lazygrad.nn.datasets", &data)?;
+    for (name, module) in [("nn", &nn), ("nn.optim", &optim), ("nn.state", &state), ("nn.datasets", &data)] {
+        crate::register(py, &format!("lazygrad.{name}"), module)?;
+    }
     Ok(nn)
 }

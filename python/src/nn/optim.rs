@@ -4,7 +4,7 @@ use ::lazygrad::nn::optim::{self, Optimizer, SGD};
 use ::lazygrad::Tensor;
 use pyo3::prelude::*;
 
-use crate::guard;
+use crate::error::guard;
 use crate::tensor::PyTensor;
 
 /// An optimizer over a list of tensors (`SGD`, `Adam` and `AdamW` make one): `zero_grad()`, then

@@ -10,7 +10,10 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::{PyBatchNorm, PyConv2d, PyEmbedding, PyLayerNorm, PyLinear, PyRMSNorm, Wrapped};
+use super::{
+    PyBatchNorm, PyConv2d, PyConvTranspose2d, PyEmbedding, PyGroupNorm, PyLSTMCell, PyLayerNorm, PyLinear, PyRMSNorm,
+    Wrapped,
+};
 use crate::tensor::PyTensor;
 
 /// Tensors by dotted name, as a `Module` for lazygrad's state functions.
@@ -28,33 +31,50 @@ const MAX_DEPTH: usize = 32;
 /// Adds the tensors of a layer of one kind to the list, if `obj` is one.
 type Layer = fn(&Bound<PyAny>, &str, &mut Vec<(String, Tensor)>) -> bool;
 
-const LAYERS: [Layer; 6] = [
+const LAYERS: [Layer; 9] = [
     wrapped::<PyLinear>,
     wrapped::<PyConv2d>,
+    wrapped::<PyConvTranspose2d>,
+    wrapped::<PyGroupNorm>,
+    wrapped::<PyLSTMCell>,
     wrapped::<PyBatchNorm>,
     wrapped::<PyLayerNorm>,
     wrapped::<PyRMSNorm>,
     wrapped::<PyEmbedding>,
 ];
 
+/// The walk's state: the tensors found so far, and the objects being walked (an object met again
+/// inside itself is a cycle, not walked twice).
+#[derive(Default)]
+struct Walk {
+    out: Vec<(String, Tensor)>,
+    open: Vec<usize>,
+}
+
 /// The tensors under `obj`, named from `prefix`.
-fn named(obj: &Bound<PyAny>, prefix: &str, out: &mut Vec<(String, Tensor)>, depth: usize) -> PyResult<()> {
-    if depth > MAX_DEPTH || LAYERS.iter().any(|layer| layer(obj, prefix, out)) {
+fn named(obj: &Bound<PyAny>, prefix: &str, walk: &mut Walk) -> PyResult<()> {
+    let id = obj.as_ptr() as usize;
+    if walk.open.len() > MAX_DEPTH
+        || walk.open.contains(&id)
+        || LAYERS.iter().any(|layer| layer(obj, prefix, &mut walk.out))
+    {
         return Ok(());
     }
+    walk.open.push(id);
     if let Ok(t) = obj.cast::<PyTensor>() {
-        out.push((prefix.to_string(), t.get().0.clone()));
+        walk.out.push((prefix.to_string(), t.get().0.clone()));
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for (k, v) in d.iter() {
-            named(&v, &state::join_name(prefix, &k.str()?.to_string()), out, depth + 1)?;
+            named(&v, &state::join_name(prefix, &k.str()?.to_string()), walk)?;
         }
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         for (i, item) in obj.try_iter()?.enumerate() {
-            named(&item?, &state::join_name(prefix, &i.to_string()), out, depth + 1)?;
+            named(&item?, &state::join_name(prefix, &i.to_string()), walk)?;
         }
     } else if let Ok(attrs) = obj.getattr("__dict__") {
-        named(&attrs, prefix, out, depth + 1)?;
+        named(&attrs, prefix, walk)?;
     }
+    walk.open.pop();
     Ok(())
 }
 
@@ -66,9 +86,9 @@ fn wrapped<T: pyo3::PyClass + Wrapped>(obj: &Bound<PyAny>, prefix: &str, out: &m
 }
 
 fn named_of(obj: &Bound<PyAny>) -> PyResult<Named> {
-    let mut out = vec![];
-    named(obj, "", &mut out, 0)?;
-    Ok(Named(out))
+    let mut walk = Walk::default();
+    named(obj, "", &mut walk)?;
+    Ok(Named(walk.out))
 }
 
 fn runtime(e: Error) -> PyErr {
@@ -98,7 +118,7 @@ pub(crate) fn load_state_dict(
 ) -> PyResult<()> {
     let state: BTreeMap<String, Tensor> = state_dict.into_iter().map(|(k, t)| (k, t.0)).collect();
     let model = named_of(obj)?;
-    crate::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
+    crate::error::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
         Error::Invalid(message) => PyValueError::new_err(message),
         other => runtime(other),
     })
@@ -108,12 +128,12 @@ pub(crate) fn load_state_dict(
 #[pyfunction]
 pub(crate) fn safe_save(tensors: BTreeMap<String, PyTensor>, path: &str) -> PyResult<()> {
     let tensors: BTreeMap<String, Tensor> = tensors.into_iter().map(|(k, t)| (k, t.0)).collect();
-    crate::guard(|| state::safe_save(&tensors, path))?.map_err(runtime)
+    crate::error::guard(|| state::safe_save(&tensors, path))?.map_err(runtime)
 }
 
 /// The tensors of a safetensors file by name (a corrupt file is a RuntimeError naming it).
 #[pyfunction]
 pub(crate) fn safe_load(path: &str) -> PyResult<BTreeMap<String, PyTensor>> {
-    let loaded = crate::guard(|| state::safe_load(path))?.map_err(runtime)?;
+    let loaded = crate::error::guard(|| state::safe_load(path))?.map_err(runtime)?;
     Ok(loaded.into_iter().map(|(k, t)| (k, PyTensor(t))).collect())
 }

@@ -1,0 +1,87 @@
+//! `Variable`: a symbolic integer with a range, bound to a value for a run (tinygrad's
+//! `Variable('i', 1, 10).bind(5)`), which slices a tensor to a length that changes from run to
+//! run without recompiling.
+
+use ::lazygrad::uop::{BoundVar, Sint, Variable};
+use pyo3::prelude::*;
+use pyo3::types::{PySlice, PyTuple};
+
+/// A symbolic integer named `name` taking values in `min..=max`.
+#[pyclass(name = "Variable", module = "lazygrad", frozen)]
+pub(crate) struct PyVariable(Variable);
+
+#[pymethods]
+impl PyVariable {
+    #[new]
+    fn new(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
+        crate::error::guard(|| PyVariable(Variable::new(name, min, max)))
+    }
+    /// This variable with `value` for the next run.
+    fn bind(&self, value: usize) -> PyResult<PyBoundVar> {
+        crate::error::guard(|| PyBoundVar(self.0.bind(value)))
+    }
+    #[getter]
+    fn expr(&self) -> String {
+        self.0.name().to_string()
+    }
+    #[getter]
+    fn vmin(&self) -> usize {
+        self.0.range().0
+    }
+    #[getter]
+    fn vmax(&self) -> usize {
+        self.0.range().1
+    }
+}
+
+/// A variable bound to a value.
+#[pyclass(name = "BoundVariable", module = "lazygrad", frozen)]
+pub(crate) struct PyBoundVar(pub(crate) BoundVar);
+
+#[pymethods]
+impl PyBoundVar {
+    /// The variable and its value.
+    fn unbind(&self) -> (PyVariable, usize) {
+        (PyVariable(self.0.variable()), self.0.value())
+    }
+}
+
+/// An int or a bound variable as a size.
+fn sint(x: &Bound<PyAny>) -> Option<Sint> {
+    if let Ok(v) = x.cast::<PyBoundVar>() {
+        return Some(Sint::from(&v.get().0));
+    }
+    x.extract::<usize>().ok().map(Sint::Int)
+}
+
+/// The `[start, end)` bounds per axis of an index of step-1 slices (or one) where a bound is a
+/// bound variable (`t[:i.bind(3)]`), for `shrink_sym`; None for any other index.
+pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<Vec<(Sint, Sint)>> {
+    let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
+        Ok(t) => t.iter().collect(),
+        Err(_) => vec![index.clone()],
+    };
+    let mut symbolic = false;
+    let mut bounds = vec![];
+    for (part, &n) in parts.iter().zip(shape) {
+        let s = part.cast::<PySlice>().ok()?;
+        let mut bound = |name: &str, default: usize| -> Option<Sint> {
+            let b = s.getattr(name).ok()?;
+            if b.is_none() {
+                return Some(Sint::Int(default));
+            }
+            symbolic |= b.cast::<PyBoundVar>().is_ok();
+            sint(&b)
+        };
+        let step = s.getattr("step").ok()?;
+        if !(step.is_none() || step.extract::<usize>().ok() == Some(1)) {
+            return None;
+        }
+        bounds.push((bound("start", 0)?, bound("stop", n)?));
+    }
+    if !symbolic || parts.len() > shape.len() {
+        return None;
+    }
+    bounds.extend(shape[parts.len()..].iter().map(|&n| (Sint::Int(0), Sint::Int(n))));
+    Some(bounds)
+}

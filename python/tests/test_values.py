@@ -1,0 +1,114 @@
+"""Python values in and out as Python users expect them (issues 38 and 39): numbers that do not fit
+a dtype, numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
+exceptions tinygrad raises, dtypes as dict keys, gradients, and state dicts of cyclic objects."""
+
+import unittest
+
+import numpy as np
+
+from lazygrad import Tensor, dtypes
+from lazygrad.nn import Linear
+from lazygrad.nn.state import get_state_dict
+
+
+class TestNumbers(unittest.TestCase):
+    def test_an_int_past_the_dtype_is_an_error_not_a_wrapped_value(self):
+        with self.assertRaises(ValueError):
+            Tensor([2**40])
+        with self.assertRaises(ValueError):
+            Tensor([-1], dtype=dtypes.uint8)
+        self.assertEqual(Tensor([2**40], dtype=dtypes.int64).tolist(), [2**40])
+
+    def test_empty_data_is_float32(self):
+        self.assertEqual(Tensor([]).dtype, dtypes.float32)
+        self.assertEqual(Tensor([]).numpy().shape, (0,))
+
+    def test_float16_rounds_once_from_a_python_float(self):
+        x = 1.0 + 2.0**-11 + 2.0**-30  # just above half a float16 step past 1: rounds up
+        # through float32 it would first become the tie 1 + 2**-11, which rounds to even: 1
+        self.assertEqual(Tensor([x], dtype=dtypes.float16).tolist(), [1.0 + 2.0**-10])
+
+
+class TestNumpy(unittest.TestCase):
+    def test_every_dtype_round_trips(self):
+        for name in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                     "float16", "float32", "float64"]:
+            a = (np.arange(12).reshape(3, 4) % 3).astype(name)
+            out = Tensor(a).numpy()
+            self.assertEqual(out.dtype, a.dtype, name)
+            np.testing.assert_array_equal(out, a, name)
+
+    def test_layouts_numpy_hands_over(self):
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        np.testing.assert_array_equal(Tensor(a.T).numpy(), a.T)  # not contiguous
+        np.testing.assert_array_equal(Tensor(a.astype(">f4")).numpy(), a)  # big-endian
+        np.testing.assert_array_equal(Tensor(a, dtype=dtypes.int32).numpy(), a.astype(np.int32))
+        self.assertEqual(Tensor(np.zeros((0, 3))).numpy().shape, (0, 3))
+        self.assertEqual(Tensor(np.float32(2.5)).dtype, dtypes.float32)
+
+    def test_bytes_are_uint8(self):
+        self.assertEqual(Tensor(b"\x01\x02\xff").tolist(), [1, 2, 255])
+
+
+class TestTruthAndIteration(unittest.TestCase):
+    def test_a_tensor_has_no_truth_value(self):
+        for t in [Tensor([0.0]), Tensor([1.0]), Tensor([1, 2])]:
+            with self.assertRaises(TypeError):
+                bool(t)
+
+    def test_membership_compares_values_not_always_true(self):
+        t = Tensor([1.0])
+        self.assertIn(t, [t])  # identity
+        with self.assertRaises(TypeError):
+            Tensor([1.0]) in [Tensor([2.0])]
+
+    def test_iteration_stops_at_the_end(self):
+        rows = list(Tensor([[1, 2], [3, 4], [5, 6]]))
+        self.assertEqual([r.tolist() for r in rows], [[1, 2], [3, 4], [5, 6]])
+        with self.assertRaises(IndexError):
+            Tensor([1, 2, 3])[3]
+
+
+class TestErrors(unittest.TestCase):
+    def test_programmer_errors_are_value_errors(self):
+        with self.assertRaises(ValueError):
+            Tensor.ones(2, 3) + Tensor.ones(4)
+        with self.assertRaises(ValueError):
+            Tensor.zeros(-1, 2)
+
+    def test_a_wrong_type_is_a_type_error(self):
+        with self.assertRaises(TypeError):
+            Tensor(["a"])
+        with self.assertRaises(TypeError):
+            Tensor.ones(2) + "a"
+
+
+class TestDTypes(unittest.TestCase):
+    def test_dtypes_hash_and_answer_getattr_hasattr_dir(self):
+        self.assertEqual({dtypes.float32: 1}[dtypes.float], 1)
+        self.assertEqual(getattr(dtypes, "float16"), dtypes.half)
+        self.assertFalse(hasattr(dtypes, "float7"))
+        self.assertIn("float32", dir(dtypes))
+
+
+class TestGradient(unittest.TestCase):
+    def test_gradient_of_unused_target_is_zeros(self):
+        x, unused = Tensor([1.0, 2.0]), Tensor([3.0])
+        gx, gu = (x * x).sum().gradient(x, unused)
+        self.assertEqual(gx.tolist(), [2.0, 4.0])
+        self.assertEqual(gu.tolist(), [0.0])
+
+
+class TestStateDict(unittest.TestCase):
+    def test_a_cycle_is_walked_once(self):
+        class Model:
+            pass
+        m = Model()
+        m.layer = Linear(2, 3)
+        m.me = m
+        m.friends = [m, {"back": m}]
+        self.assertEqual(sorted(get_state_dict(m)), ["layer.bias", "layer.weight"])
+
+
+if __name__ == "__main__":
+    unittest.main()
