@@ -18,8 +18,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use lazygrad::engine::get_runner;
+use lazygrad::models::gpt::{Gpt, GptConfig};
 use lazygrad::nn::layers::Linear;
-use lazygrad::nn::optim::{adam, Optimizer};
+use lazygrad::nn::optim::{adam, adamw, Optimizer};
 use lazygrad::nn::state::get_parameters;
 use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::ConvOpts;
@@ -56,6 +57,11 @@ const LINEAR: (usize, usize, usize) = (256, 768, 768);
 const MATVECS: [(usize, usize); 2] = [(1536, 576), (49152, 576)];
 /// Tokens of the LLaMA prefill (ids `LLAMA_FIRST_ID..`, as tools/llama_bench_torch.py feeds
 /// transformers) and of its greedy decode after it.
+/// The GPT step's model: 2 layers 256 wide in 4 heads, a 1024-token vocabulary.
+const GPT: GptConfig = GptConfig { vocab: 1024, context: 256, layers: 2, heads: 4, width: 256 };
+/// The GPT step's batch: sequences and tokens in each.
+const GPT_BATCH: (usize, usize) = (4, 256);
+const GPT_STEPS: usize = 5;
 const LLAMA_PREFILL: usize = 256;
 const LLAMA_DECODE: usize = 64;
 const LLAMA_FIRST_ID: u32 = 1000;
@@ -255,12 +261,11 @@ fn random_batch(batch: usize, image: &[usize]) -> [Tensor; 2] {
 /// after the JIT's run, capture and a first replay.
 fn median_step_seconds(
     forward: &dyn Fn(&Tensor) -> Tensor,
-    params: &[Tensor],
+    opt: &mut dyn Optimizer,
     batch: &[Tensor; 2],
     steps: usize,
 ) -> lazygrad::Result<f64> {
-    let mut opt = adam(params, 0.001);
-    let mut step = Jit::new(|b: &[Tensor]| train_step(forward, &mut opt, &b[0], &b[1]));
+    let mut step = Jit::new(|b: &[Tensor]| train_step(forward, opt, &b[0], &b[1]));
     let mut times = vec![];
     for i in 0..3 + steps {
         let start = Instant::now();
@@ -297,8 +302,23 @@ fn mnist_step() -> lazygrad::Result<()> {
     // the median of 7 (`MNIST_STEPS`): a burst of load from elsewhere on a shared machine can
     // cover a step or two
     let steps = lazygrad::helpers::getenv("MNIST_STEPS", 7).max(1) as usize;
-    let seconds = median_step_seconds(&|x| model.forward(x), &get_parameters(&model), &batch, steps)?;
+    let mut opt = adam(&get_parameters(&model), 0.001);
+    let seconds = median_step_seconds(&|x| model.forward(x), &mut opt, &batch, steps)?;
     report("mnist_step", seconds * 1e3, "ms");
+    Ok(())
+}
+
+/// One AdamW training step of a small GPT (`GPT`'s sizes) on random tokens, next-token loss over
+/// every position; the median of `GPT_STEPS` JIT'd steps.
+fn gpt_step() -> lazygrad::Result<()> {
+    let model = Gpt::new(GPT);
+    let (b, t) = GPT_BATCH;
+    let tokens = |n: usize| Tensor::randint(&[n], 0, GPT.vocab as i64).realize();
+    let batch = [tokens(b * t).reshape(&[b, t]).realize(), tokens(b * t)];
+    let mut opt = adamw(&get_parameters(&model), 3e-4, 0.1);
+    let forward = |x: &Tensor| model.forward(x).reshape(&[b * t, GPT.vocab]);
+    let seconds = median_step_seconds(&forward, &mut opt, &batch, GPT_STEPS)?;
+    report("gpt_step", seconds * 1e3, "ms");
     Ok(())
 }
 
@@ -313,7 +333,8 @@ fn mlp_step() -> lazygrad::Result<()> {
     let mlp = Mlp { l1: Linear::new(784, 128, true), l2: Linear::new(128, 10, true) };
     let batch = random_batch(MLP_BATCH, &[784]);
     let forward = |x: &Tensor| mlp.l2.forward(&mlp.l1.forward(x).relu());
-    let seconds = median_step_seconds(&forward, &get_parameters(&mlp), &batch, 50)?;
+    let mut opt = adam(&get_parameters(&mlp), 0.001);
+    let seconds = median_step_seconds(&forward, &mut opt, &batch, 50)?;
     report("mlp_step", seconds * 1e3, "ms");
     Ok(())
 }
@@ -389,6 +410,7 @@ const WORKLOADS: &[Workload] = &[
     ("eager_op", eager_op),
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),
+    ("gpt_step", gpt_step),
     ("mnist_compile", mnist_compile),
     ("llama", llama),
     ("gpu_matmul_4096_float32", || gpu_matmul("gpu_matmul_4096_float32", DType::FLOAT32)),

@@ -122,6 +122,16 @@ fn workloads() -> Vec<Workload> {
             }),
         ),
         (
+            "causal attention 2x2x64x32 and its gradients (the mask's int32 comparisons in vector lanes)",
+            Box::new(|| {
+                let [q, k, v] = [0; 3].map(|_| Tensor::randn(&[2, 2, 64, 32]));
+                let out = q.scaled_dot_product_attention(&k, &v, None, true);
+                let mut outs = out.sum(None, false).gradient(&[&q, &k, &v]);
+                outs.push(out);
+                outs
+            }),
+        ),
+        (
             "rand and randn of 4096 (Threefry's uint32 rounds in vector lanes)",
             Box::new(|| {
                 vec![

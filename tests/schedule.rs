@@ -172,3 +172,36 @@ fn reads_of_a_buffer_assigned_in_the_same_schedule_run_before_the_write_unless_t
         assert_eq!(x.to_vec::<f32>(), [10.0, 20.0, 30.0], "assign first: {assign_first}");
     }
 }
+
+/// How many times the kernels of `outputs` evaluate an `op`: each node of it once per point of
+/// the loops it depends on, in the kernel as codegen takes it (an arange's loop folded away).
+fn evaluations(outputs: &[Tensor], op: lazygrad::uop::Ops) -> usize {
+    use lazygrad::uop::Ops;
+    let mut total = 0;
+    for item in Tensor::schedule(outputs) {
+        let ScheduleItem::Kernel { ast, .. } = item else { continue };
+        for n in lazygrad::codegen::optimizable(&ast).toposort().iter().filter(|n| n.op() == op) {
+            let loops = n.toposort().into_iter().filter(|r| r.op() == Ops::Range);
+            total += loops.map(|r| r.src()[0].const_int_value().unwrap() as usize).product::<usize>();
+        }
+    }
+    total
+}
+
+#[test]
+fn causal_attention_computes_each_probability_once() {
+    // the probabilities exp(s - max) / sum are read by every output column of P @ V: recomputing
+    // them there evaluated exp 64 times per score (the head size); stored, exp runs once for the
+    // sum and once for the probabilities. The backward's two elementwise kernels over the scores
+    // (sum(dP * P) and P * (dP - it)) still evaluate it once each
+    Tensor::manual_seed(2);
+    let (b, h, t, d) = (1, 2, 256, 64);
+    let [q, k, v] = [0; 3].map(|_| Tensor::randn(&[b, h, t, d]).realize());
+    let out = q.scaled_dot_product_attention(&k, &v, None, true);
+    let scores = b * h * t * t;
+    let forward = evaluations(std::slice::from_ref(&out), lazygrad::uop::Ops::Exp2);
+    assert!(forward <= 2 * scores, "exp evaluated {forward} times for {scores} scores");
+    let grads = out.sum(None, false).gradient(&[&q, &k, &v]);
+    let backward = evaluations(&grads, lazygrad::uop::Ops::Exp2);
+    assert!(backward <= 4 * scores, "exp evaluated {backward} times for {scores} scores, backward");
+}

@@ -17,7 +17,7 @@ The `lazygrad BEAM=2` column is filled for the matmul rows (a second lazygrad ru
 workloads with BEAM=2; its searches are cached on disk, so only the first run pays for them);
 `--beam` runs every lazygrad workload with BEAM=2. Runs in tools/.venv-bench (created on first
 use, torch + numpy + tinygrad). `--cl-only` measures the device table's columns alone.
-`--peer NAME` runs one peer's workloads alone (numpy, torch, tinygrad-cold-start, tinygrad; the
+`--peer NAME` runs one peer's workloads alone (numpy, torch, torch-gpt, tinygrad-cold-start, tinygrad; the
 last wants the CACHEDB that tinygrad-cold-start filled); the tinygrad peer measures only the
 workloads whose names start with one of env `BENCH_ONLY`'s comma-separated prefixes, when set.
 """
@@ -47,6 +47,9 @@ EAGER_OPS = 1000  # timed calls of the eager op (examples/bench.rs EAGER_OPS)
 LINEAR = (256, 768, 768)  # x @ w.T: batch, input and output features (examples/bench.rs LINEAR)
 MATVECS = ((1536, 576), (49152, 576))  # one row through x @ w.T: w's (out, in) (examples/bench.rs MATVECS)
 MNIST_BATCH, MLP_BATCH = 512, 128
+# the GPT step's model and batch (examples/bench.rs GPT, GPT_BATCH, GPT_STEPS)
+GPT = dict(vocab=1024, context=256, layers=2, heads=4, width=256)
+GPT_BATCH, GPT_STEPS = (4, 256), 5
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (name, label, unit): the table's rows, in order
@@ -63,6 +66,8 @@ ROWS = [
     ("eager_op", "eager relu(a + b) on 64x64, realized alone", "us"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
+    ("gpt_step", "GPT train step: 2 layers 256 wide, 4 x 256 tokens, AdamW (PyTorch eager)", "ms"),
+    ("gpt_step_compiled", "the GPT step, PyTorch under torch.compile (lazygrad: its JIT, as above)", "ms"),
     ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
     ("llama_prefill", "SmolLM2-135M prefill, 256 tokens (PyTorch: transformers; both peers batched)", "tok/s"),
@@ -237,6 +242,20 @@ def run_torch():
     report("mnist_step", torch_step_seconds(model, batch, steps=7) * 1e3, "ms")
     mlp = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
     report("mlp_step", torch_step_seconds(mlp, torch_batch(MLP_BATCH, (784,)), steps=100) * 1e3, "ms")
+    run_torch_gpt()
+
+
+def run_torch_gpt():
+    import torch
+    from gpt_torch import Gpt, train_step
+
+    torch.manual_seed(0)
+    torch.set_num_threads(THREADS)
+    (b, t), vocab = GPT_BATCH, GPT["vocab"]
+    tokens, targets = torch.randint(0, vocab, (b, t)), torch.randint(0, vocab, (b * t,))
+    for name, compiled in (("gpt_step", False), ("gpt_step_compiled", True)):
+        step = train_step(Gpt(**GPT), compiled)
+        report(name, median_seconds(lambda: step(tokens, targets), GPT_STEPS, 3) * 1e3, "ms")
 
 
 # ---- tinygrad ------------------------------------------------------------------------------
@@ -379,6 +398,7 @@ def run_tinygrad_cold_start():
 PEERS = {
     "numpy": run_numpy,
     "torch": run_torch,
+    "torch-gpt": run_torch_gpt,
     "tinygrad": run_tinygrad,
     "tinygrad-cold-start": run_tinygrad_cold_start,
 }
@@ -477,7 +497,7 @@ def fmt(value):
 def done_when(name, results):
     """The issue's done-when ratio for a row: lazygrad's speed relative to the reference
     (above 1: lazygrad is faster), or None where the row has none."""
-    ours = results["lazygrad"].get(name)
+    ours = results["lazygrad"].get("gpt_step" if name == "gpt_step_compiled" else name)
     copies = [results[c].get("copy") for c in ("lazygrad", "PyTorch", "tinygrad")]
     copies = [c for c in copies if c]
     references = {
@@ -486,6 +506,8 @@ def done_when(name, results):
         "elementwise": ("2-thread copy", max(copies) if copies else None, True),
         "mnist_step": ("PyTorch", results["PyTorch"].get(name), False),
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
+        "gpt_step": ("PyTorch eager", results["PyTorch"].get(name), False),
+        "gpt_step_compiled": ("torch.compile", results["PyTorch"].get(name), False),
         "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
         "llama_decode": ("transformers (line: 1.5x)", results["PyTorch"].get(name), True),
         "linear": ("PyTorch (line: 0.9x)", results["PyTorch"].get(name), True),

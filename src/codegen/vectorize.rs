@@ -21,19 +21,21 @@ const MAX_LANES: usize = 16;
 const VECTOR_OPS: &[Ops] = &[Ops::Add, Ops::Sub, Ops::Mul, Ops::Neg, Ops::FDiv, Ops::MulAcc];
 
 /// Whether ALU or CAST node `u` (its dtypes read as lanes) is one vector op: arithmetic; bitwise
-/// ops and shifts of integers; on float32 also MAX, SQRT, comparisons into bool masks, AND/OR/NOT
-/// of masks and WHERE on a mask; casts of masks to numbers, between integer types (loop indices
+/// ops and shifts of integers; on float32 also MAX, SQRT, comparisons into bool masks (of 32-bit
+/// integers too), AND/OR/NOT of masks and WHERE on a mask; casts of masks to numbers, between integer types (loop indices
 /// too) and of 32-bit integers to float32.
 pub fn vector_op(u: &UOp) -> bool {
     let f32 = |s: &UOp| s.dtype().scalar == Scalar::Float32;
     let mask = |s: &UOp| s.dtype().is_bool();
     let int = |s: &UOp| is_vector_int(s.dtype().scalar);
+    let int32 = |s: &UOp| matches!(s.dtype().scalar, Scalar::Int32 | Scalar::UInt32);
     let (src, d) = (u.src(), u.dtype());
     match u.op() {
         Ops::Neg if mask(u) => true,
         op if VECTOR_OPS.contains(&op) => vector_dtype(d) && src.iter().all(|s| vector_dtype(s.dtype())),
         Ops::Max | Ops::Sqrt => f32(u) && src.iter().all(f32),
-        Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32),
+        // masks have 32-bit lanes: float32's and 32-bit integers' comparisons make the same ones
+        Ops::CmpLt | Ops::CmpNe | Ops::CmpEq => src.iter().all(f32) || src.iter().all(int32),
         Ops::And | Ops::Or => (mask(u) && src.iter().all(mask)) || (int(u) && src.iter().all(int)),
         Ops::Xor | Ops::Shl | Ops::Shr => int(u) && src.iter().all(int),
         Ops::Where => mask(&src[0]) && f32(&src[1]) && f32(&src[2]),

@@ -1,6 +1,7 @@
 //! Reusable model definitions, their weights named as the files that carry them name them.
 
 pub mod bert;
+pub mod gpt;
 pub mod llama;
 
 use std::path::PathBuf;

@@ -184,7 +184,8 @@ fn costly_broadcast_source(expand: &UOp, realize: &HashSet<UOp>) -> Option<UOp> 
         return None;
     }
     let (inside, loaded) = fused_region(std::slice::from_ref(&src), &|n| realize.contains(n));
-    if inside.iter().any(|n| n.op() == Ops::ReduceAxis) {
+    // an arange (a causal mask's) becomes index arithmetic, not a reduce
+    if inside.iter().any(|n| n.op() == Ops::ReduceAxis && !is_arange(n)) {
         return None;
     }
     let alus = inside.iter().filter(|n| n.op().is_alu() || n.op() == Ops::Cast).count();
