@@ -55,20 +55,21 @@ fn sint(x: &Bound<PyAny>) -> Option<Sint> {
 }
 
 /// The `[start, end)` bounds per axis of an index of step-1 slices (or one) where a bound is a
-/// bound variable (`t[:i.bind(3)]`), for `shrink_sym`; None for any other index.
-pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<Vec<(Sint, Sint)>> {
+/// bound variable (`t[:i.bind(3)]`) or an axis of `dims` is symbolic (`t[:2]` of a tensor of
+/// shape `(i,)`), for `shrink_sym`; None for any other index.
+pub(crate) fn symbolic_slices(index: &Bound<PyAny>, dims: &[Sint]) -> Option<Vec<(Sint, Sint)>> {
     let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
         Ok(t) => t.iter().collect(),
         Err(_) => vec![index.clone()],
     };
-    let mut symbolic = false;
+    let mut symbolic = dims.iter().any(|d| d.as_int().is_none());
     let mut bounds = vec![];
-    for (part, &n) in parts.iter().zip(shape) {
+    for (part, n) in parts.iter().zip(dims) {
         let s = part.cast::<PySlice>().ok()?;
-        let mut bound = |name: &str, default: usize| -> Option<Sint> {
+        let mut bound = |name: &str, default: &Sint| -> Option<Sint> {
             let b = s.getattr(name).ok()?;
             if b.is_none() {
-                return Some(Sint::Int(default));
+                return Some(default.clone());
             }
             symbolic |= b.cast::<PyBoundVar>().is_ok();
             sint(&b)
@@ -77,11 +78,11 @@ pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<V
         if !(step.is_none() || step.extract::<usize>().ok() == Some(1)) {
             return None;
         }
-        bounds.push((bound("start", 0)?, bound("stop", n)?));
+        bounds.push((bound("start", &Sint::Int(0))?, bound("stop", n)?));
     }
-    if !symbolic || parts.len() > shape.len() {
+    if !symbolic || parts.len() > dims.len() {
         return None;
     }
-    bounds.extend(shape[parts.len()..].iter().map(|&n| (Sint::Int(0), Sint::Int(n))));
+    bounds.extend(dims[parts.len()..].iter().map(|n| (Sint::Int(0), n.clone())));
     Some(bounds)
 }

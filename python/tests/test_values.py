@@ -1,5 +1,5 @@
 """Python values in and out as Python users expect them (issues 38 and 39): numbers that do not fit
-a dtype, numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
+a dtype (wrapped, as tinygrad does), numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
 exceptions tinygrad raises, dtypes as dict keys, gradients, and state dicts of cyclic objects."""
 
 import unittest
@@ -12,12 +12,18 @@ from lazygrad.nn.state import get_state_dict
 
 
 class TestNumbers(unittest.TestCase):
-    def test_an_int_past_the_dtype_is_an_error_not_a_wrapped_value(self):
-        with self.assertRaises(ValueError):
-            Tensor([2**40])
-        with self.assertRaises(ValueError):
-            Tensor([-1], dtype=dtypes.uint8)
+    def test_an_int_past_the_dtype_wraps_as_tinygrad_and_numpy_wrap_it(self):
+        self.assertEqual(Tensor([2**40, 2**32 + 5]).tolist(), [0, 5])
+        self.assertEqual(Tensor([-1, 256, True], dtype=dtypes.uint8).tolist(), [255, 0, 1])
+        data = [1 << 33, 1 << 32, (1 << 32) - 1, 1, -(1 << 33), -1]
+        np.testing.assert_array_equal(Tensor(data, dtype=dtypes.uint32).numpy(), np.array(data).astype(np.uint32))
         self.assertEqual(Tensor([2**40], dtype=dtypes.int64).tolist(), [2**40])
+        self.assertEqual(Tensor(2**64 - 1, dtype=dtypes.uint64).tolist(), 2**64 - 1)
+        self.assertEqual(Tensor([2**63], dtype=dtypes.int64).tolist(), [-(2**63)])
+        with self.assertRaises(ValueError):
+            Tensor([2**64])
+        with self.assertRaises(ValueError):
+            Tensor([float("nan")], dtype=dtypes.int32)
 
     def test_empty_data_is_float32(self):
         self.assertEqual(Tensor([]).dtype, dtypes.float32)
