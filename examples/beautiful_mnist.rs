@@ -28,7 +28,12 @@ fn first_line(e: &lazygrad::Error) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
-fn main() -> lazygrad::Result<()> {
+fn main() -> std::process::ExitCode {
+    lazygrad::helpers::exit_code(run())
+}
+
+fn run() -> lazygrad::Result<()> {
+    lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     // MNIST digits unless FASHION=1; with FASHION unset and no digits to be had (offline), the
     // Fashion-MNIST that tools/setup.sh --demo installs
     let data = match getenv_str("FASHION") {

@@ -397,7 +397,12 @@ const WORKLOADS: &[Workload] = &[
     ("gpu_elementwise_64m", gpu_elementwise),
 ];
 
-fn main() -> lazygrad::Result<()> {
+fn main() -> std::process::ExitCode {
+    lazygrad::helpers::exit_code(run())
+}
+
+fn run() -> lazygrad::Result<()> {
+    lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     Tensor::manual_seed(0);
     match args.first().map(String::as_str) {

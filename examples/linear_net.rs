@@ -18,7 +18,12 @@ impl LinearNet {
     }
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    lazygrad::helpers::exit_code(run())
+}
+
+fn run() -> lazygrad::Result<()> {
+    lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     Tensor::manual_seed(0);
     let model = LinearNet::new();
     let mut opt = adam(&[model.l1.clone(), model.l2.clone()], 0.001);
@@ -32,8 +37,9 @@ fn main() {
         // realize the loss with the step, so it is the loss the gradients came from
         let mut step = vec![loss.clone()];
         step.extend(opt.schedule_step());
-        Tensor::realize_all(&step).expect("training step");
-        println!("{i} {:.4}", loss.item::<f32>());
+        Tensor::realize_all(&step)?;
+        println!("{i} {:.4}", loss.try_to_vec::<f32>()?[0]);
     }
     lazygrad::viz::serve_if_enabled();
+    Ok(())
 }

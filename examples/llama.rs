@@ -15,7 +15,12 @@ use lazygrad::models::llama::{chat_prompt, gguf_tokenizer, Llama};
 use lazygrad::models::model_dir;
 use lazygrad::{DType, Tensor};
 
-fn main() -> lazygrad::Result<()> {
+fn main() -> std::process::ExitCode {
+    lazygrad::helpers::exit_code(run())
+}
+
+fn run() -> lazygrad::Result<()> {
+    lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     let path = getenv_str("LLAMA_GGUF")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf"));

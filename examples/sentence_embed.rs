@@ -10,7 +10,12 @@ use std::time::Instant;
 use lazygrad::models::bert::{encode_batch, Bert};
 use lazygrad::models::model_dir;
 
-fn main() -> lazygrad::Result<()> {
+fn main() -> std::process::ExitCode {
+    lazygrad::helpers::exit_code(run())
+}
+
+fn run() -> lazygrad::Result<()> {
+    lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     let dir = model_dir("all-MiniLM-L6-v2", "MINILM_DIR");
     let model = Bert::load(&dir).map_err(|e| {
         lazygrad::Error::Invalid(format!("{}: {e}\n(tools/setup.sh --models fetches the model)", dir.display()))

@@ -1,14 +1,50 @@
-//! Op precision: every float32 unary and binary op, swept over edge values (signed zeros,
+//! Op precision: every unary and binary float op, swept over edge values (signed zeros,
 //! denormals, tiny and huge magnitudes, values near poles and zeros, infinities, NaN) and random
-//! ones, against float64 references, with a bound per op in ulps of the float32 result (or an
-//! absolute error, for results that pass through zero). CPU and INTERP both meet every bound.
+//! ones, in float32, float64, float16 and bfloat16, against float64 references (libm's, within an
+//! ulp of float64 itself), with a bound per op in ulps of the result's format (or an absolute
+//! error, for results that pass through zero). CPU and INTERP both meet every bound.
 //!
-//! `cargo test --test precision -- --nocapture` prints the largest error of every op.
+//! `cargo test --test precision -- --nocapture` prints the largest error of every op and format.
 
 mod common;
 
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::Tensor;
+use lazygrad::{DType, Tensor};
+
+/// A float format under test: its dtype, mantissa bits and smallest normal exponent.
+#[derive(Clone, Copy)]
+struct Format {
+    dtype: DType,
+    mantissa: i32,
+    min_exp: i32,
+}
+
+const F32: Format = Format { dtype: DType::FLOAT32, mantissa: 23, min_exp: -126 };
+const F64: Format = Format { dtype: DType::FLOAT64, mantissa: 52, min_exp: -1022 };
+const F16: Format = Format { dtype: DType::FLOAT16, mantissa: 10, min_exp: -14 };
+const BF16: Format = Format { dtype: DType::BFLOAT16, mantissa: 7, min_exp: -126 };
+
+impl Format {
+    /// `x` rounded to the format (to nearest, ties to even).
+    fn round(self, x: f64) -> f64 {
+        match self.dtype {
+            DType::FLOAT32 => x as f32 as f64,
+            DType::FLOAT16 => half::f16::from_f64(x).to_f64(),
+            DType::BFLOAT16 => half::bf16::from_f64(x).to_f64(),
+            _ => x,
+        }
+    }
+    /// One ulp at the magnitude of `x` (the spacing of the format's values there).
+    fn ulp(self, x: f64) -> f64 {
+        let a = x.abs();
+        let exp = if a < 2f64.powi(self.min_exp) { self.min_exp } else { a.log2().floor() as i32 };
+        // powf: powi's 2^-1074 is 0 (it divides by 2^1074, which overflows)
+        2f64.powf((exp - self.mantissa) as f64)
+    }
+    fn name(self) -> &'static str {
+        self.dtype.name()
+    }
+}
 
 /// How far a result may be from the float64 reference: `ulps` float32 ulps of the reference (plus
 /// an ulp per unit of the op's condition number with `conditioned`), or `abs` in absolute terms,
@@ -40,19 +76,10 @@ fn condition(f: &dyn Fn(f64) -> f64, x: f64) -> f64 {
     (x * slope / f(x)).abs()
 }
 
-/// One float32 ulp at the magnitude of `x` (the spacing of float32 values there).
-fn ulp(x: f64) -> f64 {
-    let a = x.abs();
-    if a < f32::MIN_POSITIVE as f64 {
-        return 2f64.powi(-149);
-    }
-    2f64.powi(a.log2().floor() as i32 - 23)
-}
-
-/// How many ulps `got` is from `want` (0 for matching NaNs and infinities, infinite for a
-/// mismatch of them); a reference beyond float32's range must round to the same infinity.
-fn error(got: f32, want: f64) -> f64 {
-    let rounded = want as f32;
+/// How many ulps of `format` `got` is from `want` (0 for matching NaNs and infinities, infinite
+/// for a mismatch of them); a reference beyond the format's range must round to the same infinity.
+fn error(got: f64, want: f64, format: Format) -> f64 {
+    let rounded = format.round(want);
     match () {
         _ if want.is_nan() || got.is_nan() || rounded.is_infinite() || got.is_infinite() => {
             match got == rounded || got.is_nan() && want.is_nan() {
@@ -60,12 +87,12 @@ fn error(got: f32, want: f64) -> f64 {
                 false => f64::INFINITY,
             }
         }
-        _ => (got as f64 - want).abs() / ulp(want),
+        _ => (got - want).abs() / format.ulp(want),
     }
 }
 
 /// Edge values of float32, both signs.
-fn edges() -> Vec<f32> {
+fn edges32() -> Vec<f32> {
     let edges = [
         0.0f32,
         1e-45,
@@ -131,35 +158,63 @@ fn edges() -> Vec<f32> {
     edges.iter().flat_map(|&x| [x, -x]).collect()
 }
 
-/// The edge values, then random ones: log-uniform magnitudes over the whole range and uniform
-/// ones in [-10, 10].
-fn inputs() -> Vec<f32> {
-    let mut v = edges();
-    let mut random = common::xorshift(20);
-    let mut unit = || (random.next().unwrap() >> 11) as f64 / (1u64 << 53) as f64;
-    for _ in 0..1500 {
-        let magnitude = 10f64.powf(unit() * 60.0 - 30.0);
-        let sign = if unit() < 0.5 { -1.0 } else { 1.0 };
-        v.push((sign * magnitude) as f32);
-        v.push((unit() * 20.0 - 10.0) as f32);
+/// Edge values of `format`, both signs: float32's, and for float64 its own beyond float32's
+/// range and precision.
+fn edges(format: Format) -> Vec<f64> {
+    let mut v: Vec<f64> = edges32().into_iter().map(f64::from).collect();
+    if format.dtype == DType::FLOAT64 {
+        let wide =
+            [5e-324, 1e-310, f64::MIN_POSITIVE, 1e-300, 1e-100, 0.1, 1.0 - f64::EPSILON / 2.0, 1.0 + f64::EPSILON];
+        let wide = wide.into_iter().chain([709.0, 709.78, 710.0, 1e100, 1e300, f64::MAX]);
+        v.extend(wide.flat_map(|x| [x, -x]));
     }
     v
 }
 
-/// `f` of float32 `x` on `device`.
-fn run(device: &str, x: &[f32], f: &dyn Fn(&Tensor) -> Tensor) -> Vec<f32> {
-    let _device = DefaultDevice::scoped(device);
-    f(&Tensor::from_slice(x, &[x.len()])).to_vec::<f32>()
+/// The edge values, then random ones: log-uniform magnitudes over the whole range and uniform
+/// ones in [-10, 10] (float32 values, except in float64, which gets its full precision and range).
+fn inputs(format: Format) -> Vec<f64> {
+    let mut v = edges(format);
+    let mut random = common::xorshift(20);
+    let mut unit = || (random.next().unwrap() >> 11) as f64 / (1u64 << 53) as f64;
+    let (decades, narrow) = match format.dtype == DType::FLOAT64 {
+        true => (600.0, F64),
+        false => (60.0, F32),
+    };
+    for _ in 0..1500 {
+        let magnitude = 10f64.powf(unit() * decades - decades / 2.0);
+        let sign = if unit() < 0.5 { -1.0 } else { 1.0 };
+        v.push(narrow.round(sign * magnitude));
+        v.push(narrow.round(unit() * 20.0 - 10.0));
+    }
+    v
 }
 
-/// The largest error of `got` against `reference`, beyond what the condition number of
-/// the op at each input (`kappa`) allows, and where.
-fn worst(got: &[f32], reference: &dyn Fn(usize) -> f64, kappa: &dyn Fn(usize) -> f64, bound: Bound) -> (f64, usize) {
+/// `f` of `x` (rounded to `format`, computed in it) on `device`, read back exactly as float64.
+fn run(device: &str, x: &[f64], format: Format, f: &dyn Fn(&Tensor) -> Tensor) -> Vec<f64> {
+    let _device = DefaultDevice::scoped(device);
+    f(&Tensor::from_slice(x, &[x.len()]).cast(format.dtype)).cast(DType::FLOAT64).to_vec::<f64>()
+}
+
+/// The devices held to these bounds: the ones whose every op is our own arithmetic or libm's.
+/// The GPU APIs' builtins have their own, looser accuracy (OpenCL allows sin 4 ulps; WGSL gives
+/// sin an absolute error and may flush subnormals), which these bounds do not describe.
+const DEVICES: [&str; 2] = ["CPU", "INTERP"];
+
+/// The largest error of `got` against `reference` in ulps of `format`, beyond what the condition
+/// number of the op at each input (`kappa`) allows, and where.
+fn worst(
+    got: &[f64],
+    reference: &dyn Fn(usize) -> f64,
+    kappa: &dyn Fn(usize) -> f64,
+    bound: Bound,
+    format: Format,
+) -> (f64, usize) {
     let mut worst = (0.0, 0);
     for (i, &g) in got.iter().enumerate() {
         let want = reference(i);
-        let err = error(g, want);
-        let within_abs = err.is_finite() && (g as f64 - want).abs() <= bound.abs;
+        let err = error(g, want, format);
+        let within_abs = err.is_finite() && (g - want).abs() <= bound.abs;
         let allowance = if bound.conditioned && want.is_finite() { kappa(i) } else { 0.0 };
         let err = if within_abs { 0.0 } else { (err - allowance).max(0.0) };
         if err > worst.0 || err.is_nan() {
@@ -215,9 +270,9 @@ fn unary_ops() -> Vec<UnaryOp> {
         ("sinh", |t| t.sinh(), f64::sinh, ulps(3.0)),
         ("cosh", |t| t.cosh(), f64::cosh, ulps(3.0)),
         ("tanh", |t| t.tanh(), f64::tanh, ulps(3.0)),
-        ("asinh", |t| t.asinh(), f64::asinh, ulps(3.0)),
-        ("acosh", |t| t.acosh(), f64::acosh, ulps(3.0)),
-        ("atanh", |t| t.atanh(), f64::atanh, ulps(3.0)),
+        ("asinh", |t| t.asinh(), libm::asinh, ulps(3.0)),
+        ("acosh", |t| t.acosh(), |x| if x < 1.0 { f64::NAN } else { libm::acosh(x) }, ulps(3.0)),
+        ("atanh", |t| t.atanh(), libm::atanh, ulps(3.0)),
         ("erf", |t| t.erf(), libm::erf, ulps(3.0)),
         ("erfc", |t| t.erfc(), libm::erfc, ulps(5.0)),
         ("expm1", |t| t.expm1(), f64::exp_m1, ulps(3.0)),
@@ -238,7 +293,7 @@ fn unary_ops() -> Vec<UnaryOp> {
         ("relu6", |t| t.relu6(), |x| x.clamp(0.0, 6.0), ulps(0.0)),
         ("leaky_relu", |t| t.leaky_relu(), |x| if x > 0.0 { x } else { 0.01 * x }, ulps(1.0)),
         ("hardtanh", |t| t.hardtanh(), |x| x.clamp(-1.0, 1.0), ulps(0.0)),
-        ("hardsigmoid", |t| t.hardsigmoid(), |x| (x / 6.0 + 0.5).clamp(0.0, 1.0), ulps(1.5)),
+        ("hardsigmoid", |t| t.hardsigmoid(), |x| ((x + 3.0) / 6.0).clamp(0.0, 1.0), ulps(1.5)),
         ("hardswish", |t| t.hardswish(), |x| if x <= -3.0 { 0.0 } else if x >= 3.0 { x } else { x * (x + 3.0) / 6.0 }, ulps(2.0)),
         ("floor", |t| t.floor(), f64::floor, ulps(0.0)),
         ("ceil", |t| t.ceil(), f64::ceil, ulps(0.0)),
@@ -268,25 +323,60 @@ fn binary_ops() -> Vec<BinaryOp> {
     ]
 }
 
+/// The formats swept, with the bound of an op in each: float32's as the op table says; float64's
+/// where it differs (`F64_ULPS`); float16's and bfloat16's half an ulp, as each op computes in
+/// float32 and rounds once, plus a tenth for the float32 error carried into a rounding tie.
+const FORMATS: [Format; 4] = [F32, F64, F16, BF16];
+
+/// float64 bounds that differ from float32's, in float64 ulps (the references, libm's, are within
+/// an ulp themselves).
+const F64_ULPS: [(&str, f64); 8] = [
+    ("exp", 3.0),
+    ("sinh", 5.0),
+    ("cosh", 5.0),
+    ("erfc", 6.0),
+    ("asin", 4.0),
+    ("acos", 4.0),
+    ("atanh", 5.0),
+    ("mish", 6.0),
+];
+
+fn bound_in(name: &str, bound: Bound, format: Format) -> Bound {
+    match format.dtype {
+        DType::FLOAT32 => bound,
+        DType::FLOAT64 => {
+            let ulps = F64_ULPS.iter().find(|(n, _)| *n == name).map_or(bound.ulps, |(_, u)| *u);
+            Bound { ulps, ..bound }
+        }
+        _ => Bound { ulps: bound.ulps.min(0.6), ..bound },
+    }
+}
+
 #[test]
-fn unary_float32_ops_are_within_their_bounds() {
-    let x = inputs();
+fn unary_ops_are_within_their_bounds_in_every_format() {
     let mut failures = vec![];
-    for (name, f, reference, bound) in unary_ops() {
-        for device in ["CPU", "INTERP"] {
-            let got = run(device, &x, &f);
-            let (err, at) = worst(&got, &|i| reference(x[i] as f64), &|i| condition(&reference, x[i] as f64), bound);
-            println!(
-                "{name:<12} {device:<6} max {err:>10.3} ulps (bound {:>4}) at x = {:e}: got {:e}",
-                bound.ulps, x[at], got[at]
-            );
-            if err > bound.ulps {
-                failures.push(format!(
-                    "{name} on {device}: {err} ulps at x = {:e} (got {:e}, want {:e})",
-                    x[at],
-                    got[at],
-                    reference(x[at] as f64)
-                ));
+    for format in FORMATS {
+        let x = inputs(format);
+        let held: Vec<f64> = x.iter().map(|&v| format.round(v)).collect();
+        for (name, f, reference, bound) in unary_ops() {
+            let bound = bound_in(name, bound, format);
+            for device in DEVICES {
+                let got = run(device, &x, format, &f);
+                let (err, at) =
+                    worst(&got, &|i| reference(held[i]), &|i| condition(&reference, held[i]), bound, format);
+                let fmt = format.name();
+                println!(
+                    "{name:<12} {fmt:<8} {device:<6} max {err:>10.3} ulps (bound {:>4}) at x = {:e}: got {:e}",
+                    bound.ulps, held[at], got[at]
+                );
+                if err > bound.ulps {
+                    failures.push(format!(
+                        "{name} in {fmt} on {device}: {err} ulps at x = {:e} (got {:e}, want {:e})",
+                        held[at],
+                        got[at],
+                        reference(held[at])
+                    ));
+                }
             }
         }
     }
@@ -294,36 +384,43 @@ fn unary_float32_ops_are_within_their_bounds() {
 }
 
 #[test]
-fn binary_float32_ops_are_within_their_bounds() {
-    let edge = edges();
-    let random = inputs()[edge.len()..].to_vec();
-    let (mut a, mut b) = (vec![], vec![]);
-    for &p in &edge {
-        for &q in &edge {
-            a.push(p);
-            b.push(q);
-        }
-    }
-    a.extend(&random);
-    b.extend(random.iter().rev());
+fn binary_ops_are_within_their_bounds_in_every_format() {
     let mut failures = vec![];
-    for (name, f, reference, bound) in binary_ops() {
-        for device in ["CPU", "INTERP"] {
-            let _device = DefaultDevice::scoped(device);
-            let got = f(&Tensor::from_slice(&a, &[a.len()]), &Tensor::from_slice(&b, &[b.len()])).to_vec::<f32>();
-            let (err, at) = worst(&got, &|i| reference(a[i] as f64, b[i] as f64), &|_| 0.0, bound);
-            println!(
-                "{name:<12} {device:<6} max {err:>10.3} ulps (bound {:>4}) at ({:e}, {:e}): got {:e}",
-                bound.ulps, a[at], b[at], got[at]
-            );
-            if err > bound.ulps {
-                failures.push(format!(
-                    "{name} on {device}: {err} ulps at ({:e}, {:e}) (got {:e}, want {:e})",
-                    a[at],
-                    b[at],
-                    got[at],
-                    reference(a[at] as f64, b[at] as f64)
-                ));
+    for format in FORMATS {
+        let edge = edges(format);
+        let random = inputs(format)[edge.len()..].to_vec();
+        let (mut a, mut b) = (vec![], vec![]);
+        for &p in &edge {
+            for &q in &edge {
+                a.push(p);
+                b.push(q);
+            }
+        }
+        a.extend(&random);
+        b.extend(random.iter().rev());
+        let (ha, hb): (Vec<f64>, Vec<f64>) =
+            (a.iter().map(|&v| format.round(v)).collect(), b.iter().map(|&v| format.round(v)).collect());
+        for (name, f, reference, bound) in binary_ops() {
+            let bound = bound_in(name, bound, format);
+            for device in DEVICES {
+                let _device = DefaultDevice::scoped(device);
+                let t = |v: &[f64]| Tensor::from_slice(v, &[v.len()]).cast(format.dtype);
+                let got = f(&t(&a), &t(&b)).cast(DType::FLOAT64).to_vec::<f64>();
+                let (err, at) = worst(&got, &|i| reference(ha[i], hb[i]), &|_| 0.0, bound, format);
+                let fmt = format.name();
+                println!(
+                    "{name:<12} {fmt:<8} {device:<6} max {err:>10.3} ulps (bound {:>4}) at ({:e}, {:e}): got {:e}",
+                    bound.ulps, ha[at], hb[at], got[at]
+                );
+                if err > bound.ulps {
+                    failures.push(format!(
+                        "{name} in {fmt} on {device}: {err} ulps at ({:e}, {:e}) (got {:e}, want {:e})",
+                        ha[at],
+                        hb[at],
+                        got[at],
+                        reference(ha[at], hb[at])
+                    ));
+                }
             }
         }
     }

@@ -21,3 +21,16 @@ pub fn cpu_threads() -> usize {
 /// The most threads a kernel is split over (`NUM_CPU_THREADS` beyond it counts as this): each is a
 /// worker the pool spawns, and the system refuses thousands.
 pub const MAX_THREADS: usize = 256;
+
+/// What a program's `main` returns for `result`: success, or the error on one line of stderr
+/// (`error: ...`, no backtrace) and a failing exit code. The examples open their device first
+/// (`runtime::get_device`), so an unavailable one ends them here.
+pub fn exit_code(result: crate::error::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

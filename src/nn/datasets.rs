@@ -286,6 +286,7 @@ impl MnistSearch {
                     note(&format!("${var}={}", dir.display()));
                     Ok(m)
                 }
+                Err(e @ Error::Device(_)) => Err(e),
                 Err(e) => Err(Error::Invalid(format!(
                     "{what}: ${var}={} can't be used: {}. Point it at a folder holding {} (each may be .gz), \
                      or unset it to use the default search",
@@ -301,6 +302,8 @@ impl MnistSearch {
                 note(&self.cache_dir.display().to_string());
                 return Ok(m);
             }
+            // a device that fails is that error, not a data set missing
+            Err(e @ Error::Device(_)) => return Err(e),
             Err(e) => tried.push(format!("the user cache {}: {}", self.cache_dir.display(), reason(&e))),
         }
         match &self.system_dir {
@@ -309,6 +312,7 @@ impl MnistSearch {
                     note(&dir.display().to_string());
                     return Ok(m);
                 }
+                Err(e @ Error::Device(_)) => return Err(e),
                 Err(e) => tried.push(format!("the system install {}: {}", dir.display(), reason(&e))),
             },
             None if !self.fashion => tried.push("a system install: no Debian package ships the MNIST digits".into()),
@@ -322,6 +326,7 @@ impl MnistSearch {
                     note(&format!("a download into {}", self.cache_dir.display()));
                     return Ok(m);
                 }
+                Err(e @ Error::Device(_)) => return Err(e),
                 Err(e) => tried.push(format!("a download into the cache: {}", reason(&e))),
             }
         }

@@ -28,18 +28,18 @@ fn driver_present() -> std::result::Result<(), String> {
     // SAFETY: loads libcuda to look for it and unloads it again; no symbol is called.
     match unsafe { cudarc::driver::sys::is_culib_present() } {
         true => Ok(()),
-        false => Err("CUDA unavailable: no libcuda.so (the NVIDIA driver) on this machine".into()),
+        false => Err("no libcuda.so (the NVIDIA driver) on this machine".into()),
     }
 }
 
 /// Whether a CUDA device is there to default to.
 pub fn available() -> std::result::Result<(), String> {
     driver_present()?;
-    cu::init().map_err(|e| format!("CUDA unavailable: {e}"))?;
+    cu::init().map_err(|e| format!("the driver failed to start: {e}"))?;
     match cu::device::get_count() {
         Ok(n) if n > 0 => Ok(()),
-        Ok(_) => Err("CUDA unavailable: no CUDA device".into()),
-        Err(e) => Err(format!("CUDA unavailable: {e}")),
+        Ok(_) => Err("no CUDA device".into()),
+        Err(e) => Err(format!("the driver cannot count its devices: {e}")),
     }
 }
 

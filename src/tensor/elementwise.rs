@@ -416,9 +416,11 @@ impl Tensor {
     /// ones give themselves).
     pub fn logaddexp(&self, other: impl Operand) -> Tensor {
         let (a, b) = self.pair("logaddexp", other);
-        let (a, b) = (a.promote_float(), b.promote_float());
-        let gap = a.eq(&b).where_(0.0, a.sub(&b).abs().neg());
-        a.maximum(&b).add(gap.exp().log1p())
+        a.in_f32(|a| {
+            let b = b.cast(a.dtype());
+            let gap = a.eq(&b).where_(0.0, a.sub(&b).abs().neg());
+            a.maximum(&b).add(gap.exp().log1p())
+        })
     }
     /// Bitwise AND of integers, logical AND of bools.
     pub fn bitwise_and(&self, rhs: impl Operand) -> Tensor {
@@ -566,7 +568,7 @@ impl Tensor {
     }
     /// `1 / sqrt(self)`.
     pub fn rsqrt(&self) -> Tensor {
-        self.sqrt().reciprocal()
+        self.in_f32(|x| x.sqrt().reciprocal())
     }
     /// Sine (radians).
     pub fn sin(&self) -> Tensor {

@@ -59,17 +59,20 @@ fn all_true(t: &Tensor) -> Tensor {
 
 impl Tensor {
     // ***** activations *****
+    // Each computes in at least float32 and rounds once to its input's dtype, as PyTorch does for
+    // 16-bit floats: chained 16-bit roundings cost them several ulps.
 
     /// `1 / (1 + e^-x)`, from `e^-|x|` so no exponential overflows (finite gradient everywhere).
     pub fn sigmoid(&self) -> Tensor {
-        let x = self.promote_float();
-        let pos = x.ge(0.0);
-        let e = pos.where_(x.neg(), &x).exp();
-        pos.where_(1.0, &e).div(e.add(1.0))
+        self.in_f32(|x| {
+            let pos = x.ge(0.0);
+            let e = pos.where_(x.neg(), x).exp();
+            pos.where_(1.0, &e).div(e.add(1.0))
+        })
     }
     /// `log(sigmoid(x))`, as `-softplus(-x)`.
     pub fn logsigmoid(&self) -> Tensor {
-        self.neg().softplus().neg()
+        self.in_f32(|x| x.neg().softplus().neg())
     }
     /// `clip(x / 6 + 1 / 2, 0, 1)` (torch's defaults `alpha = 1/6`, `beta = 0.5`).
     pub fn hardsigmoid(&self) -> Tensor {
@@ -78,8 +81,10 @@ impl Tensor {
     /// `clip(alpha * x + beta, 0, 1)`.
     pub fn hardsigmoid_with(&self, alpha: f64, beta: f64) -> Tensor {
         // `(x + beta/alpha) alpha`: near the lower corner, `x alpha + beta` cancels
-        let line = if alpha == 0.0 { self.zeros_like().add(beta) } else { self.add(beta / alpha).mul(alpha) };
-        line.hardtanh_with(0.0, 1.0)
+        self.in_f32(|x| {
+            let line = if alpha == 0.0 { x.zeros_like().add(beta) } else { x.add(beta / alpha).mul(alpha) };
+            line.hardtanh_with(0.0, 1.0)
+        })
     }
     /// Exponential linear unit with `alpha = 1`.
     pub fn elu(&self) -> Tensor {
@@ -87,8 +92,10 @@ impl Tensor {
     }
     /// `x > 0 ? x : alpha * (e^x - 1)` (the exponential never sees a positive x, so no overflow).
     pub fn elu_with(&self, alpha: f64) -> Tensor {
-        let pos = self.gt(0);
-        pos.where_(self, pos.where_(0.0, self).expm1().mul(alpha))
+        self.in_f32(|x| {
+            let pos = x.gt(0);
+            pos.where_(x, pos.where_(0.0, x).expm1().mul(alpha))
+        })
     }
     /// Continuously differentiable ELU with `alpha = 1`.
     pub fn celu(&self) -> Tensor {
@@ -96,7 +103,7 @@ impl Tensor {
     }
     /// `max(0, x) + min(0, alpha * (e^(x/alpha) - 1))`.
     pub fn celu_with(&self, alpha: f64) -> Tensor {
-        self.div(alpha).elu().mul(alpha)
+        self.in_f32(|x| x.div(alpha).elu().mul(alpha))
     }
     /// Scaled ELU with torch's constants (`alpha = 1.6732632...`, `scale = 1.0507009...`).
     pub fn selu(&self) -> Tensor {
@@ -104,11 +111,11 @@ impl Tensor {
     }
     /// `gamma * (x >= 0 ? x : alpha * (e^x - 1))`.
     pub fn selu_with(&self, alpha: f64, gamma: f64) -> Tensor {
-        self.elu_with(alpha).mul(gamma)
+        self.in_f32(|x| x.elu_with(alpha).mul(gamma))
     }
     /// `x * sigmoid(x)` (also called swish).
     pub fn silu(&self) -> Tensor {
-        self.mul(self.sigmoid())
+        self.in_f32(|x| x.mul(x.sigmoid()))
     }
     /// `x * sigmoid(x)` (also called silu).
     pub fn swish(&self) -> Tensor {
@@ -120,9 +127,11 @@ impl Tensor {
     }
     /// `x * relu6(x + 3) / 6`, written piecewise so the gradient is PyTorch's at -3 (0) and 3 (1).
     pub fn hardswish(&self) -> Tensor {
-        let mid = self.mul(self.add(3.0)).div(6.0);
-        // NaN takes the last branch, itself
-        self.gt(-3.0).bitwise_or(self.isnan()).where_(self.lt(3.0).where_(&mid, self), 0.0)
+        self.in_f32(|x| {
+            let mid = x.mul(x.add(3.0)).div(6.0);
+            // NaN takes the last branch, itself
+            x.gt(-3.0).bitwise_or(x.isnan()).where_(x.lt(3.0).where_(&mid, x), 0.0)
+        })
     }
     /// `clip(x, -1, 1)`.
     pub fn hardtanh(&self) -> Tensor {
@@ -135,18 +144,19 @@ impl Tensor {
     /// GELU with tinygrad's default tanh approximation, `x (1 + tanh(u)) / 2`, computed as the
     /// equal `x sigmoid(2u)` (no cancellation for negative `x`).
     pub fn gelu(&self) -> Tensor {
-        let x = self.promote_float();
-        let inner = x.add(x.mul(&x).mul(&x).mul(0.044715)).mul(FRAC_2_SQRT_PI * (0.5f64).sqrt());
-        x.mul(inner.mul(2.0).sigmoid())
+        self.in_f32(|x| {
+            let inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(FRAC_2_SQRT_PI * (0.5f64).sqrt());
+            x.mul(inner.mul(2.0).sigmoid())
+        })
     }
     /// GELU with the exact erf form, `x (1 + erf(x / sqrt(2))) / 2` (torch's default), computed as
     /// `x erfc(-x / sqrt(2)) / 2` (no cancellation for negative `x`).
     pub fn gelu_exact(&self) -> Tensor {
-        self.mul(0.5).mul(self.div(-SQRT_2).erfc())
+        self.in_f32(|x| x.mul(0.5).mul(x.div(-SQRT_2).erfc()))
     }
     /// `x * sigmoid(1.702 x)`.
     pub fn quick_gelu(&self) -> Tensor {
-        self.mul(self.mul(1.702).sigmoid())
+        self.in_f32(|x| x.mul(x.mul(1.702).sigmoid()))
     }
     /// `x > 0 ? x : 0.01 x`.
     pub fn leaky_relu(&self) -> Tensor {
@@ -154,11 +164,11 @@ impl Tensor {
     }
     /// `x > 0 ? x : neg_slope * x`.
     pub fn leaky_relu_with(&self, neg_slope: f64) -> Tensor {
-        self.gt(0).where_(self, self.mul(neg_slope))
+        self.in_f32(|x| x.gt(0).where_(x, x.mul(neg_slope)))
     }
     /// `x * tanh(softplus(x))`.
     pub fn mish(&self) -> Tensor {
-        self.mul(self.softplus().tanh())
+        self.in_f32(|x| x.mul(x.softplus().tanh()))
     }
     /// `log(1 + e^x)`, stably.
     pub fn softplus(&self) -> Tensor {
@@ -166,11 +176,11 @@ impl Tensor {
     }
     /// `log(1 + e^(beta x)) / beta`, stably (as `logaddexp(beta x, 0)`).
     pub fn softplus_with(&self, beta: f64) -> Tensor {
-        self.mul(beta).logaddexp(0.0).mul(1.0 / beta)
+        self.in_f32(|x| x.mul(beta).logaddexp(0.0).mul(1.0 / beta))
     }
     /// `x / (1 + |x|)`.
     pub fn softsign(&self) -> Tensor {
-        self.div(self.abs().add(1))
+        self.in_f32(|x| x.div(x.abs().add(1)))
     }
 
     // ***** layers *****

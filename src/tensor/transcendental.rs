@@ -6,7 +6,7 @@
 //! ulps. Each is a CALL carrying its analytic derivative (`derivative`), so autograd never
 //! differentiates the branches of a decomposition.
 
-use std::f64::consts::{FRAC_2_SQRT_PI, FRAC_PI_2, LN_2, LOG2_E};
+use std::f64::consts::{FRAC_2_SQRT_PI, FRAC_PI_2, LN_2, LOG2_E, PI};
 
 use super::elementwise::polyn;
 use super::Tensor;
@@ -14,8 +14,14 @@ use crate::dtype::DType;
 use crate::uop::Call;
 
 /// `2/sqrt(pi) * (-1)^n / (n! (2n + 1))`: erf's Taylor series in `x^2` after a factor `x`, highest
-/// power first (nine terms reach float64's precision below 0.5).
-const ERF_TAYLOR: [f64; 9] = [
+/// power first (fourteen terms reach float64's precision below 0.5: the next is below 1e-19 of
+/// the sum; with nine, float64's erf was 2600 ulps off at 0.5).
+const ERF_TAYLOR: [f64; 14] = [
+    -FRAC_2_SQRT_PI / 168_129_561_600.0,
+    FRAC_2_SQRT_PI / 11_975_040_000.0,
+    -FRAC_2_SQRT_PI / 918_086_400.0,
+    FRAC_2_SQRT_PI / 76_204_800.0,
+    -FRAC_2_SQRT_PI / 6_894_720.0,
     FRAC_2_SQRT_PI / 685_440.0,
     -FRAC_2_SQRT_PI / 75_600.0,
     FRAC_2_SQRT_PI / 9_360.0,
@@ -42,6 +48,32 @@ const ERFC_FIT: [f64; 10] = [
     -1.26551223,
 ];
 
+/// `erfc(z) exp(z^2)` on `0.5 <= z <= 1.5` as a polynomial in `z - 1`, highest power first (a
+/// Chebyshev fit, relative error 5.5e-16 in float64; `tools/gen_erfc_fit.py` computes it).
+const ERFC_MIDDLE: [f64; 17] = [
+    1.2197620476570167e-07,
+    -4.6688628352050496e-07,
+    1.4489465796735838e-06,
+    -4.660675246600818e-06,
+    1.4748777529028624e-05,
+    -4.5147522029915016e-05,
+    0.00013366401443783588,
+    -0.000381953963527294,
+    0.0010502692549676134,
+    -0.0027690648324336666,
+    0.006970142387160581,
+    -0.016661869087148597,
+    0.0375722962147333,
+    -0.07922696894141189,
+    0.15437156137191776,
+    -0.2732120147838981,
+    0.42758357615580705,
+];
+
+/// Levels of erfc's continued fraction, `erfc(z) = e^(-z^2) / (sqrt(pi) (z + 1/2 / (z + 1 / (z +
+/// 3/2 / ...))))`, evaluated from the last: 120 reach float64's precision from z = 1.5 on.
+const ERFC_CF_LEVELS: usize = 120;
+
 /// Abramowitz-Stegun 4.4.49: `atan(u) = u * p(u^2)` on `[0, 1]` (|error| < 2e-8), highest power first.
 const ATAN_FIT: [f64; 9] = [
     0.0028662257,
@@ -52,6 +84,23 @@ const ATAN_FIT: [f64; 9] = [
     -0.1420889944,
     0.1999355085,
     -0.3333314528,
+    1.0,
+];
+
+/// atan's Taylor series `(-1)^k / (2k + 1)` in `u^2` after a factor `u`, highest power first:
+/// twelve terms reach float64's precision for `|u| <= tan(pi/16)` (the next is below 1e-19).
+const ATAN_TAYLOR: [f64; 12] = [
+    -1.0 / 23.0,
+    1.0 / 21.0,
+    -1.0 / 19.0,
+    1.0 / 17.0,
+    -1.0 / 15.0,
+    1.0 / 13.0,
+    -1.0 / 11.0,
+    1.0 / 9.0,
+    -1.0 / 7.0,
+    1.0 / 5.0,
+    -1.0 / 3.0,
     1.0,
 ];
 
@@ -102,14 +151,15 @@ impl Tensor {
         })
     }
     /// Cosine, as `sin(2x) / (2 sin x)`: both sines are of exact arguments, so it stays accurate
-    /// where cos is near 0 (`sin(pi/2 - x)` is not: `pi/2 - x` is rounded). Beyond `1e38`, where
-    /// `2x` overflows, `1 - 2 sin^2(x/2)`.
+    /// where cos is near 0 (`sin(pi/2 - x)` is not: `pi/2 - x` is rounded). Beyond half the
+    /// format's largest float, where `2x` overflows, `1 - 2 sin^2(x/2)`.
     pub fn cos(&self) -> Tensor {
         self.transcendental(Call::Cos, |x| {
             let s = x.sin();
             let ratio = x.eq(0.0).where_(1.0, x.mul(2.0).sin().div(s.mul(2.0)));
             let h = x.mul(0.5).sin();
-            x.abs().lt(1e38).where_(&ratio, h.mul(&h).mul(-2.0).add(1.0))
+            let doubles = if x.dtype() == DType::FLOAT64 { 8e307 } else { 1e38 };
+            x.abs().lt(doubles).where_(&ratio, h.mul(&h).mul(-2.0).add(1.0))
         })
     }
     /// Tangent, `sin / cos`.
@@ -124,13 +174,25 @@ impl Tensor {
     pub fn acos(&self) -> Tensor {
         self.transcendental(Call::Acos, |x| x.neg().add(1.0).div(x.add(1.0)).sqrt().atan().mul(2.0))
     }
-    /// Arctangent by Abramowitz-Stegun 4.4.49 on `[0, 1]` and `pi/2 - atan(1/x)` above.
+    /// Arctangent on `[0, 1]`, `pi/2 - atan(1/x)` above: in float32 by Abramowitz-Stegun 4.4.49;
+    /// in float64 (whose precision that fit's 2e-8 misses) the argument is halved twice,
+    /// `atan(u) = 2 atan(u / (1 + sqrt(1 + u^2)))`, to at most `tan(pi/16)`, where its Taylor
+    /// series converges within twelve terms.
     pub fn atan(&self) -> Tensor {
         self.transcendental(Call::Atan, |x| {
             x.odd_part(|y| {
                 let big = y.gt(1.0);
                 let u = big.where_(y.reciprocal(), y);
-                let p = u.mul(polyn(&u.mul(&u), &ATAN_FIT));
+                let p = match u.dtype() == DType::FLOAT64 {
+                    // below 1e-9, atan(u) = u to float64's precision (and halving a subnormal
+                    // would round it away)
+                    true => {
+                        let half = |v: &Tensor| v.div(v.square().add(1.0).sqrt().add(1.0));
+                        let q = half(&half(&u));
+                        u.lt(1e-9).where_(&u, q.mul(polyn(&q.square(), &ATAN_TAYLOR)).mul(4.0))
+                    }
+                    false => u.mul(polyn(&u.mul(&u), &ATAN_FIT)),
+                };
                 big.where_(p.neg().add(FRAC_PI_2), &p)
             })
         })
@@ -166,23 +228,23 @@ impl Tensor {
         })
     }
     /// Inverse hyperbolic sine: `log1p(y + y^2 / (1 + sqrt(1 + y^2)))` for `y = |x|`, and
-    /// `ln(2y)` from 4096 on (where `y^2` would overflow first), sign restored.
+    /// `ln(2y)` from `asymptotic_from` on (where `y^2` would overflow first), sign restored.
     pub fn asinh(&self) -> Tensor {
         self.transcendental(Call::Asinh, |x| {
             x.odd_part(|y| {
                 let y2 = y.square();
                 let small = y.add(y2.div(y2.add(1.0).sqrt().add(1.0))).log1p();
-                y.gt(4096.0).where_(y.log().add(LN_2), &small)
+                y.gt(asymptotic_from(y.dtype())).where_(y.log().add(LN_2), &small)
             })
         })
     }
     /// Inverse hyperbolic cosine: `log1p((x - 1) + sqrt(x - 1) sqrt(x + 1))` (NaN below 1), and
-    /// `ln(2x)` from 4096 on.
+    /// `ln(2x)` from `asymptotic_from` on.
     pub fn acosh(&self) -> Tensor {
         self.transcendental(Call::Acosh, |x| {
             let d = x.sub(1.0);
             let small = d.add(d.sqrt().mul(x.add(1.0).sqrt())).log1p();
-            x.gt(4096.0).where_(x.log().add(LN_2), &small)
+            x.gt(asymptotic_from(x.dtype())).where_(x.log().add(LN_2), &small)
         })
     }
     /// Inverse hyperbolic tangent, `log1p(2y / (1 - y)) / 2` for `y = |x|`, sign restored.
@@ -207,16 +269,34 @@ impl Tensor {
     }
 }
 
-/// `erfc(z)` for `z >= 0` by Numerical Recipes' fit, `t exp(-z^2 + fit(t))`. `z^2` is split as
-/// `zh^2 + (z - zh)(z + zh)` with `zh` z to 1/16, whose square is exact: a rounded `z^2` near 9
-/// would cost 60 ulps of the result.
+/// Where `asinh(y)` and `acosh(y)` are `ln(2y)` to the dtype's precision: the next term, `1/(4y^2)`,
+/// is below its ulp of the result from 4096 on in float32 and from 2^28 on in float64.
+fn asymptotic_from(dtype: DType) -> f64 {
+    match dtype == DType::FLOAT64 {
+        true => (1u64 << 28) as f64,
+        false => 4096.0,
+    }
+}
+
+/// `erfc(z)` for `z >= 0`. In float32 by Numerical Recipes' fit, `t exp(-z^2 + fit(t))`; in
+/// float64 (whose precision that fit's 1.2e-7 misses) as `1 - erf(z)` by erf's Taylor series
+/// below 0.5, and `e^(-z^2)` times `ERFC_MIDDLE` up to 1.5 and times the continued fraction
+/// above. `z^2` is split as `zh^2 + (z - zh)(z + zh)` with `zh` z to 1/16, whose square is
+/// exact: a rounded `z^2` near 9 would cost 60 ulps of the result.
 fn erfc_of_nonnegative(z: &Tensor) -> Tensor {
-    // erfc is 0 in every float format from 27 on
-    let z = z.clamp(None::<f64>, Some(27.0));
-    let t = z.mul(0.5).add(1.0).reciprocal();
+    // erfc is 0 in every float format from 28 on (float64's smallest subnormal is 5e-324)
+    let z = z.clamp(None::<f64>, Some(28.0));
     let zh = z.mul(16.0).trunc().div(16.0);
-    let tail = z.sub(&zh).mul(z.add(&zh)).neg().add(polyn(&t, &ERFC_FIT));
-    t.mul(zh.square().neg().exp()).mul(tail.exp())
+    let split = z.sub(&zh).mul(z.add(&zh)).neg();
+    if z.dtype() != DType::FLOAT64 {
+        let t = z.mul(0.5).add(1.0).reciprocal();
+        return t.mul(zh.square().neg().exp()).mul(split.add(polyn(&t, &ERFC_FIT)).exp());
+    }
+    let gauss = zh.square().neg().exp().mul(split.exp());
+    let fraction = (1..=ERFC_CF_LEVELS).rev().fold(z.clone(), |f, k| z.add(f.reciprocal().mul(k as f64 / 2.0)));
+    let scaled = z.lt(1.5).where_(polyn(&z.sub(1.0), &ERFC_MIDDLE), fraction.mul(PI.sqrt()).reciprocal());
+    let series = z.mul(polyn(&z.square(), &ERF_TAYLOR));
+    z.lt(0.5).where_(series.neg().add(1.0), gauss.mul(scaled))
 }
 
 /// The derivative of the transcendental function `call` at `x`, where its value is `y`.

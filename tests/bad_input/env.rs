@@ -191,3 +191,25 @@ fn a_panic_in_a_codegen_thread_reaches_the_caller() {
     panics_with(&["REDUCE: SIN is not a reduce op"], || Tensor::realize_all(&[x.exp(), bad.clone()]));
     panics_with(&["REDUCE: SIN is not a reduce op"], || bad.realize());
 }
+
+/// The examples on a device this machine cannot open (no Metal here, no NVIDIA driver, a name
+/// that is no device) end with one `error:` line naming the device and exit code 1: no panic,
+/// no backtrace (some panicked in their first random draw, others printed the error's Debug).
+/// They are the binaries `cargo test` builds beside this one.
+#[test]
+fn examples_end_with_one_error_line_on_a_device_they_cannot_open() {
+    let examples = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("examples");
+    for name in ["lazy_matmul", "autograd", "linear_net", "beautiful_mnist", "llama", "sentence_embed"] {
+        let exe = examples.join(name);
+        assert!(exe.exists(), "{} is not built: `cargo test` builds the examples", exe.display());
+        for (dev, says) in
+            [("METAL", "DEV=WEBGPU runs them"), ("NOPE", "unknown device \"NOPE\""), ("CL:99", "no device 99")]
+        {
+            let out = Command::new(&exe).env("DEV", dev).env("RUST_BACKTRACE", "1").output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name} on {dev}: {stderr}");
+            assert!(stderr.starts_with("error: ") && stderr.contains(says), "{name} on {dev}: {stderr}");
+            assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{name} on {dev}: {stderr}");
+        }
+    }
+}
