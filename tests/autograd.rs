@@ -98,3 +98,18 @@ fn compound_assignment_updates_in_place() {
         ])
     );
 }
+
+/// A clone is stored in a buffer of its own (tinygrad's `a.uop.base.buffer is not
+/// b.uop.base.buffer`); a reshape of a stored tensor is that buffer, a computation none.
+#[test]
+fn clones_have_buffers_of_their_own() {
+    let a = Tensor::new([[1.0f32, 2.0], [3.0, 4.0]]).realize();
+    let b = a.clone_to(None).realize();
+    let (ab, bb) = (a.buffer().expect("a is stored"), b.buffer().expect("the clone is stored"));
+    assert_ne!(ab.id(), bb.id());
+    assert_eq!(a.reshape(&[4]).buffer().map(|x| x.id()), Some(ab.id()));
+    assert!((&a + 1.0).buffer().is_none(), "an unrealized sum has no buffer");
+    let part = a.shrink(&[(1, 2), (0, 2)]).clone_to(None).realize();
+    assert_ne!(part.buffer().unwrap().id(), ab.id());
+    assert_eq!(part.to_vec::<f32>(), [3.0, 4.0]);
+}

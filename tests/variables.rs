@@ -237,3 +237,14 @@ fn an_axis_bound_to_zero_reduces_as_an_empty_one() {
         assert_eq!(all.argmax(Some(0), false).to_vec::<i32>(), [4], "{dev}: n = 5");
     }
 }
+
+/// tinygrad's `Tensor.empty(2, v, 4)`: a shape with an unbound variable is storage for its
+/// largest size, and `shape` says that size (tinygrad's `max_shape`).
+#[test]
+fn an_empty_tensor_of_symbolic_shape_holds_its_largest() {
+    let v = Variable::new("v", 1, 32);
+    let t = Tensor::empty_sym(&[Sint::Int(2), Sint::from(&v), Sint::Int(4)], lazygrad::DType::FLOAT32);
+    assert_eq!((t.shape(), t.numel()), (vec![2, 32, 4], 256));
+    assert_eq!(t.dims()[1], Sint::from(&v));
+    assert_eq!(Tensor::empty_sym(&[Sint::Int(2), Sint::Int(3)], lazygrad::DType::INT32).dims(), [2, 3].map(Sint::Int));
+}

@@ -103,7 +103,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         Made::of(shape, dtype, device, requires_grad)?.constant(Scalar::Float(1.0))
     }
-    /// Storage of the shape whose values are not set (zeros here).
+    /// Storage of the shape whose values are not set (zeros here); a size may be a variable.
     #[staticmethod]
     #[pyo3(signature = (*shape, dtype=None, device=None, requires_grad=None))]
     fn empty(
@@ -112,6 +112,11 @@ impl PyTensor {
         device: Option<&str>,
         requires_grad: Option<bool>,
     ) -> PyResult<PyTensor> {
+        if let Some(dims) = crate::variable::symbolic_shape(shape)? {
+            let dtype = dtype_arg(dtype)?.unwrap_or(DType::FLOAT32);
+            let t = tensor_result(|| Tensor::empty_sym(&dims, dtype))?.0;
+            return finish(t, None, device, requires_grad);
+        }
         let made = Made::of(shape, dtype, device, requires_grad)?;
         let dtype = made.dtype.unwrap_or(DType::FLOAT32);
         Made { dtype: None, ..made }.build(|s| Tensor::empty(s, dtype))

@@ -15,6 +15,7 @@ mod movement;
 mod nn;
 mod reduce;
 mod tensor;
+mod uop;
 mod variable;
 
 use pyo3::prelude::*;
@@ -35,6 +36,13 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add("dtypes", dtype::PyDTypes)?;
     m.add_class::<jit::PyJit>()?;
     m.add_class::<variable::PyVariable>()?;
+    m.add_class::<uop::PyUOp>()?;
+    // tinygrad's `tinygrad.uop.ops` names lazygrad has
+    let uop = PyModule::new(py, "uop")?;
+    uop.add_class::<uop::PyUOp>()?;
+    uop.add_class::<uop::PyBuffer>()?;
+    m.add_submodule(&uop)?;
+    register(py, "lazygrad.uop", &uop)?;
     m.add("Device", device::PyDevices)?;
     let helpers = helpers::module(py)?;
     m.add("Context", helpers.getattr("Context")?)?;

@@ -82,6 +82,20 @@ impl PyTensor {
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.0.shape())
     }
+    /// The shape with each variable at its largest value (tinygrad's `max_shape`).
+    #[getter]
+    fn max_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.shape())
+    }
+    /// The element count of `max_shape`.
+    fn max_numel(&self) -> usize {
+        self.0.numel()
+    }
+    /// The graph node this tensor is now (tinygrad's `uop`).
+    #[getter]
+    fn uop(&self) -> crate::uop::PyUOp {
+        crate::uop::PyUOp(self.0.uop())
+    }
     #[getter]
     fn dtype(&self) -> PyDType {
         PyDType(self.0.dtype())

@@ -1,12 +1,13 @@
 """Python values in and out as Python users expect them (issues 38 and 39): numbers that do not fit
 a dtype (wrapped, as tinygrad does), numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
-exceptions tinygrad raises, dtypes as dict keys, gradients, and state dicts of cyclic objects."""
+exceptions tinygrad raises, dtypes as dict keys, gradients, the graph's buffers, and state dicts of
+cyclic objects."""
 
 import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, dtypes
+from lazygrad import Tensor, UOp, dtypes
 from lazygrad.nn import Linear
 from lazygrad.nn.state import get_state_dict
 
@@ -103,6 +104,24 @@ class TestGradient(unittest.TestCase):
         gx, gu = (x * x).sum().gradient(x, unused)
         self.assertEqual(gx.tolist(), [2.0, 4.0])
         self.assertEqual(gu.tolist(), [0.0])
+
+
+class TestGraph(unittest.TestCase):
+    def test_a_buffer_is_one_object_and_a_clone_has_its_own(self):
+        a = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+        self.assertIs(a.uop.base.buffer, a.reshape(4).uop.base.buffer)
+        self.assertIs(a[1:].uop.base.buffer, a.uop.buffer)
+        self.assertIsNot(a.clone().realize().uop.base.buffer, a.uop.base.buffer)
+        self.assertTrue(a.uop.has_buffer_identity())
+        self.assertEqual((a.uop.op, a.uop.base.op, a.uop.buffer.size), ("RESHAPE", "BUFFER", 4))
+        with self.assertRaises(RuntimeError):
+            (a + 1).uop.buffer
+
+    def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
+        v = UOp.variable("v", 1, 32)
+        t = Tensor.empty(2, v, 4)
+        self.assertEqual((t.max_shape, t.max_numel()), ((2, 32, 4), 256))
+        self.assertEqual(Tensor.empty((2, v)).max_shape, (2, 32))
 
 
 class TestStateDict(unittest.TestCase):

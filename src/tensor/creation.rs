@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::buffer_view;
 use crate::uop::exec::cast_const;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Rust values a tensor can be built from: scalars, `Vec`s, slices and nested arrays.
 pub trait TensorData {
@@ -131,6 +131,13 @@ impl Tensor {
         let device = default_device();
         let buf = Arc::new(Buffer::new(&device, super::checked_numel("Tensor::empty", shape, dtype), dtype));
         Tensor::from_uop(buffer_view(&buf, shape), &device)
+    }
+    /// `empty` of a shape whose sizes may be symbolic (tinygrad's `Tensor.empty(2, v, 4)`):
+    /// storage for the largest shape, viewed at `dims`.
+    pub fn empty_sym(dims: &[Sint], dtype: DType) -> Tensor {
+        let largest: Vec<usize> = dims.iter().map(Sint::max).collect();
+        let whole: Vec<(Sint, Sint)> = dims.iter().map(|d| (Sint::Int(0), d.clone())).collect();
+        Tensor::empty(&largest, dtype).shrink_sym(&whole)
     }
     /// `value` broadcast to `shape`; its dtype is the scalar's (f32/f64/int/bool).
     pub fn full(shape: &[usize], value: impl Into<Scalar>) -> Tensor {

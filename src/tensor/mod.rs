@@ -27,7 +27,7 @@ pub use jit::Jit;
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{Error, Result};
-use crate::runtime::default_device;
+use crate::runtime::{default_device, Buffer};
 use crate::schedule::{create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
@@ -136,6 +136,11 @@ impl Tensor {
     }
     pub fn numel(&self) -> usize {
         self.uop().sh().iter().product()
+    }
+    /// The device buffer holding this tensor's values when its graph is one (a buffer or a
+    /// reshape of it: tinygrad's `has_buffer_identity`); `None` for values not stored as they are.
+    pub fn buffer(&self) -> Option<Arc<Buffer>> {
+        view_buffer(&self.uop())
     }
     pub fn dtype(&self) -> DType {
         self.uop().dtype()

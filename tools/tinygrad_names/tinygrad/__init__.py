@@ -26,6 +26,7 @@ MODULES = {
   "tinygrad.nn.state": "lazygrad.nn.state",
   "tinygrad.nn.datasets": "lazygrad.nn.datasets",
   "tinygrad.engine.jit": "lazygrad",
+  "tinygrad.uop.ops": "lazygrad.uop",
 }
 
 

@@ -1,0 +1,97 @@
+//! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op, the
+//! node it views (`base`) and the device buffer it is (`buffer`); and `UOp.variable`, tinygrad's
+//! way to make a `Variable`.
+
+use std::sync::Arc;
+
+use ::lazygrad::runtime::Buffer;
+use ::lazygrad::schedule::view_buffer;
+use ::lazygrad::UOp;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use crate::variable::PyVariable;
+
+/// A node of the graph: tinygrad's `UOp`, read-only.
+#[pyclass(name = "UOp", module = "lazygrad", frozen)]
+pub(crate) struct PyUOp(pub(crate) UOp);
+
+#[pymethods]
+impl PyUOp {
+    /// A symbolic integer in `min..=max` (tinygrad's `UOp.variable`): lazygrad's `Variable`.
+    #[staticmethod]
+    fn variable(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
+        PyVariable::new(name, min, max)
+    }
+    /// The op's name (`"BUFFER"`, `"ADD"`, ...).
+    #[getter]
+    fn op(&self) -> String {
+        self.0.op().name()
+    }
+    /// The node under the movement ops: what this node views.
+    #[getter]
+    fn base(&self) -> PyUOp {
+        PyUOp(self.0.base())
+    }
+    /// Whether this node is a device buffer (or a reshape of one).
+    fn has_buffer_identity(&self) -> bool {
+        view_buffer(&self.0).is_some()
+    }
+    /// The device buffer this node is; a RuntimeError for a node that is none (not stored yet).
+    #[getter]
+    fn buffer(&self, py: Python) -> PyResult<Py<PyBuffer>> {
+        match view_buffer(&self.0) {
+            Some(buffer) => PyBuffer::of(py, buffer),
+            None => Err(PyRuntimeError::new_err(format!("a {} node is no buffer", self.0.op().name()))),
+        }
+    }
+    fn __repr__(&self) -> String {
+        format!("<UOp {} {:?}>", self.0.op().name(), self.0.sh())
+    }
+}
+
+/// A device buffer: one Python object per buffer while it is referenced, so `is` tells whether
+/// two tensors share storage.
+#[pyclass(name = "Buffer", module = "lazygrad", frozen, weakref)]
+pub(crate) struct PyBuffer(Arc<Buffer>);
+
+/// The live `Buffer` objects by buffer id (a `weakref.WeakValueDictionary`).
+static LIVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl PyBuffer {
+    /// The one `Buffer` object of `buffer`.
+    fn of(py: Python, buffer: Arc<Buffer>) -> PyResult<Py<PyBuffer>> {
+        let live = LIVE.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
+        })?;
+        let live = live.bind(py);
+        let id = buffer.id();
+        if let Ok(found) = live.call_method1("get", (id,))?.cast::<PyBuffer>() {
+            return Ok(found.clone().unbind());
+        }
+        let made = Py::new(py, PyBuffer(buffer))?;
+        live.set_item(id, &made)?;
+        Ok(made)
+    }
+}
+
+#[pymethods]
+impl PyBuffer {
+    #[getter]
+    fn device(&self) -> &str {
+        self.0.device()
+    }
+    /// Number of elements.
+    #[getter]
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.0.nbytes()
+    }
+    fn __repr__(&self) -> String {
+        format!("<buf {} size:{} {:?}>", self.0.device(), self.0.size(), self.0.dtype())
+    }
+}
