@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use lazygrad::dtype::Element;
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::tensor::{ConvOpts, PoolOpts, Scalar};
+use lazygrad::tensor::{ConvOpts, Padding, PoolOpts, Scalar};
 use lazygrad::{Context, DType, Tensor};
 
 #[path = "api_reduce/naive.rs"]
@@ -252,6 +252,20 @@ fn conv2d_matches_naive_loops() {
     let (s, v) =
         bf(|| Tensor::new([[x]]).conv2d(&Tensor::new([[[1.0f32, -1.0]]]), None, &ConvOpts::default().padding([1, 0])));
     assert_eq!((s, v), (vec![1, 1, 4], vec![-1.0, -1.0, -1.0, -1.0]));
+    // negative padding crops, as tinygrad's: the naive conv of the input without that border
+    // (padding -1: rows and columns 1..5 of 6; flat (-1, 0, -1, 0): 1..6)
+    let (x, w) = (data(36, 7), data(9, 8));
+    for (padding, rows, want_rows) in [(Padding(vec![-1]), 1..5, 4), (Padding(vec![-1, 0, -1, 0]), 1..6, 5)] {
+        let inner: Vec<f32> =
+            rows.clone().flat_map(|i| rows.clone().map(move |j| (i, j))).map(|(i, j)| x[i * 6 + j]).collect();
+        let (want_shape, want) =
+            naive_conv2d(&inner, [1, 1, want_rows, want_rows], &w, [1, 1, 3, 3], None, 1, [1, 1], [1, 1], [0, 0]);
+        let opts = ConvOpts { padding, ..ConvOpts::default() };
+        let (shape, got) =
+            bf(|| Tensor::from_slice(&x, &[1, 1, 6, 6]).conv2d(&Tensor::from_slice(&w, &[1, 1, 3, 3]), None, &opts));
+        assert_eq!(shape, want_shape, "{:?}", opts.padding);
+        assert_near(&got, &want, 1e-5);
+    }
 }
 
 #[test]

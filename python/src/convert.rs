@@ -2,7 +2,7 @@
 //! and bytes as tensor data, shapes, axes, indices and window sizes, and tensors as nested lists
 //! and numpy arrays.
 
-use ::lazygrad::tensor::{Idx, Operand, Scalar, Spatial};
+use ::lazygrad::tensor::{Idx, Operand, Padding, Scalar, Spatial};
 use ::lazygrad::{DType, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -253,6 +253,15 @@ pub(crate) fn shape_of(x: &Bound<PyAny>) -> PyResult<Vec<usize>> {
 /// A window size, stride or dilation: one int for every spatial axis, or a tuple of one each.
 pub(crate) fn spatial(x: &Bound<PyAny>) -> PyResult<Spatial> {
     Ok(Spatial(shape_of(x)?))
+}
+
+/// A padding: one int for every spatial axis, a tuple of one each, or torch's flat
+/// `(left, right, top, bottom)`; negative values crop.
+pub(crate) fn padding(x: &Bound<PyAny>) -> PyResult<Padding> {
+    Ok(Padding(match x.extract::<isize>() {
+        Ok(n) => vec![n],
+        Err(_) => x.extract()?,
+    }))
 }
 
 /// One part of an index: an int, a slice (its step too), None (a new axis), Ellipsis, an integer

@@ -34,7 +34,7 @@ pub(crate) fn conv_opts(
         groups,
         stride: spatial(stride)?,
         dilation: spatial(dilation)?,
-        padding: spatial(padding)?,
+        padding: crate::convert::padding(padding)?,
         ..ConvOpts::default()
     })
 }
@@ -51,7 +51,7 @@ fn pool_opts(
         kernel: spatial(kernel_size)?,
         stride: stride.filter(|s| !s.is_none()).map(spatial).transpose()?,
         dilation: spatial(dilation)?,
-        padding: spatial(padding)?,
+        padding: crate::convert::padding(padding)?,
         ceil_mode,
         ..PoolOpts::default()
     })

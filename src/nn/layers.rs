@@ -4,7 +4,7 @@
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::module;
-use crate::tensor::{ConvOpts, Spatial, Tensor};
+use crate::tensor::{ConvOpts, Padding, Spatial, Tensor};
 
 /// A parameter filled with `v`: its own storage (constants alone would be shared between
 /// equal tensors, and an in-place update of one would change the others).
@@ -45,13 +45,13 @@ impl KernelSize for Vec<usize> {
 
 /// tinygrad's `padding='same'` of a stride-1 convolution: each axis padded by `d*(k-1)`, the odd
 /// one after, as flat `(before, after)` pairs, last axis first.
-pub fn same_padding(kernel: &[usize], dilation: &Spatial) -> Spatial {
+pub fn same_padding(kernel: &[usize], dilation: &Spatial) -> Padding {
     let d = |i: usize| if dilation.0.len() == 1 { dilation.0[0] } else { dilation.0[i] };
     let pads = (0..kernel.len()).rev().flat_map(|i| {
-        let total = d(i) * (kernel[i] - 1);
+        let total = (d(i) * (kernel[i] - 1)) as isize;
         [total / 2, total - total / 2]
     });
-    Spatial(pads.collect())
+    Padding(pads.collect())
 }
 
 /// Kaiming-uniform weight `[a, b, kernel...]` and optional uniform bias of a conv layer.

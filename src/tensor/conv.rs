@@ -19,17 +19,6 @@ impl Spatial {
             l => panic!("{op}: {what} has {l} values {:?} for {n} spatial dimensions", self.0),
         }
     }
-    /// Padding as `(before, after)` per dimension: one value, one per dimension, or torch's flat
-    /// `[left, right, top, bottom]` order (last dimension first).
-    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
-        let p: Vec<isize> = self.0.iter().map(|&v| v as isize).collect();
-        match p.len() {
-            1 => vec![(p[0], p[0]); n],
-            l if l == n => p.iter().map(|&v| (v, v)).collect(),
-            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
-            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
-        }
-    }
 }
 impl From<usize> for Spatial {
     fn from(v: usize) -> Spatial {
@@ -52,13 +41,59 @@ impl From<&[usize]> for Spatial {
     }
 }
 
+/// Padding of the spatial dimensions: one value for all of them, one each, or torch's flat
+/// `[left, right, top, bottom]` order (last dimension first); a negative value crops, as in
+/// tinygrad (`padding=-1` drops a border).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Padding(pub Vec<isize>);
+
+impl Padding {
+    /// `(before, after)` per dimension for `n` dimensions, naming `op` on a length mismatch.
+    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
+        let p = &self.0;
+        match p.len() {
+            1 => vec![(p[0], p[0]); n],
+            l if l == n => p.iter().map(|&v| (v, v)).collect(),
+            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
+            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
+        }
+    }
+}
+
+/// `Padding` from a value, an array, a Vec or a slice of one integer type.
+macro_rules! padding_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Padding {
+            fn from(v: $t) -> Padding {
+                Padding(vec![v as isize])
+            }
+        }
+        impl<const N: usize> From<[$t; N]> for Padding {
+            fn from(v: [$t; N]) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+        impl From<Vec<$t>> for Padding {
+            fn from(v: Vec<$t>) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+        impl From<&[$t]> for Padding {
+            fn from(v: &[$t]) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+    )*};
+}
+padding_from!(usize, isize, i32);
+
 /// Options of `conv2d` / `conv_transpose2d` (torch's defaults: groups 1, stride 1, no padding).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConvOpts {
     pub groups: usize,
     pub stride: Spatial,
     pub dilation: Spatial,
-    pub padding: Spatial,
+    pub padding: Padding,
     /// Extra size on the high side of each output dimension (`conv_transpose2d` only).
     pub output_padding: Spatial,
 }
@@ -80,8 +115,9 @@ impl ConvOpts {
     pub fn dilation(self, dilation: impl Into<Spatial>) -> ConvOpts {
         ConvOpts { dilation: dilation.into(), ..self }
     }
-    /// Zero padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
-    pub fn padding(self, padding: impl Into<Spatial>) -> ConvOpts {
+    /// Zero padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`;
+    /// negative values crop.
+    pub fn padding(self, padding: impl Into<Padding>) -> ConvOpts {
         ConvOpts { padding: padding.into(), ..self }
     }
     /// Extra output size on the high side (`conv_transpose2d`).
@@ -97,7 +133,7 @@ pub struct PoolOpts {
     /// `None`: the kernel size.
     pub stride: Option<Spatial>,
     pub dilation: Spatial,
-    pub padding: Spatial,
+    pub padding: Padding,
     /// Round the output size up, so a last partial window still counts.
     pub ceil_mode: bool,
     /// Whether `avg_pool2d` divides by the full window, padding included.
@@ -128,8 +164,9 @@ impl PoolOpts {
     pub fn dilation(self, dilation: impl Into<Spatial>) -> PoolOpts {
         PoolOpts { dilation: dilation.into(), ..self }
     }
-    /// Padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
-    pub fn padding(self, padding: impl Into<Spatial>) -> PoolOpts {
+    /// Padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`;
+    /// negative values crop.
+    pub fn padding(self, padding: impl Into<Padding>) -> PoolOpts {
         PoolOpts { padding: padding.into(), ..self }
     }
     /// Round the output size up.

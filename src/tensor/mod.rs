@@ -18,7 +18,7 @@ mod transcendental;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 pub use self::{elementwise::RoundingMode, functional::Reduction};
-pub use conv::{ConvOpts, PoolOpts, Spatial};
+pub use conv::{ConvOpts, Padding, PoolOpts, Spatial};
 pub use creation::TensorData;
 pub use elementwise::{Operand, Scalar};
 pub use indexing::{Idx, PadMode, ScatterReduce, SplitSizes};
