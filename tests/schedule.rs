@@ -172,3 +172,20 @@ fn reads_of_a_buffer_assigned_in_the_same_schedule_run_before_the_write_unless_t
         assert_eq!(x.to_vec::<f32>(), [10.0, 20.0, 30.0], "assign first: {assign_first}");
     }
 }
+
+/// A live tensor that is a `contiguous()` inside a realized graph keeps the buffer the schedule
+/// stored it in (as tinygrad maps every realized node back to its tensors): using it again runs
+/// no kernel for it. It was computed again each time (tinygrad's test_embedding_one_kernel: a
+/// second lookup into a freshly made table took 2 kernels, not 1).
+#[test]
+fn a_contiguous_tensor_realized_inside_a_graph_keeps_its_buffer() {
+    let (a, b, _) = inputs();
+    let table = (&a * 2.0).contiguous();
+    let first = &table + &b;
+    assert_eq!(kernels(&first), 2, "the table, then the sum");
+    first.realize();
+    assert!(table.buffer().is_some(), "the table is stored");
+    assert_eq!(kernels(&(&table * &b)), 1, "the table is read, not computed again");
+    let want: Vec<f32> = a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()).map(|(x, y)| 2.0 * x * y).collect();
+    assert_eq!((&table * &b).to_vec::<f32>(), want);
+}

@@ -227,7 +227,7 @@ impl Tensor {
         if Tensor::threadable(tensors) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) = Tensor::create_schedule(tensors)?;
+        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
         // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
         // was once skipped, its kernel never run
         if items.is_empty() && becomes.is_empty() {
@@ -238,6 +238,27 @@ impl Tensor {
         let _viz = crate::viz::group(|| "realized buffers into tensors".into());
         Tensor::apply_becomes(becomes);
         result
+    }
+
+    /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
+    /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
+    /// realized node back to its tensors) instead of computing it again when it is used next.
+    fn with_contiguous_inside(tensors: &[Tensor]) -> Vec<Tensor> {
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let mut graph = crate::uop::uop::UOpSet::default();
+        let mut stack = outputs.clone();
+        while let Some(u) = stack.pop() {
+            if graph.insert(u.clone()) {
+                stack.extend(u.src().iter().cloned());
+            }
+        }
+        let mut all = tensors.to_vec();
+        let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
+            let u = t.uop();
+            u.op() == Ops::Contiguous && graph.contains(&u) && !outputs.contains(&u)
+        }));
+        all
     }
 
     /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
