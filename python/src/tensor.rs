@@ -74,6 +74,11 @@ impl PyTensor {
         if let Ok(t) = data.cast::<PyTensor>() {
             return crate::convert::finish(t.get().0.clone(), dtype_arg(dtype)?, device, requires_grad);
         }
+        if let Ok(u) = data.cast::<crate::uop::PyUOp>() {
+            let device = device.map(str::to_string).unwrap_or_else(::lazygrad::runtime::default_device);
+            let t = tensor_result(|| Tensor::from_uop(u.get().0.clone(), &device))?.0;
+            return crate::convert::finish(t, dtype_arg(dtype)?, None, requires_grad);
+        }
         let t = self::data(data, dtype_arg(dtype)?, device)?;
         crate::convert::finish(t, None, None, requires_grad)
     }

@@ -24,6 +24,18 @@ impl PyUOp {
     fn variable(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
         PyVariable::new(name, min, max)
     }
+    /// A constant (of the value's dtype: float32, int32 or bool), put on the default device when a
+    /// tensor is made of it (`Tensor(UOp.const(2.0))`).
+    #[staticmethod]
+    fn r#const(value: &Bound<PyAny>) -> PyResult<PyUOp> {
+        let v = crate::convert::number(value, "UOp.const")?;
+        Ok(PyUOp(UOp::constant(v.default_dtype(), v.value())))
+    }
+    /// This node cast to `dtype`.
+    fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyUOp> {
+        let dtype = crate::convert::dtype_arg(Some(dtype))?.unwrap_or(self.0.dtype());
+        Ok(PyUOp(self.0.cast(dtype)))
+    }
     /// The op's name (`"BUFFER"`, `"ADD"`, ...).
     #[getter]
     fn op(&self) -> String {

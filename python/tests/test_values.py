@@ -117,6 +117,11 @@ class TestGraph(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             (a + 1).uop.buffer
 
+    def test_a_tensor_of_a_constant_node_is_on_a_device(self):
+        t = Tensor(UOp.const(2.0).cast(dtypes.float16))
+        self.assertEqual((t.shape, t.dtype, t.numpy().item()), ((), dtypes.float16, 2.0))
+        self.assertEqual(Tensor(UOp.const(3), device="CPU").clone().tolist(), 3)
+
     def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
         v = UOp.variable("v", 1, 32)
         t = Tensor.empty(2, v, 4)
