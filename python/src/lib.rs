@@ -14,6 +14,7 @@ mod math;
 mod movement;
 mod nn;
 mod reduce;
+mod schedule;
 mod tensor;
 mod uop;
 mod variable;
@@ -41,6 +42,7 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     let uop = PyModule::new(py, "uop")?;
     uop.add_class::<uop::PyUOp>()?;
     uop.add_class::<uop::PyBuffer>()?;
+    uop.add("Ops", uop::PyOps)?;
     m.add_submodule(&uop)?;
     register(py, "lazygrad.uop", &uop)?;
     m.add("Device", device::PyDevices)?;
@@ -63,5 +65,8 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_submodule(&tensor)?;
     register(py, "lazygrad.tensor", &tensor)?;
     m.add_submodule(&nn::module(py)?)?;
+    let engine = schedule::module(py)?;
+    m.add_submodule(&engine)?;
+    register(py, "lazygrad.engine", &engine)?;
     Ok(())
 }

@@ -1,15 +1,16 @@
-//! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op, the
-//! node it views (`base`) and the device buffer it is (`buffer`); and `UOp.variable`, tinygrad's
-//! way to make a `Variable`.
+//! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op (a name
+//! `Ops` gives), the node it views (`base`) and the device buffer it is (`buffer`); constants and
+//! casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a `Variable`.
 
 use std::sync::Arc;
 
 use ::lazygrad::runtime::Buffer;
 use ::lazygrad::schedule::view_buffer;
 use ::lazygrad::UOp;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
 
 use crate::variable::PyVariable;
 
@@ -36,10 +37,11 @@ impl PyUOp {
         let dtype = crate::convert::dtype_arg(Some(dtype))?.unwrap_or(self.0.dtype());
         Ok(PyUOp(self.0.cast(dtype)))
     }
-    /// The op's name (`"BUFFER"`, `"ADD"`, ...).
+    /// The op's name (`"BUFFER"`, `"ADD"`, ...), the very string `Ops` gives for it, so
+    /// `uop.op is Ops.SINK` holds as in tinygrad.
     #[getter]
-    fn op(&self) -> String {
-        self.0.op().name()
+    fn op<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        PyString::intern(py, &self.0.op().name())
     }
     /// The node under the movement ops: what this node views.
     #[getter]
@@ -60,6 +62,22 @@ impl PyUOp {
     }
     fn __repr__(&self) -> String {
         format!("<UOp {} {:?}>", self.0.op().name(), self.0.sh())
+    }
+}
+
+/// tinygrad's `Ops`: `Ops.SINK` is the name `"SINK"` (interned, as `UOp.op` gives it).
+#[pyclass(name = "Ops", module = "lazygrad", frozen)]
+pub(crate) struct PyOps;
+
+#[pymethods]
+impl PyOps {
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyString>> {
+        let is_name = name.starts_with(|c: char| c.is_ascii_uppercase())
+            && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        match is_name {
+            true => Ok(PyString::intern(py, name)),
+            false => Err(PyAttributeError::new_err(format!("Ops has no {name}: op names are upper case"))),
+        }
     }
 }
 

@@ -122,6 +122,20 @@ class TestGraph(unittest.TestCase):
         self.assertEqual((t.shape, t.dtype, t.numpy().item()), ((), dtypes.float16, 2.0))
         self.assertEqual(Tensor(UOp.const(3), device="CPU").clone().tolist(), 3)
 
+    def test_a_schedule_is_inspected_then_run(self):
+        from lazygrad.engine import compile_linear, run_linear
+        from lazygrad.uop import Ops
+        a, b = Tensor([1.0, 2.0]).realize(), Tensor([10.0, 20.0]).realize()
+        table = (a * 2).contiguous()
+        out = table + b
+        linear, var_vals = out.linear_with_vars()
+        self.assertEqual(var_vals, {})
+        self.assertEqual([call.src[0].op is Ops.SINK for call in compile_linear(linear).src], [True, True])
+        run_linear(linear)
+        self.assertEqual((out.tolist(), table.tolist()), ([12.0, 24.0], [2.0, 4.0]))
+        with self.assertRaises(RuntimeError):
+            run_linear(linear)
+
     def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
         v = UOp.variable("v", 1, 32)
         t = Tensor.empty(2, v, 4)

@@ -240,6 +240,22 @@ impl Tensor {
         result
     }
 
+    /// tinygrad's `linear_with_vars`: the kernels and copies that compute `tensors`, in order, and
+    /// the values of the variables bound in their graphs. The tensors (and every live tensor that
+    /// shares what is stored) point at the buffers these items fill from now on, so running them
+    /// (`run_linear`) realizes the tensors.
+    pub fn linear_with_vars(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
+        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        origin::record(&becomes);
+        Tensor::apply_becomes(becomes);
+        Ok((items, vals))
+    }
+    /// Run the items `linear_with_vars` gave, with the variables at `vals` (tinygrad's
+    /// `run_linear`).
+    pub fn run_linear(items: Vec<ScheduleItem>, vals: &VarVals) -> Result<()> {
+        run_schedule(items, vals)
+    }
+
     /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
     /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
     /// realized node back to its tensors) instead of computing it again when it is used next.

@@ -27,6 +27,7 @@ MODULES = {
   "tinygrad.nn.datasets": "lazygrad.nn.datasets",
   "tinygrad.engine.jit": "lazygrad",
   "tinygrad.uop.ops": "lazygrad.uop",
+  "tinygrad.engine.realize": "lazygrad.engine",
 }
 
 
