@@ -19,6 +19,9 @@ pub enum Error {
     Spec(String),
     /// A kernel computes in a dtype its device lacks (int64 or float64 on WebGPU).
     DType { device: String, dtype: crate::dtype::DType, kernel: String },
+    /// A launch gave a kernel a buffer smaller than the bytes it reaches through that parameter
+    /// (the half-open byte range `reach`).
+    OutOfBounds { kernel: String, slot: usize, reach: std::ops::Range<i128>, bytes: usize },
 }
 
 impl fmt::Display for Error {
@@ -33,6 +36,11 @@ impl fmt::Display for Error {
             Error::DType { device, dtype, kernel } => {
                 write!(f, "{device} cannot compute in {dtype} (kernel {kernel})")
             }
+            Error::OutOfBounds { kernel, slot, reach, bytes } => write!(
+                f,
+                "kernel {kernel} reaches bytes {}..{} of its buffer {slot}, which holds {bytes}",
+                reach.start, reach.end
+            ),
         }
     }
 }

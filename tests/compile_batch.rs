@@ -6,17 +6,18 @@
 use std::sync::Arc;
 
 use lazygrad::codegen::get_program;
+use lazygrad::engine::CompiledKernel;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::schedule::ScheduleItem;
-use lazygrad::uop::ProgramSpec;
+use lazygrad::uop::{ProgramSpec, UOp};
 use lazygrad::Tensor;
 
-fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>) {
+fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>, UOp) {
     let mut items = Tensor::schedule(std::slice::from_ref(t));
     assert_eq!(items.len(), 1, "one kernel");
     match items.remove(0) {
-        ScheduleItem::Kernel { ast, bufs } => (get_program(&ast, &CRenderer).unwrap(), bufs),
+        ScheduleItem::Kernel { ast, bufs } => (get_program(&ast, &CRenderer).unwrap(), bufs, ast),
         ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
     }
 }
@@ -35,7 +36,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     let (a, big) = (Tensor::arange(16).float().realize(), Tensor::arange(1 << 16).float().realize());
     // two kernels named E_16, a reduce, and a vector kernel (compiled with other flags)
     let graphs = [a.neg(), &a * 3.0, a.sum(None, false), &big * 2.0];
-    let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>)> = graphs.iter().map(kernel).collect();
+    let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>, UOp)> = graphs.iter().map(kernel).collect();
     assert_eq!(kernels[0].0.name.to_string(), kernels[1].0.name.to_string());
     let vector = format!("vector_size({})", lazygrad::renderer::Renderer::target(&CRenderer).vector_bytes);
     assert!(kernels[3].0.src.contains(&vector) && !kernels[0].0.src.contains("vector_size"));
@@ -43,8 +44,8 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     let before = cached_objects(&dir);
     let programs = cpu.compile_all(&specs).unwrap();
     assert_eq!(cached_objects(&dir), before + 4, "each kernel is cached under its own source");
-    for (program, (_, bufs)) in programs.iter().zip(&kernels) {
-        program.run(&Buffer::kernel_args(bufs).unwrap(), &[]).unwrap();
+    for (program, (spec, bufs, ast)) in programs.into_iter().zip(&kernels) {
+        CompiledKernel::new(ast, spec, program).launch(bufs, &[]).unwrap();
     }
     let out = |i: usize| -> Vec<f32> {
         kernels[i].1[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
@@ -57,13 +58,13 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     // a broken kernel in one batch (one core) with a good new one: the error shows the broken
     // source, the good one is compiled and cached all the same
     let _one_core = lazygrad::Context::new(&[("NUM_CPU_THREADS", 1)]);
-    let (good, bufs) = kernel(&a.reshape(&[4, 4]).sum(1, false));
+    let (good, bufs, good_ast) = kernel(&a.reshape(&[4, 4]).sum(1, false));
     let mut broken = kernels[0].0.clone();
     broken.src = format!("{}\nthis is not C;\n", broken.src);
     let err = cpu.compile_all(&[&broken, &good]).err().expect("the batch fails").to_string();
     assert!(err.contains("compile error") && err.contains("this is not C"), "{err}");
     assert_eq!(cached_objects(&dir), before + 5);
-    cpu.compile(&good).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
+    CompiledKernel::compile(&*cpu, &good_ast, &good).unwrap().launch(&bufs, &[]).unwrap();
     assert_eq!(
         bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect::<Vec<_>>(),
         [6.0, 22.0, 38.0, 54.0]
@@ -86,10 +87,10 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
         std::fs::write(path.with_extension("damaged"), damaged).unwrap();
         std::fs::rename(path.with_extension("damaged"), path).unwrap();
     }
-    let programs = cpu.compile_all(&specs).unwrap();
-    programs[1].run(&Buffer::kernel_args(&kernels[1].1).unwrap(), &[]).unwrap();
+    let program = cpu.compile_all(&specs).unwrap().swap_remove(1);
+    CompiledKernel::new(&kernels[1].2, &kernels[1].0, program).launch(&kernels[1].1, &[]).unwrap();
     assert_eq!(out(1), (0..16).map(|i| 3.0 * i as f32).collect::<Vec<_>>());
-    cpu.compile(&good).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
+    CompiledKernel::compile(&*cpu, &good_ast, &good).unwrap().launch(&bufs, &[]).unwrap();
     assert_eq!(cached_objects(&dir), before + 5, "rebuilt in place");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use lazygrad::codegen::opt::{apply_opt, kernel_ranges, Opt};
 use lazygrad::codegen::{get_program, get_program_opts, optimizable};
+use lazygrad::engine::CompiledKernel;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::runtime::{get_device, Buffer, DefaultDevice};
@@ -294,7 +295,7 @@ fn run_kernels(prepared: &Prepared, tolerant: bool) -> Result<(), String> {
             let run = |dev: &Arc<dyn lazygrad::runtime::Device>, spec: &ProgramSpec| {
                 out.copyin(&before).map_err(|e| e.to_string())?;
                 let err = |e: lazygrad::Error| format!("{} {name}: {e}\n{:?}", dev.name(), k.ast);
-                dev.compile(spec).and_then(|prog| prog.run(&Buffer::kernel_args(&k.bufs)?, &[])).map_err(err)?;
+                CompiledKernel::compile(&**dev, &k.ast, spec).and_then(|c| c.launch(&k.bufs, &[])).map_err(err)?;
                 out.copyout().map_err(|e| e.to_string())
             };
             let (on_interp, on_cpu) = (run(&interp, interp_spec)?, run(&cpu, cpu_spec)?);

@@ -2,6 +2,8 @@
 //! hold and their peak, and the memory planner lets intermediates with disjoint lifetimes share
 //! storage, in schedules and in JIT'd training steps, without changing a single bit.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -224,18 +226,67 @@ fn host_memory_is_touched_only_inside_its_blocks() {
         assert_eq!(out, [5, 6, 7, 8], "{device}");
         // a launch over an argument claiming more bytes than its block holds is refused
         let t = Tensor::new([1.0f32; 64]).to(device).realize();
-        let kernel = {
-            let doubled = &t * 2.0;
-            match Tensor::schedule(std::slice::from_ref(&doubled)).remove(0) {
-                ScheduleItem::Kernel { ast, .. } => lazygrad::engine::get_runner(device, &ast).unwrap(),
-                ScheduleItem::Copy { .. } => panic!("a copy"),
+        let spec = match Tensor::schedule(&[&t * 2.0]).remove(0) {
+            ScheduleItem::Kernel { ast, .. } => {
+                lazygrad::codegen::get_program(&ast, &*lazygrad::renderer::for_target(dev.target())).unwrap()
             }
+            ScheduleItem::Copy { .. } => panic!("a copy"),
         };
         let small = alloc.alloc(16).unwrap();
         let t_buf = [lazygrad::schedule::view_buffer(&t.uop()).unwrap()];
         let input = Buffer::kernel_args(&t_buf).unwrap()[0];
         let claimed = KernelArg { raw: small.as_ref(), bytes: 256 };
-        let err = kernel.program.run(&[claimed, input], &[]).unwrap_err();
+        let program = dev.compile(&spec).unwrap();
+        // SAFETY: the program compares each argument's claimed bytes with its block before it
+        // runs, which is what this tests
+        let err = unsafe { program.run(&[claimed, input], &[]) }.unwrap_err();
         assert!(err.to_string().contains("16-byte block"), "{device}: {err}");
+    }
+}
+
+/// A launch touched whatever buffers it was given: `CapturedJit::replay` and `ExecItem::run` are
+/// public, and a smaller buffer than the capture's, or a variable's value past its range, let a
+/// kernel read and write past the end. Each launch now checks every buffer against the bytes the
+/// kernel reaches through it (`schedule::memory::param_reach`) and every value against its range.
+#[test]
+fn launches_stay_inside_their_buffers() {
+    use lazygrad::engine::{capture, CapturedJit, ExecItem};
+    use lazygrad::schedule::{view_buffer, VarVals};
+    use lazygrad::{Error, Sint, Variable};
+    let _s = serial();
+    for device in common::devices() {
+        let x = Tensor::arange(16).float().to(device).realize();
+        let (y, items) = capture(|| (&x * 2.0).realize());
+        let (x_buf, y_buf) = (view_buffer(&x.uop()).unwrap(), view_buffer(&y.uop()).unwrap());
+        let jit = CapturedJit::new(items.clone(), &[x_buf], &[y_buf]);
+        let ones = Arc::new(Buffer::new(device, 16, DType::FLOAT32));
+        ones.copyin(&[1.0f32; 16].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let (out, _) = jit.replay(&[ones], &VarVals::new()).unwrap();
+        assert_eq!(out[0].copyout().unwrap(), [2.0f32; 16].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+        // a replay on a buffer of 8 floats, where the kernel reads 16 through slot 1
+        let short = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
+        let err =
+            jit.replay(std::slice::from_ref(&short), &VarVals::new()).err().expect("a replay on a short buffer fails");
+        assert!(
+            matches!(&err, Error::OutOfBounds { slot: 1, reach, bytes: 32, .. } if *reach == (0..64)),
+            "{device}: {err}"
+        );
+        assert!(jit.replay(&[], &VarVals::new()).is_err(), "{device}: a replay given no inputs");
+        // the same step run directly, writing into the short buffer
+        let mut item = items.last().unwrap().clone();
+        item.bufs[0] = short;
+        assert!(matches!(item.run(), Err(Error::OutOfBounds { slot: 0, .. })), "{device}");
+        let empty = ExecItem { bufs: vec![], ..item };
+        assert!(empty.run().is_err(), "{device}: a step given no buffers");
+
+        // a variable's value is held to its range: the reach assumed it
+        let n = Variable::new("n", 1, 16);
+        let (_, items) = capture(|| x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(4)))]).contiguous().realize());
+        let x_buf = view_buffer(&x.uop()).unwrap();
+        let part_buf = items.last().unwrap().bufs[0].clone();
+        let jit = CapturedJit::new(items, std::slice::from_ref(&x_buf), &[part_buf]);
+        assert!(jit.replay(std::slice::from_ref(&x_buf), &VarVals::from([("n".to_string(), 16)])).is_ok(), "{device}");
+        let err = jit.replay(&[x_buf], &VarVals::from([("n".to_string(), 17)])).err().expect("n = 17 fails");
+        assert!(err.to_string().contains("n = 17, outside its range 1..=16"), "{device}: {err}");
     }
 }

@@ -708,7 +708,7 @@ fn upcast_lanes_that_share_a_reduce_loop_share_where_it_runs() {
         let dev = lazygrad::runtime::get_device(device).unwrap();
         let spec = lazygrad::codegen::get_program_opts(&ast, &*lazygrad::renderer::for_target(dev.target()), &opts, "")
             .unwrap();
-        dev.compile(&spec).unwrap().run(&lazygrad::runtime::Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
+        lazygrad::engine::CompiledKernel::compile(&*dev, &ast, &spec).unwrap().launch(&bufs, &[]).unwrap();
         let got: Vec<i32> =
             bufs[0].copyout().unwrap().chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
         // out[i, j, k] = ar value 12j + 4k + i, but 50 at j = 1 and (i, k) in {(3, 0), (0, 1)}

@@ -101,11 +101,7 @@ fn run<T: Element>(device: &str, ast: &UOp, n: usize, inputs: &[Data]) -> Vec<T>
         buf.copyin(&b).unwrap();
         bufs.push(buf);
     }
-    get_runner(device, ast)
-        .unwrap()
-        .program
-        .run(&Buffer::kernel_args(&bufs).unwrap(), &[])
-        .unwrap_or_else(|e| panic!("on {device}: {e}"));
+    get_runner(device, ast).unwrap().launch(&bufs, &[]).unwrap_or_else(|e| panic!("on {device}: {e}"));
     out.copyout().unwrap().chunks(T::DTYPE.itemsize()).map(T::read_le).collect()
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use lazygrad::codegen::opt::{hand_coded_optimizations, search::actions, Opt};
 use lazygrad::codegen::{get_program, get_program_opts, optimizable};
 use lazygrad::dtype::DType;
+use lazygrad::engine::CompiledKernel;
 use lazygrad::renderer::cuda::CudaRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::metal::MetalRenderer;
@@ -39,10 +40,7 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     assert!(spec.uops.iter().any(|u| u.op() == Ops::Wmma), "{opts:?}: no tensor core in the program");
-    dev.compile(&spec)
-        .unwrap()
-        .run(&Buffer::kernel_args(bufs).unwrap(), &[])
-        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    CompiledKernel::compile(&*dev, ast, &spec).unwrap().launch(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 

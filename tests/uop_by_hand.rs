@@ -32,11 +32,7 @@ fn hand_built_kernel_runs_on_every_device() {
         let inp = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
         let data: Vec<u8> = (0..8).flat_map(|x| (x as f32 * 0.5).to_le_bytes()).collect();
         inp.copyin(&data).unwrap();
-        get_runner(device, &kernel())
-            .unwrap()
-            .program
-            .run(&Buffer::kernel_args(&[out.clone(), inp]).unwrap(), &[])
-            .unwrap();
+        get_runner(device, &kernel()).unwrap().launch(&[out.clone(), inp], &[]).unwrap();
         let got: Vec<f32> =
             out.copyout().unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, (0..8).map(|x| x as f32 * 2.0).collect::<Vec<_>>(), "on {device}");
@@ -44,14 +40,27 @@ fn hand_built_kernel_runs_on_every_device() {
 }
 
 #[test]
+fn a_launch_on_a_short_buffer_is_refused() {
+    for device in ["CPU", "INTERP"] {
+        let out = Arc::new(Buffer::new(device, 8, DType::FLOAT32));
+        let short = Arc::new(Buffer::new(device, 4, DType::FLOAT32));
+        let err = get_runner(device, &kernel()).unwrap().launch(&[out, short], &[]).unwrap_err();
+        assert!(
+            matches!(&err, lazygrad::Error::OutOfBounds { slot: 1, reach, bytes: 16, .. } if *reach == (0..32)),
+            "{device}: {err}"
+        );
+    }
+}
+
+#[test]
 fn interp_reports_out_of_bounds_instead_of_crashing() {
     let out = Arc::new(Buffer::new("INTERP", 8, DType::FLOAT32));
     let short = Arc::new(Buffer::new("INTERP", 4, DType::FLOAT32));
-    let err = get_runner("INTERP", &kernel())
-        .unwrap()
-        .program
-        .run(&Buffer::kernel_args(&[out, short]).unwrap(), &[])
-        .unwrap_err();
+    let spec = lazygrad::codegen::get_program(&kernel(), &lazygrad::renderer::listing::ListingRenderer).unwrap();
+    let program = lazygrad::runtime::get_device("INTERP").unwrap().compile(&spec).unwrap();
+    // SAFETY: INTERP checks every access against its buffer before it makes it, which is what this
+    // tests, past the launch check
+    let err = unsafe { program.run(&Buffer::kernel_args(&[out, short]).unwrap(), &[]) }.unwrap_err();
     assert!(err.to_string().contains("out of bounds"), "{err}");
 }
 

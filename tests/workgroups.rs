@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use lazygrad::codegen::get_program_opts;
 use lazygrad::codegen::opt::{apply_opt, search::actions, Opt};
+use lazygrad::engine::CompiledKernel;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
@@ -33,10 +34,7 @@ fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     };
     let spec = get_program_opts(ast, &*lazygrad::renderer::for_target(dev.target()), opts, "")
         .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
-    dev.compile(&spec)
-        .unwrap()
-        .run(&Buffer::kernel_args(bufs).unwrap(), &[])
-        .unwrap_or_else(|e| panic!("{opts:?}: {e}"));
+    CompiledKernel::compile(&*dev, ast, &spec).unwrap().launch(bufs, &[]).unwrap_or_else(|e| panic!("{opts:?}: {e}"));
     bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
@@ -336,7 +334,7 @@ fn launch_dims_past_a_device_limit_split_over_the_next_dims() {
         let spec = get_program_opts(&ast, &Limited(target), &[], "").unwrap();
         assert_eq!(spec.global_size, want_grid, "limits {groups:?}");
         assert!((0..3).all(|d| spec.global_size[d] <= groups[d]), "{:?} within {groups:?}", spec.global_size);
-        interp.compile(&spec).unwrap().run(&Buffer::kernel_args(&bufs).unwrap(), &[]).unwrap();
+        CompiledKernel::compile(&*interp, &ast, &spec).unwrap().launch(&bufs, &[]).unwrap();
         let got: Vec<f32> =
             bufs[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(got, want, "limits {groups:?}");

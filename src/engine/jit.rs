@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::realize::{ExecItem, Runner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Buffer;
 use crate::schedule::memory::{plan_memory, replace_planned, Step};
 use crate::schedule::VarVals;
@@ -112,6 +112,13 @@ impl CapturedJit {
     /// jit(x)`) is copied first, so that the kernels read what the call was given, as an eager
     /// call would.
     pub fn replay(&self, inputs: &[Arc<Buffer>], vals: &VarVals) -> Result<(Vec<Arc<Buffer>>, f64)> {
+        if inputs.len() != self.aliasing.len() {
+            return Err(Error::Invalid(format!(
+                "JIT: the capture took {} inputs, the replay was given {}",
+                self.aliasing.len(),
+                inputs.len()
+            )));
+        }
         let mut seconds = 0.0;
         let mut own = Vec::with_capacity(inputs.len());
         for b in inputs {

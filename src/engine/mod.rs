@@ -6,4 +6,4 @@ pub mod realize;
 pub mod search;
 
 pub use jit::CapturedJit;
-pub use realize::{capture, capturing, get_runner, run_schedule, ExecItem, Runner};
+pub use realize::{capture, capturing, get_runner, run_schedule, CompiledKernel, ExecItem, Runner};

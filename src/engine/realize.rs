@@ -2,22 +2,23 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::ops::{Range, RangeInclusive};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::search::get_program_for;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Device, Program};
-use crate::schedule::memory::{loads_output, memory_planner};
+use crate::schedule::memory::{loads_output, memory_planner, param_reach};
 use crate::schedule::{ScheduleItem, VarVals};
-use crate::uop::UOp;
-use crate::uop::{KernelName, ProgramSpec};
+use crate::uop::{Arg, KernelName, ProgramSpec, UOp};
 
-/// A compiled kernel and what DEBUG prints about it.
+/// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside
+/// its buffers. Made only from the AST it was lowered from, so its reach is the program's.
 pub struct CompiledKernel {
-    pub program: Arc<dyn Program>,
+    program: Arc<dyn Program>,
     pub name: KernelName,
     pub ops: u64,
     /// The kernel loads from its output buffer too (an in-place update), so the memory planner
@@ -25,6 +26,78 @@ pub struct CompiledKernel {
     pub reads_output: bool,
     /// The variables it reads, by name, in the order a launch passes their values.
     pub vars: Vec<String>,
+    /// The range each variable's value must lie in (`vars` order).
+    var_ranges: Vec<RangeInclusive<i64>>,
+    /// The bytes of each buffer slot the kernel can touch (`schedule::memory::param_reach`).
+    reach: Vec<Range<i128>>,
+}
+
+impl CompiledKernel {
+    /// The kernel `program`, compiled from `spec`, which was lowered from `ast`.
+    pub fn new(ast: &UOp, spec: &ProgramSpec, program: Arc<dyn Program>) -> CompiledKernel {
+        let var_ranges = crate::uop::variable::kernel_vars(&spec.uops)
+            .iter()
+            .map(|v| match v.arg() {
+                Arg::Var(_, min, max) => *min..=*max,
+                _ => unreachable!("kernel_vars returns DEFINE_VARs"),
+            })
+            .collect();
+        CompiledKernel {
+            program,
+            name: spec.name.clone(),
+            ops: spec.ops,
+            reads_output: loads_output(ast),
+            vars: spec.vars(),
+            var_ranges,
+            reach: param_reach(ast),
+        }
+    }
+
+    /// `spec`, lowered from `ast`, compiled on `dev`.
+    pub fn compile(dev: &dyn Device, ast: &UOp, spec: &ProgramSpec) -> Result<CompiledKernel> {
+        Ok(CompiledKernel::new(ast, spec, dev.compile(spec)?))
+    }
+
+    /// Run it over `bufs` (in PARAM order) with `vals` its variables' values (`vars` order), after
+    /// checking the launch stays inside `bufs`; returns the time it took.
+    pub fn launch(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<Duration> {
+        self.check_launch(bufs, vals)?;
+        // SAFETY: check_launch found every buffer holding the bytes the kernel reaches through
+        // it and every variable inside the range that reach assumed
+        unsafe { self.program.run(&Buffer::kernel_args(bufs)?, vals) }
+    }
+
+    /// Whether a launch on `bufs` with the variables' values `vals` stays inside `bufs`: each
+    /// buffer holds the bytes the kernel reaches through it, each value lies in its variable's
+    /// range (the reach assumes it does).
+    fn check_launch(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<()> {
+        let kernel = self.name.for_debug();
+        if bufs.len() < self.reach.len() || vals.len() != self.vars.len() {
+            return Err(Error::Invalid(format!(
+                "kernel {kernel} takes {} buffers and {} variable values, given {} and {}",
+                self.reach.len(),
+                self.vars.len(),
+                bufs.len(),
+                vals.len()
+            )));
+        }
+        for ((name, range), v) in self.vars.iter().zip(&self.var_ranges).zip(vals) {
+            if !range.contains(v) {
+                return Err(Error::Invalid(format!(
+                    "kernel {kernel} launched with {name} = {v}, outside its range {}..={}",
+                    range.start(),
+                    range.end()
+                )));
+            }
+        }
+        for (slot, (reach, b)) in self.reach.iter().zip(bufs).enumerate() {
+            let bytes = b.nbytes();
+            if !reach.is_empty() && (reach.start < 0 || reach.end > bytes as i128) {
+                return Err(Error::OutOfBounds { kernel, slot, reach: reach.clone(), bytes });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
@@ -94,8 +167,7 @@ pub fn programs_made() -> usize {
 /// Put the compiled `program` of `ast` in the program cache under `key`.
 fn cache_program(key: CacheKey, ast: &UOp, spec: &ProgramSpec, program: Arc<dyn Program>) -> Arc<CompiledKernel> {
     PROGRAMS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (name, ops) = (spec.name.clone(), spec.ops);
-    let kernel = Arc::new(CompiledKernel { program, name, ops, reads_output: loads_output(ast), vars: spec.vars() });
+    let kernel = Arc::new(CompiledKernel::new(ast, spec, program));
     program_cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, kernel.clone());
     kernel
 }
@@ -134,15 +206,17 @@ impl Runner {
 impl ExecItem {
     /// Run it, account it in `GlobalCounters`, print its DEBUG=2 line; returns seconds taken.
     pub fn run(&self) -> Result<f64> {
-        let dev = self.bufs[0].device().to_string();
+        let Some(first) = self.bufs.first() else { return Err(Error::Invalid("a step given no buffers".into())) };
+        let dev = first.device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
-            Runner::Kernel(k) => {
-                (Some(&k.name), k.ops, k.program.run(&Buffer::kernel_args(&self.bufs)?, &self.vals)?.as_secs_f64())
-            }
+            Runner::Kernel(k) => (Some(&k.name), k.ops, k.launch(&self.bufs, &self.vals)?.as_secs_f64()),
             Runner::Copy => {
+                let [dst, src] = &self.bufs[..] else {
+                    return Err(Error::Invalid(format!("a copy takes 2 buffers, given {}", self.bufs.len())));
+                };
                 let start = Instant::now();
-                self.bufs[0].copyin(&self.bufs[1].copyout()?)?;
+                dst.copyin(&src.copyout()?)?;
                 (None, 0, start.elapsed().as_secs_f64())
             }
         };

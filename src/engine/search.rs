@@ -6,7 +6,7 @@
 //! (`<cache_dir>/beam/<key>`, keyed by the kernel, the device, the width, the thread count and
 //! the vector width).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -20,11 +20,12 @@ use crate::error::{Error, Result};
 use crate::helpers::lru::Lru;
 use crate::helpers::{cache::cache_dir, debug, Context};
 use crate::runtime::{Buffer, Device, Program};
+use crate::schedule::memory::param_reach;
 use crate::uop::print::render_tree;
 use crate::uop::uop::stable_hash;
 use crate::uop::variable::kernel_vars;
 use crate::uop::Target;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::UOp;
 use crate::uop::{KernelName, ProgramSpec};
 
 /// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
@@ -306,7 +307,9 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
 fn time_program(c: &Compiled, bufs: &[Arc<Buffer>], stop: f64) -> Result<f64> {
     let (mut best, mut total) = (f64::INFINITY, 0.0);
     for run in 1..=MAX_RUNS {
-        let t = c.program.run(&Buffer::kernel_args(bufs)?, &c.vals)?.as_secs_f64();
+        // SAFETY: every candidate is lowered from the AST `bufs` were sized for by
+        // `scratch_buffers` (each holds the kernel's reach through it), at its variables' maxima
+        let t = unsafe { c.program.run(&Buffer::kernel_args(bufs)?, &c.vals)? }.as_secs_f64();
         (best, total) = (best.min(t), total + t);
         if t > stop || (run >= RUNS && total >= MIN_TIMING) {
             break;
@@ -315,34 +318,23 @@ fn time_program(c: &Compiled, bufs: &[Arc<Buffer>], stop: f64) -> Result<f64> {
     Ok(best)
 }
 
-/// Fresh buffers to time `ast` on, one per PARAM slot, each as long as the kernel's highest index
-/// into it; `None` when an index is unbounded or they would take over `MAX_SCRATCH_BYTES`. The
-/// schedule's own buffers are never written.
+/// Fresh buffers to time `ast` on, one per PARAM slot, each holding the bytes the kernel reaches
+/// through it (`param_reach`); `None` when a reach is unbounded or they would take over
+/// `MAX_SCRATCH_BYTES`. The schedule's own buffers are never written.
 fn scratch_buffers(ast: &UOp, device: &str) -> Option<Vec<Arc<Buffer>>> {
-    let mut sizes: HashMap<usize, (DType, usize)> = HashMap::new();
-    for u in ast.toposort() {
-        let (param, len) = match u.op() {
-            Ops::Param => (u.clone(), 1),
-            Ops::Index if u.src()[0].op() == Ops::Param => {
-                (u.src()[0].clone(), usize::try_from(u.src()[1].vmax()).ok()? + 1)
-            }
-            _ => continue,
-        };
-        let Arg::Int(slot) = param.arg() else { continue };
-        let entry = sizes.entry(*slot as usize).or_insert((param.dtype().base(), 1));
-        entry.1 = entry.1.max(len);
-    }
-    let bytes = sizes.values().try_fold(0usize, |acc, (d, n)| acc.checked_add(d.itemsize().checked_mul(*n)?))?;
-    if bytes > MAX_SCRATCH_BYTES {
+    let sizes: Vec<usize> = param_reach(ast)
+        .iter()
+        .map(|r| if r.start < 0 { None } else { usize::try_from(r.end.max(1)).ok() })
+        .collect::<Option<_>>()?;
+    if sizes.iter().try_fold(0usize, |acc, n| acc.checked_add(*n))? > MAX_SCRATCH_BYTES {
         return None;
     }
-    let slots = sizes.keys().max().map_or(0, |s| s + 1);
-    (0..slots)
-        .map(|slot| {
-            let (dtype, len) = sizes.get(&slot).copied().unwrap_or((DType::UINT8, 1));
-            let buf = Arc::new(Buffer::new(device, len, dtype));
+    sizes
+        .into_iter()
+        .map(|bytes| {
+            let buf = Arc::new(Buffer::new(device, bytes, DType::UINT8));
             // touch every page now, so that no candidate's first run pays for it
-            buf.copyin(&vec![0; buf.nbytes()]).ok()?;
+            buf.copyin(&vec![0; bytes]).ok()?;
             Some(buf)
         })
         .collect()

@@ -248,7 +248,7 @@ impl CpuProgram {
 }
 
 impl Program for CpuProgram {
-    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
+    unsafe fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }
@@ -268,9 +268,9 @@ impl Program for CpuProgram {
             self.threads,
             Arc::new(move |core| {
                 // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the
-                // whole launch, sized by the scheduler for the indices the kernel computes (the
-                // INTERP device bounds-checks the same programs in tests); each core writes a
-                // disjoint part of the output; `vals` holds one value per variable the entry reads.
+                // whole launch, holding every byte the kernel reaches through it (`Program::run`'s
+                // contract); each core writes a disjoint part of the output; `vals` holds one value
+                // per variable the entry reads.
                 unsafe { entry(ptrs.as_ptr() as *const *mut u8, vals.as_ptr(), core as i32) }
             }),
         );

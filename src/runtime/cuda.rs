@@ -315,7 +315,7 @@ impl Drop for CudaKernel {
 }
 
 impl Program for CudaKernel {
-    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
+    unsafe fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }

@@ -40,7 +40,12 @@ impl KernelArg<'_> {
 pub trait Program: Send + Sync {
     /// Run over `bufs` (in PARAM order) with `vals` the values of the kernel's variables (in
     /// `variable::kernel_vars` order) and return the time it took.
-    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration>;
+    ///
+    /// # Safety
+    /// The kernel's source is arbitrary code: the caller vouches that it touches only its
+    /// arguments' memory and that each argument holds every byte the kernel reaches through it
+    /// at these values (`CompiledKernel::launch` checks this for kernels made from an AST).
+    unsafe fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration>;
 }
 
 /// A backend: how to allocate, render, compile and run kernels.

@@ -472,7 +472,7 @@ pub fn write_elem(v: ConstValue, dtype: DType) -> Vec<u8> {
 }
 
 impl Program for InterpProgram {
-    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
+    unsafe fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         let start = Instant::now();
         self.launch(bufs, vals)?;
         Ok(start.elapsed())

@@ -487,7 +487,7 @@ impl WebGpuKernel {
 }
 
 impl Program for WebGpuKernel {
-    fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
+    unsafe fn run(&self, bufs: &[KernelArg], vals: &[i64]) -> Result<Duration> {
         if vals.len() != self.nvars {
             return Err(Error::Device(format!("kernel reads {} variables, got {}", self.nvars, vals.len())));
         }

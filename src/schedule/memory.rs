@@ -41,6 +41,29 @@ pub fn loads_output(ast: &UOp) -> bool {
     })
 }
 
+/// The bytes of each PARAM slot a kernel AST can touch, as a half-open range (empty for a slot
+/// it never indexes), from each INDEX's `uop::reach::index_reach` under its gate. A launch checks
+/// its buffers against them, so no kernel reaches outside the memory it is given.
+pub fn param_reach(ast: &UOp) -> Vec<std::ops::Range<i128>> {
+    let mut reach: Vec<std::ops::Range<i128>> = vec![];
+    for u in ast.toposort().iter().filter(|u| u.op() == Ops::Index && u.src()[0].op() == Ops::Param) {
+        let (p, idx) = (&u.src()[0], &u.src()[1]);
+        let Arg::Int(slot) = p.arg() else { continue };
+        let Some((lo, hi)) = crate::uop::reach::index_reach(idx, u.src().get(2)) else { continue };
+        let size = p.dtype().itemsize() as i128;
+        let slot = *slot as usize;
+        if reach.len() <= slot {
+            reach.resize(slot + 1, 0..0);
+        }
+        let r = &mut reach[slot];
+        *r = match r.is_empty() {
+            true => lo * size..(hi + 1) * size,
+            false => r.start.min(lo * size)..r.end.max((hi + 1) * size),
+        };
+    }
+    reach
+}
+
 /// A best-fit allocator of offsets in an arena that grows as needed.
 #[derive(Default)]
 struct Arena {

@@ -8,6 +8,7 @@ pub mod ops;
 pub mod pattern;
 pub mod print;
 pub mod program;
+pub mod reach;
 pub mod rewrite;
 pub mod shape;
 pub mod spec;

@@ -16,7 +16,7 @@ use super::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
 type Bound = (UOp, i128, i128);
 
 /// The clauses of an AND tree.
-fn clauses(valid: &UOp) -> Vec<UOp> {
+pub(super) fn clauses(valid: &UOp) -> Vec<UOp> {
     let (mut out, mut stack) = (vec![], vec![valid.clone()]);
     while let Some(c) = stack.pop() {
         match c.op() == Ops::And && c.dtype().is_bool() {
@@ -68,16 +68,17 @@ fn replace_scaled(n: &UOp, x: &Lin, v: &UOp) -> Option<UOp> {
     Some(out)
 }
 
-/// `u` simplified assuming each bounded expression lies in its range.
-fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
+/// `u` with each bounded expression swapped for a stand-in of its range (`lo + s`, `s` a fresh
+/// variable in `[0, hi - lo]`), and the map that swaps the stand-ins back (empty when `u` holds
+/// none of the expressions).
+fn with_stand_ins(u: &UOp, mut bounds: Vec<Bound>) -> (UOp, super::UOpMap<UOp>) {
     // the stand-in rule: the context is (the expression as a linear form, its stand-in)
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Add, Ops::Mul]).named("n"), |m, ctx: &mut (Lin, UOp)| {
             replace_scaled(&m["n"], &ctx.0, &ctx.1)
         })])
     });
-    // one stand-in per bound: x = lo + s with s in [0, hi - lo]; later bounds' expressions get
-    // the earlier stand-ins too, so that they still match inside `u`
+    // later bounds' expressions get the earlier stand-ins too, so that they still match inside `u`
     let mut back = super::UOpMap::default();
     let mut cur = u.clone();
     for n in 0..bounds.len() {
@@ -103,6 +104,12 @@ fn simplify_within(u: &UOp, mut bounds: Vec<Bound>) -> UOp {
             back.insert(s, x.alu(Ops::Add, &[&UOp::const_int(d, -lo as i64)]));
         }
     }
+    (cur, back)
+}
+
+/// `u` simplified assuming each bounded expression lies in its range.
+fn simplify_within(u: &UOp, bounds: Vec<Bound>) -> UOp {
+    let (cur, mut back) = with_stand_ins(u, bounds);
     if back.is_empty() {
         return u.clone();
     }
@@ -134,6 +141,14 @@ pub fn simplify_valid(valid: &UOp) -> UOp {
 /// `idx` simplified assuming `valid` holds.
 pub fn simplify_given(idx: &UOp, valid: &UOp) -> UOp {
     simplify_within(idx, clause_bounds(&clauses(valid)))
+}
+
+/// Lower and upper bound of `idx` where `valid` holds (`idx`'s own bounds where it bounds
+/// nothing `idx` is made of): the elements a gated load or store can reach.
+pub(super) fn bounds_given(idx: &UOp, valid: &UOp) -> (i128, i128) {
+    let (within, _) = with_stand_ins(idx, clause_bounds(&clauses(valid)));
+    let (a, b) = (simplify(&within).bounds(), simplify(&simplify_given(idx, valid)).bounds());
+    (a.0.max(b.0), a.1.min(b.1))
 }
 
 /// The rule table: every gated INDEX gets its gate's clauses simplified against each other and
