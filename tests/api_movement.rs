@@ -218,8 +218,8 @@ fn index_errors() {
     assert!(err(&s![.., -5]).contains("out of bounds"));
     assert!(err(&s![..;0]).contains("step of 0"));
     assert!(err(&s![0, 0, 0]).contains("3 indices"));
-    assert!(err(&[Idx::Ellipsis, Idx::Ellipsis]).contains("ellipses"));
-    assert!(err(&s![Tensor::new([0.5f32])]).contains("integer tensor"));
+    assert!(err(&[Idx::Ellipsis, Idx::Ellipsis]).contains("single ellipsis"));
+    assert!(err(&s![Tensor::new([0.5f32])]).contains("must be int tensors"));
     assert!(err(&s![Tensor::new([0, 1]), Tensor::new([0, 1, 2])]).contains("do not broadcast"));
     assert!(t.try_index(&s![Idx::NewAxis, 0, 0, Idx::NewAxis]).is_ok());
 }
@@ -324,6 +324,21 @@ fn gather_and_scatter() {
         &want,
     );
     check_f(|| Tensor::zeros(&[3]).scatter_value(0, &Tensor::new([2]), 1.5), &[3], &[0.0, 0.0, 1.5]);
+}
+
+#[test]
+fn pad_to_and_shrink_to_and_flip_each_axis_once() {
+    check(|| Tensor::new([[1, 2]]).pad_to(&[None, Some(3)], 0), &[1, 3], &[1, 2, 0]);
+    check(|| Tensor::new([1, 2]).pad_to(&[Some(4)], 2), &[4], &[1, 2, 2, 2]);
+    check(|| Tensor::new([[1, 2]]).pad_to(&[Some(2), Some(3)], -1), &[2, 3], &[1, 2, -1, -1, -1, -1]);
+    check(|| Tensor::new([1, 2]).pad_to(&[None], 5), &[2], &[1, 2]);
+    check(|| ar(&[4, 8]).shrink_to(&[Some(2), Some(2)]), &[2, 2], &[0, 1, 8, 9]);
+    check(|| ar(&[4, 8]).shrink_to(&[None, Some(1)]), &[4, 1], &[0, 8, 16, 24]);
+    let fails = |f: fn() -> Tensor| std::panic::catch_unwind(f).is_err();
+    assert!(fails(|| Tensor::new([1, 2]).pad_to(&[Some(2), Some(3)], 0)), "a size per axis");
+    assert!(fails(|| Tensor::new([1, 2, 3]).pad_to(&[Some(2)], 0)), "no smaller");
+    assert!(fails(|| ar(&[3, 4]).flip(&[0, 0])), "an axis twice");
+    assert!(fails(|| ar(&[3, 4]).flip(&[1, -1])), "an axis twice, once negative");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use lazygrad::dtype::Element;
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::tensor::{ConvOpts, PoolOpts};
+use lazygrad::tensor::{ConvOpts, Padding, PoolOpts, Scalar};
 use lazygrad::{Context, DType, Tensor};
 
 #[path = "api_reduce/naive.rs"]
@@ -252,6 +252,20 @@ fn conv2d_matches_naive_loops() {
     let (s, v) =
         bf(|| Tensor::new([[x]]).conv2d(&Tensor::new([[[1.0f32, -1.0]]]), None, &ConvOpts::default().padding([1, 0])));
     assert_eq!((s, v), (vec![1, 1, 4], vec![-1.0, -1.0, -1.0, -1.0]));
+    // negative padding crops, as tinygrad's: the naive conv of the input without that border
+    // (padding -1: rows and columns 1..5 of 6; flat (-1, 0, -1, 0): 1..6)
+    let (x, w) = (data(36, 7), data(9, 8));
+    for (padding, rows, want_rows) in [(Padding(vec![-1]), 1..5, 4), (Padding(vec![-1, 0, -1, 0]), 1..6, 5)] {
+        let inner: Vec<f32> =
+            rows.clone().flat_map(|i| rows.clone().map(move |j| (i, j))).map(|(i, j)| x[i * 6 + j]).collect();
+        let (want_shape, want) =
+            naive_conv2d(&inner, [1, 1, want_rows, want_rows], &w, [1, 1, 3, 3], None, 1, [1, 1], [1, 1], [0, 0]);
+        let opts = ConvOpts { padding, ..ConvOpts::default() };
+        let (shape, got) =
+            bf(|| Tensor::from_slice(&x, &[1, 1, 6, 6]).conv2d(&Tensor::from_slice(&w, &[1, 1, 3, 3]), None, &opts));
+        assert_eq!(shape, want_shape, "{:?}", opts.padding);
+        assert_near(&got, &want, 1e-5);
+    }
 }
 
 #[test]
@@ -347,6 +361,21 @@ fn interpolate_matches_torch_formulas() {
     assert_eq!(bi(|| Tensor::new([10i32, 20]).interpolate(&[3], "nearest-exact", false)).1, vec![10, 20, 20]);
 }
 
+/// uint8 resizes in tinygrad's 7-bit fixed point (`lerp`), to its values bit for bit (computed
+/// by tinygrad at the pinned commit; torch's uint8 kernel differs from both by one in two places).
+#[test]
+fn interpolate_uint8_as_tinygrad() {
+    let x = || Tensor::new([[[[0u8, 5, 10, 30], [10, 20, 3, 4], [9, 6, 28, 7]]]]);
+    let got = x().interpolate(&[5, 7], "linear", false).to_vec::<u8>();
+    let want = [
+        0, 2, 5, 8, 11, 23, 30, 4, 7, 11, 10, 8, 15, 20, 10, 14, 19, 12, 3, 4, 4, 9, 10, 11, 15, 17, 11, 6, 9, 8, 6,
+        17, 27, 15, 7,
+    ];
+    assert_eq!(got, want);
+    let lerped = Tensor::new([10u8, 200]).lerp(&Tensor::new([20u8, 100]), Tensor::new([0.25f32, 0.5]));
+    assert_eq!(lerped.to_vec::<u8>(), [13, 150]);
+}
+
 #[test]
 fn sort_argsort_topk() {
     let v = [3.0f32, -1.0, 2.0, 5.0, 2.0, 0.5, -7.0];
@@ -365,6 +394,65 @@ fn sort_argsort_topk() {
     assert_eq!(ti.to_vec::<i32>(), vec![0, 2, 1, 0, 2, 0, 1, 2]);
     assert_eq!(bi(|| m().topk(1, 0, false).1), (vec![1, 3], vec![3, 0, 1]));
     assert_eq!(bf(|| Tensor::new([2.0f32]).sort(0, true).0).1, vec![2.0]);
+}
+
+/// Values from torch 2.9.1's `scatter_reduce`, with and without the tensor's own values.
+#[test]
+fn scatter_reduce_every_reduction() {
+    use lazygrad::tensor::ScatterReduce::*;
+    let (base, index, src) =
+        (Tensor::new([1.0f32, 2.0, 3.0, 4.0]), Tensor::new([0, 0, 2, 2, 2]), Tensor::new([5.0f32, 6.0, 7.0, 8.0, 9.0]));
+    let cases = [
+        (Sum, [12.0, 2.0, 27.0, 4.0], [11.0, 2.0, 24.0, 4.0]),
+        (Prod, [30.0, 2.0, 1512.0, 4.0], [30.0, 2.0, 504.0, 4.0]),
+        (Mean, [4.0, 2.0, 6.75, 4.0], [5.5, 2.0, 8.0, 4.0]),
+        (Amax, [6.0, 2.0, 9.0, 4.0], [6.0, 2.0, 9.0, 4.0]),
+        (Amin, [1.0, 2.0, 3.0, 4.0], [5.0, 2.0, 7.0, 4.0]),
+    ];
+    for (reduce, with_self, without) in cases {
+        assert_eq!(base.scatter_reduce(0, &index, &src, reduce, true).to_vec::<f32>(), with_self, "{reduce:?}");
+        assert_eq!(base.scatter_reduce(0, &index, &src, reduce, false).to_vec::<f32>(), without, "{reduce:?}");
+    }
+    // scatter's reduce= adds (or multiplies) a number once per time a position is named
+    let twice = Tensor::new([0, 0, 2]);
+    assert_eq!(base.scatter_value_reduce(0, &twice, 1.5, Sum).to_vec::<f32>(), [4.0, 2.0, 4.5, 4.0]);
+    assert_eq!(base.scatter_value_reduce(0, &twice, 1.5, Prod).to_vec::<f32>(), [2.25, 2.0, 4.5, 4.0]);
+    let half = std::panic::catch_unwind(|| base.half().scatter(0, &twice, &Tensor::new([1.0f32, 2.0, 3.0])));
+    let message = half.expect_err("float32 src into float16").downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("same dtype"), "{message}");
+}
+
+#[test]
+fn masked_select_and_nonzero_of_a_fixed_size() {
+    let t = Tensor::new([0i32, 1, 2, 3, 4, 5, 6, 7, 8]);
+    let mask = Tensor::new([true, false, true, false, true, false, false, false, true]);
+    assert_eq!(t.masked_select_sized(&mask, Some(4), Scalar::Int(0)).to_vec::<i32>(), [0, 2, 4, 8]);
+    assert_eq!(t.masked_select_sized(&mask, Some(6), Scalar::Int(-1)).to_vec::<i32>(), [0, 2, 4, 8, -1, -1]);
+    assert_eq!(t.masked_select_sized(&mask, Some(2), Scalar::Int(0)).to_vec::<i32>(), [0, 2]);
+    let m = Tensor::new([[1.0f32, 0.0], [0.0, 2.0]]);
+    let rows = m.nonzero(None, Scalar::Int(0));
+    assert_eq!((rows.shape(), rows.to_vec::<i32>()), (vec![2, 2], vec![0, 0, 1, 1]));
+    assert_eq!(m.nonzero(Some(3), Scalar::Int(-1)).to_vec::<i32>(), [0, 0, 1, 1, -1, -1]);
+    assert_eq!(Tensor::new([1, 0, 2, 0, 3]).nonzero(None, Scalar::Int(0)).to_vec::<i32>(), [0, 2, 4]);
+    assert_eq!(Tensor::new(5.0f32).nonzero(None, Scalar::Int(0)).shape(), [1, 0]);
+    assert_eq!(Tensor::new(0.0f32).nonzero(None, Scalar::Int(0)).shape(), [0, 0]);
+}
+
+/// Values and indices from torch 2.9.1's `max_pool2d(return_indices=True)` and `max_unpool2d`.
+#[test]
+fn max_pool_indices_and_unpool() {
+    let t = Tensor::new([[[[3.0f32, 1.0, 4.0, 1.0, 5.0], [9.0, 2.0, 6.0, 5.0, 3.0], [5.0, 8.0, 9.0, 7.0, 9.0]]]]);
+    let opts = PoolOpts::kernel(3).stride(2).padding(1);
+    let (values, indices) = t.max_pool2d_with_indices(&opts);
+    assert_eq!(values.to_vec::<f32>(), [9.0, 6.0, 5.0, 9.0, 9.0, 9.0]);
+    assert_eq!(indices.to_vec::<i32>(), [5, 7, 4, 5, 12, 14]);
+    assert_eq!(values.max_unpool2d(&indices, &opts, None).shape(), [1, 1, 3, 5]);
+    // ties give the first position
+    let (v, i) = Tensor::ones(&[1, 1, 2, 4]).max_pool2d_with_indices(&PoolOpts::kernel(2));
+    assert_eq!(i.to_vec::<i32>(), [0, 2]);
+    let back = v.max_unpool2d(&i, &PoolOpts::kernel(2), None);
+    assert_eq!(back.to_vec::<f32>(), [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(v.max_unpool2d(&i, &PoolOpts::kernel(2), Some(&[3, 4])).shape(), [1, 1, 3, 4]);
 }
 
 #[test]

@@ -25,6 +25,37 @@ fn gradients_accumulate_and_respect_opt_out() {
     assert!(c.grad().is_none(), "gradient() leaves .grad alone");
 }
 
+/// As tinygrad, `backward` fills `.grad` of every live float tensor the loss depends on,
+/// intermediates and unrealized tensors included (unless opted out), from a seed for a loss that
+/// is not a scalar; `clone_to` copies the gradient with the values.
+#[test]
+fn backward_fills_every_tensor_from_a_seed() {
+    let x = Tensor::new([1.0f32, 2.0]);
+    let y = &x * 3.0;
+    let skipped = (&y + 0.0).requires_grad(false);
+    (&skipped * &y).sum(None, false).backward();
+    assert_eq!(y.grad().unwrap().to_vec::<f32>(), [6.0, 12.0], "an intermediate");
+    assert_eq!(x.grad().unwrap().to_vec::<f32>(), [18.0, 36.0]);
+    assert!(skipped.grad().is_none(), "opted out");
+    let unrealized = Tensor::ones(&[2]) * 2.0;
+    (&unrealized * &unrealized).sum(None, false).backward();
+    assert_eq!(unrealized.grad().unwrap().to_vec::<f32>(), [4.0, 4.0]);
+    let w = Tensor::new([1.0f32, 2.0]);
+    let v = &w * 2.0;
+    v.backward_with(Some(&Tensor::new([1.0f32, 10.0]))).unwrap();
+    assert_eq!(w.grad().unwrap().to_vec::<f32>(), [2.0, 20.0]);
+    let missing = (&w * 2.0).backward_with(None).map(|_| ()).unwrap_err().to_string();
+    assert!(missing.contains("seed") && missing.contains("[2]"), "{missing}");
+    let copy = w.clone_to(None);
+    assert_eq!(copy.grad().unwrap().to_vec::<f32>(), [2.0, 20.0]);
+    copy.assign(&Tensor::new([7.0f32, 8.0])).realize();
+    assert_eq!((w.to_vec::<f32>(), copy.to_vec::<f32>()), (vec![1.0, 2.0], vec![7.0, 8.0]));
+    // two clones of one constant are two tensors, each with its own gradient
+    let (a, b) = (Tensor::new(3.5f32).clone_to(None), Tensor::new(3.5f32).clone_to(None));
+    (&a + &b).backward();
+    assert_eq!((a.grad().unwrap().item::<f32>(), b.grad().unwrap().item::<f32>()), (1.0, 1.0));
+}
+
 #[test]
 fn max_relu_and_broadcast_gradients() {
     let x = Tensor::new([[1.0f32, 3.0, 3.0], [-1.0, 0.5, -2.0]]);
@@ -66,4 +97,19 @@ fn compound_assignment_updates_in_place() {
             ]),
         ])
     );
+}
+
+/// A clone is stored in a buffer of its own (tinygrad's `a.uop.base.buffer is not
+/// b.uop.base.buffer`); a reshape of a stored tensor is that buffer, a computation none.
+#[test]
+fn clones_have_buffers_of_their_own() {
+    let a = Tensor::new([[1.0f32, 2.0], [3.0, 4.0]]).realize();
+    let b = a.clone_to(None).realize();
+    let (ab, bb) = (a.buffer().expect("a is stored"), b.buffer().expect("the clone is stored"));
+    assert_ne!(ab.id(), bb.id());
+    assert_eq!(a.reshape(&[4]).buffer().map(|x| x.id()), Some(ab.id()));
+    assert!((&a + 1.0).buffer().is_none(), "an unrealized sum has no buffer");
+    let part = a.shrink(&[(1, 2), (0, 2)]).clone_to(None).realize();
+    assert_ne!(part.buffer().unwrap().id(), ab.id());
+    assert_eq!(part.to_vec::<f32>(), [3.0, 4.0]);
 }

@@ -205,3 +205,44 @@ fn causal_attention_computes_each_probability_once() {
     let backward = evaluations(&grads, lazygrad::uop::Ops::Exp2);
     assert!(backward <= 4 * scores, "exp evaluated {backward} times for {scores} scores, backward");
 }
+
+/// A live tensor that is a `contiguous()` inside a realized graph keeps the buffer the schedule
+/// stored it in (as tinygrad maps every realized node back to its tensors): using it again runs
+/// no kernel for it. It was computed again each time (tinygrad's test_embedding_one_kernel: a
+/// second lookup into a freshly made table took 2 kernels, not 1).
+#[test]
+fn a_contiguous_tensor_realized_inside_a_graph_keeps_its_buffer() {
+    let (a, b, _) = inputs();
+    let table = (&a * 2.0).contiguous();
+    let first = &table + &b;
+    assert_eq!(kernels(&first), 2, "the table, then the sum");
+    first.realize();
+    assert!(table.buffer().is_some(), "the table is stored");
+    assert_eq!(kernels(&(&table * &b)), 1, "the table is read, not computed again");
+    let want: Vec<f32> = a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()).map(|(x, y)| 2.0 * x * y).collect();
+    assert_eq!((&table * &b).to_vec::<f32>(), want);
+}
+
+/// tinygrad's `linear_with_vars` and `run_linear`: the items that compute a graph, with the
+/// variables' values; the tensors point at the buffers the items fill, so running them realizes
+/// the tensors (nothing is computed again when they are read).
+#[test]
+fn a_linear_schedule_runs_into_the_tensors_it_was_made_for() {
+    let (a, b, _) = inputs();
+    let table = (&a * 2.0).contiguous();
+    let out = &table + &b;
+    let (items, vals) = Tensor::linear_with_vars(std::slice::from_ref(&out)).unwrap();
+    let kernel_items = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
+    assert_eq!((kernel_items, vals.len()), (2, 0));
+    assert!(out.buffer().is_some() && table.buffer().is_some(), "both point at their buffers");
+    Tensor::run_linear(items, &vals).unwrap();
+    let want: Vec<f32> = a.to_vec::<f32>().iter().zip(b.to_vec::<f32>()).map(|(x, y)| 2.0 * x + y).collect();
+    assert_eq!(out.to_vec::<f32>(), want);
+    let i = lazygrad::Variable::new("i", 1, 10);
+    let x = Tensor::ones(&[10]).contiguous().realize();
+    let part = x.shrink_sym(&[(lazygrad::Sint::Int(0), lazygrad::Sint::from(&i.bind(3)))]) * 2.0;
+    let (items, vals) = Tensor::linear_with_vars(std::slice::from_ref(&part)).unwrap();
+    assert_eq!(vals.get("i"), Some(&3));
+    Tensor::run_linear(items, &vals).unwrap();
+    assert_eq!(part.to_vec::<f32>(), [2.0; 3]);
+}

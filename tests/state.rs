@@ -401,9 +401,28 @@ fn wrong_shapes_are_always_errors() {
     sd.insert("fc.weight".into(), f32s(&[0.0; 6], &[3, 2]));
     for strict in [true, false] {
         let msg = expect_err(load_state_dict(&net, &sd, strict), "shape");
-        assert!(msg.contains("fc.weight") && msg.contains("[2, 3]") && msg.contains("[3, 2]"), "{msg}");
+        let said = "Shape mismatch in layer `fc.weight`: Expected shape (2, 3), but found (3, 2) in state dict.";
+        assert!(msg.contains(said), "{msg}");
         assert_eq!(values(&net), before);
     }
+}
+
+/// tinygrad loads a scalar into a one-element vector and back (a `num_batches_tracked` saved
+/// either way); any other size mismatch stays an error.
+#[test]
+fn a_scalar_and_a_one_element_vector_load_into_each_other() {
+    struct Counter {
+        count: Tensor,
+    }
+    module!(Counter { count });
+    let net = Counter { count: Tensor::zeros(&[1]).contiguous().realize() };
+    load_state_dict(&net, &[("count".to_string(), f32s(&[7.0], &[]))].into(), true).unwrap();
+    assert_eq!(net.count.to_vec::<f32>(), [7.0]);
+    let scalar = Counter { count: Tensor::zeros(&[]).contiguous().realize() };
+    load_state_dict(&scalar, &[("count".to_string(), f32s(&[3.0], &[1]))].into(), true).unwrap();
+    assert_eq!(scalar.count.to_vec::<f32>(), [3.0]);
+    let two = [("count".to_string(), f32s(&[1.0, 2.0], &[2]))].into();
+    assert!(expect_err(load_state_dict(&net, &two, true), "size 2").contains("Expected shape (1,), but found (2,)"));
 }
 
 #[test]

@@ -63,3 +63,19 @@ fn interp_reports_out_of_bounds_instead_of_crashing() {
     let err = unsafe { program.run(&Buffer::kernel_args(&[out, short]).unwrap(), &[]) }.unwrap_err();
     assert!(err.to_string().contains("out of bounds"), "{err}");
 }
+
+/// A tensor over a constant built by hand, with no device of its own (tinygrad's
+/// `Tensor(UOp.const(2.0).cast(dtypes.float))`): it computes on the tensor's device, alone, cast,
+/// in arithmetic and copied.
+#[test]
+fn a_tensor_over_a_bare_constant_reads_its_value() {
+    for device in ["CPU", "INTERP"] {
+        let two = UOp::const_float(DType::FLOAT32, 2.0);
+        let t = lazygrad::Tensor::from_uop(two.clone(), device);
+        assert_eq!((t.shape(), t.to_vec::<f32>()), (vec![], vec![2.0]), "{device}");
+        let half = lazygrad::Tensor::from_uop(two.cast(DType::FLOAT16), device);
+        assert_eq!((&half + 1.0).float().to_vec::<f32>(), [3.0], "{device}");
+        let three = lazygrad::Tensor::from_uop(UOp::const_int(DType::INT32, 3), device);
+        assert_eq!(three.clone_to(Some("CPU")).to_vec::<i32>(), [3], "{device}");
+    }
+}

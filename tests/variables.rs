@@ -190,6 +190,30 @@ fn tensors_of_variable_shape_read_back_at_their_bound_sizes() {
     }
 }
 
+/// A symbolic axis cut to a plain number within its bound value (tinygrad's test_tiny
+/// `test_symbolic`: `t[:i.bind(s)]` realized, then `[:s]`) was refused: its bounds were checked
+/// against the variable's range, not the value it is bound to.
+#[test]
+fn a_symbolic_axis_shrinks_to_numbers_within_its_bound_value() {
+    let _serial = serial();
+    for dev in devices() {
+        let i = Variable::new("i", 1, 10);
+        let ones = Tensor::ones(&[10]).to(dev).contiguous().realize();
+        for s in [2usize, 5] {
+            let ret = ones.shrink_sym(&[(Sint::Int(0), Sint::from(&i.bind(s)))]) + 1.0;
+            let cut = ret.contiguous().shrink_sym(&[(Sint::Int(0), Sint::Int(s))]);
+            assert_eq!((cut.shape(), cut.to_vec::<f32>()), (vec![s], vec![2.0; s]), "{dev}: {s}");
+            let middle = ret.contiguous().shrink_sym(&[(Sint::Int(1), Sint::Int(2))]);
+            assert_eq!(middle.to_vec::<f32>(), [2.0], "{dev}: {s}");
+        }
+        let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let part = ones.shrink_sym(&[(Sint::Int(0), Sint::from(&i.bind(3)))]);
+            part.shrink_sym(&[(Sint::Int(0), Sint::Int(4))])
+        }));
+        assert!(past.is_err(), "{dev}: 4 elements of an axis bound to 3");
+    }
+}
+
 /// argmax over an axis whose variable was bound to 0 returned an index into nothing: reducing it
 /// is the error reducing an empty axis is; summing it gives the sum of nothing.
 #[test]
@@ -212,4 +236,15 @@ fn an_axis_bound_to_zero_reduces_as_an_empty_one() {
         let all = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(5)))]);
         assert_eq!(all.argmax(Some(0), false).to_vec::<i32>(), [4], "{dev}: n = 5");
     }
+}
+
+/// tinygrad's `Tensor.empty(2, v, 4)`: a shape with an unbound variable is storage for its
+/// largest size, and `shape` says that size (tinygrad's `max_shape`).
+#[test]
+fn an_empty_tensor_of_symbolic_shape_holds_its_largest() {
+    let v = Variable::new("v", 1, 32);
+    let t = Tensor::empty_sym(&[Sint::Int(2), Sint::from(&v), Sint::Int(4)], lazygrad::DType::FLOAT32);
+    assert_eq!((t.shape(), t.numel()), (vec![2, 32, 4], 256));
+    assert_eq!(t.dims()[1], Sint::from(&v));
+    assert_eq!(Tensor::empty_sym(&[Sint::Int(2), Sint::Int(3)], lazygrad::DType::INT32).dims(), [2, 3].map(Sint::Int));
 }

@@ -2,7 +2,7 @@
 //! and bytes as tensor data, shapes, axes, indices and window sizes, and tensors as nested lists
 //! and numpy arrays.
 
-use ::lazygrad::tensor::{Idx, Operand, Scalar, Spatial};
+use ::lazygrad::tensor::{Idx, Operand, Padding, Scalar, Spatial};
 use ::lazygrad::{DType, Tensor};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,7 +10,7 @@ use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PySequen
 use pyo3::IntoPyObjectExt;
 
 use crate::dtype::numpy_dtype;
-use crate::error::{checked, guard};
+use crate::error::{checked, guard, invalid};
 use crate::tensor::PyTensor;
 
 /// A Python number (or a numpy scalar) as a weak scalar (`t * 2` keeps `t`'s dtype), or None for
@@ -93,10 +93,31 @@ impl Operand for Rhs {
 /// Nesting deeper than this is refused (a tensor has far fewer axes).
 const MAX_DEPTH: usize = 64;
 
-/// Nested lists (or a number) as flat values and a shape.
-fn flatten(data: &Bound<PyAny>, shape: &mut Vec<usize>, depth: usize, out: &mut Vec<Scalar>) -> PyResult<()> {
+/// A value of tensor data: a number (`scalar`), where an int past int64 (up to `2**64 - 1`, a
+/// uint64's range) is taken wrapped to 64 bits for an integer `dtype` (whose width then wraps it
+/// again, as tinygrad does) and as a float otherwise.
+fn element(x: &Bound<PyAny>, dtype: Option<DType>) -> PyResult<Option<Scalar>> {
+    if x.is_instance_of::<PyInt>() && !x.is_instance_of::<PyBool>() && x.extract::<i64>().is_err() {
+        let wide: u64 = x.extract().map_err(|_| PyValueError::new_err(format!("{x} does not fit 64 bits")))?;
+        return Ok(Some(match dtype {
+            Some(d) if d.is_int() => Scalar::Int(wide as i64),
+            _ => Scalar::Float(wide as f64),
+        }));
+    }
+    scalar(x)
+}
+
+/// Nested lists (or a number) as flat values and a shape (values as `element` takes them for
+/// `dtype`).
+fn flatten(
+    data: &Bound<PyAny>,
+    dtype: Option<DType>,
+    shape: &mut Vec<usize>,
+    depth: usize,
+    out: &mut Vec<Scalar>,
+) -> PyResult<()> {
     let ragged = || PyValueError::new_err("Tensor: nested lists must be rectangular");
-    if let Some(s) = scalar(data)? {
+    if let Some(s) = element(data, dtype)? {
         if depth != shape.len() {
             return Err(ragged());
         }
@@ -122,7 +143,7 @@ fn flatten(data: &Bound<PyAny>, shape: &mut Vec<usize>, depth: usize, out: &mut 
         None => return Err(ragged()),
     }
     for item in seq.try_iter()? {
-        flatten(&item?, shape, depth + 1, out)?;
+        flatten(&item?, dtype, shape, depth + 1, out)?;
     }
     Ok(())
 }
@@ -150,10 +171,10 @@ pub(crate) fn data(x: &Bound<PyAny>, dtype: Option<DType>, device: Option<&str>)
             Some(d) => Some(d),
             None => Some(crate::dtype::from_numpy(&x.getattr("dtype")?)?),
         };
-        flatten(&x.call_method0("item")?, &mut shape, 0, &mut values)?;
+        flatten(&x.call_method0("item")?, dtype, &mut shape, 0, &mut values)?;
         return checked(|| Tensor::from_scalars(&values, &shape, dtype, &device));
     }
-    flatten(x, &mut shape, 0, &mut values)?;
+    flatten(x, dtype, &mut shape, 0, &mut values)?;
     checked(|| Tensor::from_scalars(&values, &shape, dtype, &device))
 }
 
@@ -181,22 +202,43 @@ fn numpy_array(x: &Bound<PyAny>, dtype: Option<DType>, device: &str) -> PyResult
     })
 }
 
-/// A shape given as numbers (`reshape(2, 3)`) or one sequence (`reshape((2, 3))`).
-pub(crate) fn dims(args: &Bound<PyTuple>) -> PyResult<Vec<isize>> {
-    match args.len() {
-        1 if !args.get_item(0)?.is_instance_of::<PyInt>() => args.get_item(0)?.extract(),
-        _ => args.extract(),
-    }
+/// A shape given as numbers (`reshape(2, 3)`) or one sequence (`reshape((2, 3))`), an entry
+/// None where the op keeps an axis as it is (`reshape(None, 6)`); any other form (`(2, 2), 2`)
+/// is an InvalidArgument, as tinygrad's ValueError.
+pub(crate) fn dims_or_none(args: &Bound<PyTuple>) -> PyResult<Vec<Option<isize>>> {
+    let items: Vec<Bound<PyAny>> = match args.len() {
+        1 if !args.get_item(0)?.is_instance_of::<PyInt>() && !args.get_item(0)?.is_none() => {
+            args.get_item(0)?.try_iter()?.collect::<PyResult<_>>()?
+        }
+        _ => args.iter().collect(),
+    };
+    items
+        .iter()
+        .map(|d| match () {
+            _ if d.is_none() => Ok(None),
+            _ if d.is_instance_of::<PyInt>() => Ok(Some(d.extract()?)),
+            _ => Err(invalid(format!("shape: ints or one sequence of them, got {args}"))),
+        })
+        .collect()
 }
 
-/// A shape of sizes (no -1 to infer): a negative size is a ValueError.
+/// A shape of numbers (`dims_or_none` without None).
+pub(crate) fn dims(args: &Bound<PyTuple>) -> PyResult<Vec<isize>> {
+    dims_or_none(args)?
+        .into_iter()
+        .map(|d| d.ok_or_else(|| invalid(format!("shape: ints or one sequence of them, got {args}"))))
+        .collect()
+}
+
+/// A shape of sizes (no -1 to infer): a negative size is an InvalidArgument.
 pub(crate) fn sizes(args: &Bound<PyTuple>) -> PyResult<Vec<usize>> {
     dims(args)?.into_iter().map(size).collect()
 }
 
-/// A size: a negative one is a ValueError.
+/// A size: a negative one is an InvalidArgument (a ValueError and a RuntimeError, as tinygrad
+/// and torch raise for it).
 pub(crate) fn size(d: isize) -> PyResult<usize> {
-    usize::try_from(d).map_err(|_| PyValueError::new_err(format!("size {d} is negative")))
+    usize::try_from(d).map_err(|_| invalid(format!("size {d} is negative")))
 }
 
 /// A shape given as one int or a sequence of them.
@@ -211,6 +253,15 @@ pub(crate) fn shape_of(x: &Bound<PyAny>) -> PyResult<Vec<usize>> {
 /// A window size, stride or dilation: one int for every spatial axis, or a tuple of one each.
 pub(crate) fn spatial(x: &Bound<PyAny>) -> PyResult<Spatial> {
     Ok(Spatial(shape_of(x)?))
+}
+
+/// A padding: one int for every spatial axis, a tuple of one each, or torch's flat
+/// `(left, right, top, bottom)`; negative values crop.
+pub(crate) fn padding(x: &Bound<PyAny>) -> PyResult<Padding> {
+    Ok(Padding(match x.extract::<isize>() {
+        Ok(n) => vec![n],
+        Err(_) => x.extract()?,
+    }))
 }
 
 /// One part of an index: an int, a slice (its step too), None (a new axis), Ellipsis, an integer

@@ -103,7 +103,7 @@ impl PyTensor {
     ) -> PyResult<PyTensor> {
         Made::of(shape, dtype, device, requires_grad)?.constant(Scalar::Float(1.0))
     }
-    /// Storage of the shape whose values are not set (zeros here).
+    /// Storage of the shape whose values are not set (zeros here); a size may be a variable.
     #[staticmethod]
     #[pyo3(signature = (*shape, dtype=None, device=None, requires_grad=None))]
     fn empty(
@@ -112,6 +112,11 @@ impl PyTensor {
         device: Option<&str>,
         requires_grad: Option<bool>,
     ) -> PyResult<PyTensor> {
+        if let Some(dims) = crate::variable::symbolic_shape(shape)? {
+            let dtype = dtype_arg(dtype)?.unwrap_or(DType::FLOAT32);
+            let t = tensor_result(|| Tensor::empty_sym(&dims, dtype))?.0;
+            return finish(t, None, device, requires_grad);
+        }
         let made = Made::of(shape, dtype, device, requires_grad)?;
         let dtype = made.dtype.unwrap_or(DType::FLOAT32);
         Made { dtype: None, ..made }.build(|s| Tensor::empty(s, dtype))
@@ -160,14 +165,12 @@ impl PyTensor {
             _ => (Scalar::Int(0), start),
         };
         let step = step.map(|s| number(s, "arange")).transpose()?.unwrap_or(Scalar::Int(1));
-        let float = [start, stop, step].iter().any(|v| matches!(v, Scalar::Float(_)));
-        let default = if float { DType::FLOAT32 } else { DType::INT32 };
-        let dtype = dtype_arg(dtype)?.unwrap_or(default);
-        let [a, b, c] = [start, stop, step].map(|v| v.value().as_f64());
+        let dtype = dtype_arg(dtype)?;
         let made = Made { shape: vec![], dtype: None, device, requires_grad };
-        made.build(|_| Tensor::arange_step(a, b, c, dtype))
+        made.build(|_| Tensor::arange_of(start, stop, step, dtype))
     }
-    /// `steps` evenly spaced values from `start` to `stop`, both included.
+    /// `steps` evenly spaced values from `start` to `stop`, both included (float32 unless
+    /// `dtype`; bool is an error).
     #[staticmethod]
     #[pyo3(signature = (start, stop, steps, dtype=None, device=None, requires_grad=None))]
     fn linspace(
@@ -179,8 +182,9 @@ impl PyTensor {
         requires_grad: Option<bool>,
     ) -> PyResult<PyTensor> {
         let steps = size(steps)?;
-        let made = Made { shape: vec![], dtype: dtype_arg(dtype)?, device, requires_grad };
-        made.build(|_| Tensor::linspace(start, stop, steps))
+        let dtype = dtype_arg(dtype)?.unwrap_or(DType::FLOAT32);
+        let t = crate::error::checked(|| Tensor::linspace_as(start, stop, steps, dtype))?;
+        finish(t, None, device, requires_grad)
     }
     /// The `n`×`m` matrix (`m` defaults to `n`) with ones on the diagonal.
     #[staticmethod]
@@ -289,10 +293,12 @@ impl PyTensor {
     }
 }
 
-/// Tensors given as arguments (`stack(a, b)`) or as one list (`stack([a, b])`).
+/// Tensors given as arguments (`stack(a, b)`) or as one list (`stack([a, b])`); any other form
+/// (a list beside a tensor) is an InvalidArgument, as tinygrad's ValueError.
 fn listed(args: &Bound<PyTuple>) -> PyResult<Vec<PyTensor>> {
-    match args.len() {
+    let given = match args.len() {
         1 if args.get_item(0)?.cast::<PyTensor>().is_err() => args.get_item(0)?.extract(),
         _ => args.extract(),
-    }
+    };
+    given.map_err(|_| crate::error::invalid(format!("expected tensors as arguments or one list of them, got {args}")))
 }

@@ -177,7 +177,11 @@ pub(crate) fn dtype_of(d: &Bound<PyAny>) -> PyResult<DType> {
         Ok(name) if d.hasattr("itemsize")? => named(&name),
         _ => None,
     }
-    .ok_or_else(|| PyTypeError::new_err("dtype: a dtypes attribute, its name or a numpy dtype"))
+    .ok_or_else(|| {
+        PyAttributeError::new_err(format!(
+            "dtypes has no dtype {d}: give a dtypes attribute, its name or a numpy dtype"
+        ))
+    })
 }
 
 /// numpy's dtype for a tensor dtype (tinygrad's `_to_np_dtype`), or None where numpy has none.

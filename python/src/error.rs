@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 
 use ::lazygrad::Error;
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOverflowError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -87,20 +87,30 @@ pub(crate) fn invalid_argument(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     Ok(class.bind(py))
 }
 
-/// A precondition's message as its exception: an index or axis out of range is an IndexError
-/// (so iteration stops), a dtype the op does not take a TypeError, the rest InvalidArguments.
+/// A precondition's message as its exception: an index or axis out of range, or an index that is
+/// no index, is an IndexError (so iteration stops), a range a dtype cannot hold an OverflowError;
+/// the rest are InvalidArguments (tinygrad raises
+/// RuntimeError for an integer op on floats, as for most broken preconditions).
 fn value_error(message: String) -> PyErr {
-    let index = ["out of range", "out of bounds", "too many indices", "have no axis"];
+    let index =
+        ["out of range", "out of bounds", "too many indices", "have no axis", "single ellipsis", "used as indices"];
     if index.iter().any(|m| message.contains(m)) {
         PyIndexError::new_err(message)
+    } else if message.contains("not representable") {
+        PyOverflowError::new_err(message)
     } else if message.contains("only float tensors") {
         PyRuntimeError::new_err(message)
-    } else if message.contains("needs integer") || message.contains("needs a float") {
-        PyTypeError::new_err(message)
     } else {
-        Python::attach(|py| match invalid_argument(py) {
-            Ok(class) => PyErr::from_type(class.clone(), message),
-            Err(e) => e,
-        })
+        invalid(message)
     }
+}
+
+/// `lazygrad.InvalidArgument(message)`: a broken precondition found in the conversion of
+/// Python arguments (a negative size), raised as the API's own.
+pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| match invalid_argument(py) {
+        Ok(class) => PyErr::from_type(class.clone(), message),
+        Err(e) => e,
+    })
 }

@@ -2,10 +2,11 @@
 //! tuples), normalization, losses, attention, and the processing ops (sort, topk, einsum,
 //! interpolate, gathers and scatters).
 
-use ::lazygrad::tensor::{ConvOpts, PoolOpts, Reduction};
+use ::lazygrad::tensor::{ConvOpts, PoolOpts, Reduction, Scalar, ScatterReduce};
 use ::lazygrad::Tensor;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use crate::convert::{axes, number, or_ints, spatial, Rhs};
 use crate::error::{checked, guard};
@@ -33,7 +34,7 @@ pub(crate) fn conv_opts(
         groups,
         stride: spatial(stride)?,
         dilation: spatial(dilation)?,
-        padding: spatial(padding)?,
+        padding: crate::convert::padding(padding)?,
         ..ConvOpts::default()
     })
 }
@@ -50,7 +51,7 @@ fn pool_opts(
         kernel: spatial(kernel_size)?,
         stride: stride.filter(|s| !s.is_none()).map(spatial).transpose()?,
         dilation: spatial(dilation)?,
-        padding: spatial(padding)?,
+        padding: crate::convert::padding(padding)?,
         ceil_mode,
         ..PoolOpts::default()
     })
@@ -116,7 +117,9 @@ impl PyTensor {
         let opts = PoolOpts { count_include_pad, ..pool_opts(&k, stride, &d, &p, ceil_mode)? };
         tensor_result(|| self.0.avg_pool2d(&opts))
     }
-    #[pyo3(signature = (kernel_size=None, stride=None, dilation=None, padding=None, ceil_mode=false))]
+    /// The maxima over windows, and with `return_indices` the flat index of each (a tuple).
+    #[pyo3(signature = (kernel_size=None, stride=None, dilation=None, padding=None, ceil_mode=false, return_indices=false))]
+    #[allow(clippy::too_many_arguments)]
     fn max_pool2d(
         &self,
         py: Python,
@@ -125,10 +128,32 @@ impl PyTensor {
         dilation: Option<&Bound<PyAny>>,
         padding: Option<&Bound<PyAny>>,
         ceil_mode: bool,
-    ) -> PyResult<PyTensor> {
+        return_indices: bool,
+    ) -> PyResult<Py<PyAny>> {
         let [k, d, p] = or_ints(py, [kernel_size, dilation, padding], [2, 1, 0])?;
         let opts = pool_opts(&k, stride, &d, &p, ceil_mode)?;
-        tensor_result(|| self.0.max_pool2d(&opts))
+        if return_indices {
+            let (values, indices) = guard(|| self.0.max_pool2d_with_indices(&opts))?;
+            return (PyTensor(values), PyTensor(indices)).into_py_any(py);
+        }
+        tensor_result(|| self.0.max_pool2d(&opts))?.into_py_any(py)
+    }
+    /// The partial inverse of `max_pool2d(return_indices=True)`: values put back at `indices`.
+    #[pyo3(signature = (indices, kernel_size=None, stride=None, dilation=None, padding=None, output_size=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn max_unpool2d(
+        &self,
+        py: Python,
+        indices: &PyTensor,
+        kernel_size: Option<&Bound<PyAny>>,
+        stride: Option<&Bound<PyAny>>,
+        dilation: Option<&Bound<PyAny>>,
+        padding: Option<&Bound<PyAny>>,
+        output_size: Option<Vec<usize>>,
+    ) -> PyResult<PyTensor> {
+        let [k, d, p] = or_ints(py, [kernel_size, dilation, padding], [2, 1, 0])?;
+        let opts = pool_opts(&k, stride, &d, &p, false)?;
+        tensor_result(|| self.0.max_unpool2d(&indices.0, &opts, output_size.as_deref()))
     }
 
     #[pyo3(signature = (weight, bias=None))]
@@ -164,16 +189,15 @@ impl PyTensor {
     fn dropout(&self, p: f64) -> PyResult<PyTensor> {
         tensor_result(|| self.0.dropout(p))
     }
-    /// One-hot vectors (`num_classes` -1: one more than the largest value).
-    #[pyo3(signature = (num_classes=-1))]
+    /// One-hot vectors of `num_classes` (as jax's, no -1 to infer it: a ValueError).
     fn one_hot(&self, num_classes: isize) -> PyResult<PyTensor> {
-        let n = match usize::try_from(num_classes) {
-            Ok(n) => n,
-            Err(_) => PyTensor(guard(|| self.0.max(None::<isize>, false))?).item_usize()? + 1,
-        };
+        let n = crate::convert::size(num_classes)?;
         checked(|| self.0.try_one_hot(n)).map(PyTensor)
     }
-    #[pyo3(signature = (key, value, attn_mask=None, dropout_p=0.0, is_causal=false))]
+    /// Attention of this query over `key` and `value`; `enable_gqa` repeats their heads to the
+    /// query's (grouped-query attention).
+    #[pyo3(signature = (key, value, attn_mask=None, dropout_p=0.0, is_causal=false, enable_gqa=false))]
+    #[allow(clippy::too_many_arguments)]
     fn scaled_dot_product_attention(
         &self,
         key: &PyTensor,
@@ -181,10 +205,15 @@ impl PyTensor {
         attn_mask: Option<&PyTensor>,
         dropout_p: f64,
         is_causal: bool,
+        enable_gqa: bool,
     ) -> PyResult<PyTensor> {
         let mask = attn_mask.map(|m| &m.0);
         tensor_result(|| {
-            let out = self.0.scaled_dot_product_attention(&key.0, &value.0, mask, is_causal);
+            let heads = |t: &Tensor| match enable_gqa {
+                true => t.repeat_heads(self.0.shape()[self.0.ndim().saturating_sub(3)]),
+                false => t.clone(),
+            };
+            let out = self.0.scaled_dot_product_attention(&heads(&key.0), &heads(&value.0), mask, is_causal);
             if dropout_p > 0.0 {
                 out.dropout(dropout_p)
             } else {
@@ -271,8 +300,27 @@ impl PyTensor {
         let (v, i) = guard(|| self.0.topk(k, dim, largest))?;
         Ok((PyTensor(v), PyTensor(i)))
     }
-    fn masked_select(&self, mask: &PyTensor) -> PyResult<PyTensor> {
-        tensor_result(|| self.0.masked_select(&mask.0))
+    /// The elements where `mask` is true; `size` fixes their count (padded with `fill_value`).
+    #[pyo3(signature = (mask, size=None, fill_value=None))]
+    fn masked_select(
+        &self,
+        mask: &PyTensor,
+        size: Option<isize>,
+        fill_value: Option<&Bound<PyAny>>,
+    ) -> PyResult<PyTensor> {
+        let (size, fill) = (size.map(crate::convert::size).transpose()?, fill(fill_value)?);
+        tensor_result(|| self.0.masked_select_sized(&mask.0, size, fill))
+    }
+    /// The coordinates of the non-zero elements, one row each; `size` fixes the row count.
+    #[pyo3(signature = (size=None, fill_value=None))]
+    fn nonzero(&self, size: Option<isize>, fill_value: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        let (size, fill) = (size.map(crate::convert::size).transpose()?, fill(fill_value)?);
+        tensor_result(|| self.0.nonzero(size, fill))
+    }
+    /// Lp normalization along `dim`.
+    #[pyo3(signature = (p=2.0, dim=1, eps=1e-12))]
+    fn normalize(&self, p: f64, dim: isize, eps: f64) -> PyResult<PyTensor> {
+        tensor_result(|| self.0.normalize(p, dim, eps))
     }
     #[pyo3(signature = (num_samples=1, replacement=false))]
     fn multinomial(&self, num_samples: usize, replacement: bool) -> PyResult<PyTensor> {
@@ -282,12 +330,50 @@ impl PyTensor {
     fn gather(&self, dim: isize, index: &PyTensor) -> PyResult<PyTensor> {
         checked(|| self.0.try_gather(dim, &index.0)).map(PyTensor)
     }
-    /// This tensor with `src` (a tensor or a number) written along `dim` at `index`.
-    fn scatter(&self, dim: isize, index: &PyTensor, src: &Bound<PyAny>) -> PyResult<PyTensor> {
-        match Rhs::of(src)? {
-            Rhs::Tensor(t) => tensor_result(|| self.0.scatter(dim, &index.0, &t)),
-            Rhs::Scalar(s) => tensor_result(|| self.0.scatter_value(dim, &index.0, s)),
+    /// This tensor with `src` (a tensor or a number) written along `dim` at `index`; a number
+    /// may be added or multiplied in instead (`reduce` "add" or "multiply").
+    #[pyo3(signature = (dim, index, src, reduce=None))]
+    fn scatter(&self, dim: isize, index: &PyTensor, src: &Bound<PyAny>, reduce: Option<&str>) -> PyResult<PyTensor> {
+        let reduce = match reduce {
+            None => None,
+            Some("add") => Some(ScatterReduce::Sum),
+            Some("multiply") => Some(ScatterReduce::Prod),
+            Some(other) => {
+                return Err(PyTypeError::new_err(format!("reduce={other:?} must be one of None, 'multiply', or 'add'")))
+            }
+        };
+        match (Rhs::of(src)?, reduce) {
+            (Rhs::Tensor(t), None) => tensor_result(|| self.0.scatter(dim, &index.0, &t)),
+            (Rhs::Tensor(_), Some(_)) => {
+                Err(PyTypeError::new_err("non-scalar src is not supported with reduce arg. use scatter_reduce"))
+            }
+            (Rhs::Scalar(s), None) => tensor_result(|| self.0.scatter_value(dim, &index.0, s)),
+            (Rhs::Scalar(s), Some(r)) => tensor_result(|| self.0.scatter_value_reduce(dim, &index.0, s, r)),
         }
+    }
+    /// `src` reduced into this tensor along `dim` at `index` with `reduce` ("sum", "prod",
+    /// "mean", "amax", "amin"), this tensor's values included unless `include_self` is False.
+    #[pyo3(signature = (dim, index, src, reduce, include_self=true))]
+    fn scatter_reduce(
+        &self,
+        dim: isize,
+        index: &PyTensor,
+        src: &PyTensor,
+        reduce: &str,
+        include_self: bool,
+    ) -> PyResult<PyTensor> {
+        let reduce = match reduce {
+            "sum" => ScatterReduce::Sum,
+            "prod" => ScatterReduce::Prod,
+            "mean" => ScatterReduce::Mean,
+            "amax" => ScatterReduce::Amax,
+            "amin" => ScatterReduce::Amin,
+            other => {
+                let message = format!("reduce={other:?} must be one of 'sum', 'prod', 'mean', 'amax', 'amin'");
+                return Err(crate::error::invalid(message));
+            }
+        };
+        tensor_result(|| self.0.scatter_reduce(dim, &index.0, &src.0, reduce, include_self))
     }
     /// `value` where `mask` is true.
     fn masked_fill(&self, mask: &PyTensor, value: &Bound<PyAny>) -> PyResult<PyTensor> {
@@ -304,10 +390,7 @@ impl PyTensor {
     }
 }
 
-impl PyTensor {
-    /// The value of a one-element integer tensor as a size.
-    fn item_usize(&self) -> PyResult<usize> {
-        let v = checked(|| self.0.cast(::lazygrad::DType::INT64).try_to_vec::<i64>())?;
-        usize::try_from(v[0]).map_err(|_| PyValueError::new_err(format!("{} is not a size", v[0])))
-    }
+/// tinygrad's `fill_value` argument (0 when not given).
+fn fill(value: Option<&Bound<PyAny>>) -> PyResult<Scalar> {
+    value.filter(|v| !v.is_none()).map(|v| number(v, "fill_value")).transpose().map(|v| v.unwrap_or(Scalar::Int(0)))
 }

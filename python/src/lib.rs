@@ -14,7 +14,9 @@ mod math;
 mod movement;
 mod nn;
 mod reduce;
+mod schedule;
 mod tensor;
+mod uop;
 mod variable;
 
 use pyo3::prelude::*;
@@ -35,6 +37,14 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add("dtypes", dtype::PyDTypes)?;
     m.add_class::<jit::PyJit>()?;
     m.add_class::<variable::PyVariable>()?;
+    m.add_class::<uop::PyUOp>()?;
+    // tinygrad's `tinygrad.uop.ops` names lazygrad has
+    let uop = PyModule::new(py, "uop")?;
+    uop.add_class::<uop::PyUOp>()?;
+    uop.add_class::<uop::PyBuffer>()?;
+    uop.add("Ops", uop::PyOps)?;
+    m.add_submodule(&uop)?;
+    register(py, "lazygrad.uop", &uop)?;
     m.add("Device", device::PyDevices)?;
     let helpers = helpers::module(py)?;
     m.add("Context", helpers.getattr("Context")?)?;
@@ -55,5 +65,8 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_submodule(&tensor)?;
     register(py, "lazygrad.tensor", &tensor)?;
     m.add_submodule(&nn::module(py)?)?;
+    let engine = schedule::module(py)?;
+    m.add_submodule(&engine)?;
+    register(py, "lazygrad.engine", &engine)?;
     Ok(())
 }

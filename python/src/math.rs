@@ -25,6 +25,7 @@ forward!(
     exp2,
     log,
     log2,
+    log10,
     sqrt,
     rsqrt,
     reciprocal,

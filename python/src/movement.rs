@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
-use crate::convert::{axes, dims, number, sizes};
+use crate::convert::{axes, dims, dims_or_none, number, sizes};
 use crate::tensor::{tensor_result, tensors, PyTensor};
 
 /// tinygrad's padding argument as `(before, after)` per axis: a flat sequence of ints (pairs for
@@ -31,6 +31,11 @@ fn pads(padding: &Bound<PyAny>, ndim: usize) -> PyResult<Vec<(isize, isize)>> {
     Ok(grouped)
 }
 
+/// Sizes given as numbers or one sequence, None where an axis is kept.
+fn optional_sizes(shape: &Bound<PyTuple>) -> PyResult<Vec<Option<usize>>> {
+    dims_or_none(shape)?.into_iter().map(|d| d.map(crate::convert::size).transpose()).collect()
+}
+
 fn pad_mode(mode: &str) -> PyResult<PadMode> {
     Ok(match mode {
         "constant" => PadMode::Constant,
@@ -43,10 +48,29 @@ fn pad_mode(mode: &str) -> PyResult<PadMode> {
 
 #[pymethods]
 impl PyTensor {
+    /// A view of `shape` (-1 inferred; None keeps that axis' size).
     #[pyo3(signature = (*shape))]
     fn reshape(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
-        let d = dims(shape)?;
+        let have = self.0.shape();
+        let d: Vec<isize> = dims_or_none(shape)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| d.or_else(|| have.get(i).map(|&n| n as isize)).unwrap_or(isize::MIN))
+            .collect();
         tensor_result(|| self.0.reshape(&d))
+    }
+    /// Each axis padded at its end to `shape` (None keeps it), filled with `value`.
+    #[pyo3(signature = (*shape, value=None))]
+    fn pad_to(&self, shape: &Bound<PyTuple>, value: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        let sizes = optional_sizes(shape)?;
+        let value = value.map(|v| number(v, "pad_to")).transpose()?.unwrap_or(::lazygrad::tensor::Scalar::Int(0));
+        tensor_result(|| self.0.pad_to(&sizes, value))
+    }
+    /// The first `shape[i]` elements of each axis (None keeps it).
+    #[pyo3(signature = (*shape))]
+    fn shrink_to(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
+        let sizes = optional_sizes(shape)?;
+        tensor_result(|| self.0.shrink_to(&sizes))
     }
     #[pyo3(signature = (*shape))]
     fn view(&self, shape: &Bound<PyTuple>) -> PyResult<PyTensor> {
@@ -173,7 +197,8 @@ impl PyTensor {
             }
         }
     }
-    fn unfold(&self, dimension: isize, size: usize, step: usize) -> PyResult<PyTensor> {
+    fn unfold(&self, dimension: isize, size: isize, step: isize) -> PyResult<PyTensor> {
+        let (size, step) = (crate::convert::size(size)?, crate::convert::size(step)?);
         tensor_result(|| self.0.unfold(dimension, size, step))
     }
     fn diag(&self) -> PyResult<PyTensor> {

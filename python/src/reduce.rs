@@ -114,6 +114,11 @@ impl PyTensor {
         tensor_result(|| cast_to(&self.0, dtype).softmax(axis))
     }
     #[pyo3(signature = (axis=-1, dtype=None))]
+    fn softmin(&self, axis: isize, dtype: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        let dtype = dtype_arg(dtype)?;
+        tensor_result(|| cast_to(&self.0, dtype).softmin(axis))
+    }
+    #[pyo3(signature = (axis=-1, dtype=None))]
     fn log_softmax(&self, axis: isize, dtype: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
         let dtype = dtype_arg(dtype)?;
         tensor_result(|| cast_to(&self.0, dtype).log_softmax(axis))

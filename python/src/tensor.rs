@@ -52,9 +52,12 @@ fn rounding(mode: Option<&str>) -> PyResult<Option<RoundingMode>> {
         None => Ok(None),
         Some("trunc") => Ok(Some(RoundingMode::Trunc)),
         Some("floor") => Ok(Some(RoundingMode::Floor)),
-        Some(other) => Err(PyValueError::new_err(format!("rounding_mode={other:?}: None, 'trunc' or 'floor'"))),
+        Some(other) => Err(crate::error::invalid(format!("rounding_mode={other:?}: None, 'trunc' or 'floor'"))),
     }
 }
+
+/// How pickle rebuilds a tensor: the class, called with its values, device and dtype name.
+type Rebuild = (Py<PyAny>, (Py<PyAny>, String, String));
 
 #[pymethods]
 impl PyTensor {
@@ -71,6 +74,11 @@ impl PyTensor {
         if let Ok(t) = data.cast::<PyTensor>() {
             return crate::convert::finish(t.get().0.clone(), dtype_arg(dtype)?, device, requires_grad);
         }
+        if let Ok(u) = data.cast::<crate::uop::PyUOp>() {
+            let device = device.map(str::to_string).unwrap_or_else(::lazygrad::runtime::default_device);
+            let t = tensor_result(|| Tensor::from_uop(u.get().0.clone(), &device))?.0;
+            return crate::convert::finish(t, dtype_arg(dtype)?, None, requires_grad);
+        }
         let t = self::data(data, dtype_arg(dtype)?, device)?;
         crate::convert::finish(t, None, None, requires_grad)
     }
@@ -78,6 +86,20 @@ impl PyTensor {
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.0.shape())
+    }
+    /// The shape with each variable at its largest value (tinygrad's `max_shape`).
+    #[getter]
+    fn max_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.shape())
+    }
+    /// The element count of `max_shape`.
+    fn max_numel(&self) -> usize {
+        self.0.numel()
+    }
+    /// The graph node this tensor is now (tinygrad's `uop`).
+    #[getter]
+    fn uop(&self) -> crate::uop::PyUOp {
+        crate::uop::PyUOp(self.0.uop())
     }
     #[getter]
     fn dtype(&self) -> PyDType {
@@ -178,13 +200,32 @@ impl PyTensor {
         let bytes = checked(|| self.0.raw_bytes())?;
         Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind())
     }
-    /// Gradients, left in `.grad`, of this scalar with respect to every tensor it depends on.
+    /// Gradients, left in `.grad`, of this tensor with respect to every float tensor it depends
+    /// on, seeded with `gradient` (needed unless this tensor has one element).
     #[pyo3(signature = (gradient=None))]
     fn backward(&self, gradient: Option<&PyTensor>) -> PyResult<PyTensor> {
-        match gradient {
-            None => tensor_result(|| self.0.backward()),
-            Some(_) => Err(PyValueError::new_err("backward: a seed gradient is not supported; use gradient()")),
-        }
+        checked(|| self.0.backward_with(gradient.map(|g| &g.0))).map(PyTensor)
+    }
+    /// tinygrad's `is_param`: whether `backward` and optimizers take this tensor (False for
+    /// buffers such as running statistics); lazygrad's `requires_grad` opt-out.
+    #[getter]
+    fn is_param(&self) -> bool {
+        self.0.requires_grad_flag() != Some(false)
+    }
+    #[setter(is_param)]
+    fn set_is_param(&self, is_param: bool) {
+        self.0.requires_grad(is_param);
+    }
+    /// Set `is_param`; returns this tensor.
+    #[pyo3(signature = (is_param=true))]
+    fn is_param_(&self, is_param: bool) -> PyTensor {
+        PyTensor(self.0.requires_grad(is_param))
+    }
+    /// Pickling (and `copy.deepcopy`): the values, device and dtype, rebuilt as a new tensor.
+    fn __reduce__(slf: &Bound<Self>) -> PyResult<Rebuild> {
+        let (py, t) = (slf.py(), &slf.get().0);
+        let class = py.get_type::<PyTensor>().into_any().unbind();
+        Ok((class, (to_numpy(py, t)?, t.device().to_string(), t.dtype().name().to_string())))
     }
     /// The gradients of this tensor with respect to `targets` (tinygrad's `gradient`): zeros for
     /// a target it does not depend on; `gradient` seeds a tensor that is not a scalar.
@@ -427,7 +468,7 @@ impl PyTensor {
     /// Indexing with ints, slices, None, Ellipsis, lists and integer tensors (which gather), or a
     /// tuple of them; an index past an axis is an IndexError.
     fn __getitem__(&self, index: &Bound<PyAny>) -> PyResult<PyTensor> {
-        if let Some(bounds) = crate::variable::symbolic_slices(index, &self.0.shape()) {
+        if let Some(bounds) = crate::variable::symbolic_slices(index, &self.0.dims()) {
             return tensor_result(|| self.0.shrink_sym(&bounds));
         }
         let idx = indices(index)?;
@@ -452,16 +493,10 @@ impl PyTensor {
     fn replace(&self, x: &PyTensor) -> PyResult<PyTensor> {
         tensor_result(|| self.0.replace(&x.0))
     }
-    /// A copy with storage of its own (on `device` when given).
+    /// A copy with storage of its own (on `device` when given), its gradient copied too.
     #[pyo3(name = "clone", signature = (device=None))]
     fn clone_storage(&self, device: Option<&str>) -> PyResult<PyTensor> {
-        tensor_result(|| {
-            let copy = self.0.contiguous();
-            match device {
-                Some(d) => copy.to(d),
-                None => copy,
-            }
-        })
+        tensor_result(|| self.0.clone_to(device))
     }
     fn to(&self, device: Option<&str>) -> PyResult<PyTensor> {
         tensor_result(|| match device {

@@ -4,7 +4,7 @@
 
 use ::lazygrad::uop::{BoundVar, Sint, Variable};
 use pyo3::prelude::*;
-use pyo3::types::{PySlice, PyTuple};
+use pyo3::types::{PyList, PySlice, PyTuple};
 
 /// A symbolic integer named `name` taking values in `min..=max`.
 #[pyclass(name = "Variable", module = "lazygrad", frozen)]
@@ -13,7 +13,7 @@ pub(crate) struct PyVariable(Variable);
 #[pymethods]
 impl PyVariable {
     #[new]
-    fn new(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
+    pub(crate) fn new(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
         crate::error::guard(|| PyVariable(Variable::new(name, min, max)))
     }
     /// This variable with `value` for the next run.
@@ -46,29 +46,49 @@ impl PyBoundVar {
     }
 }
 
-/// An int or a bound variable as a size.
+/// An int, a variable or a bound variable as a size.
 fn sint(x: &Bound<PyAny>) -> Option<Sint> {
     if let Ok(v) = x.cast::<PyBoundVar>() {
+        return Some(Sint::from(&v.get().0));
+    }
+    if let Ok(v) = x.cast::<PyVariable>() {
         return Some(Sint::from(&v.get().0));
     }
     x.extract::<usize>().ok().map(Sint::Int)
 }
 
+/// A shape given as sizes (numbers or one sequence) of which some are variables
+/// (`empty(2, v, 4)`); None for a shape of numbers only.
+pub(crate) fn symbolic_shape(shape: &Bound<PyTuple>) -> PyResult<Option<Vec<Sint>>> {
+    let items: Vec<Bound<PyAny>> = match shape.len() {
+        1 if shape.get_item(0)?.cast::<PyTuple>().is_ok() || shape.get_item(0)?.cast::<PyList>().is_ok() => {
+            shape.get_item(0)?.try_iter()?.collect::<PyResult<_>>()?
+        }
+        _ => shape.iter().collect(),
+    };
+    if !items.iter().any(|d| d.cast::<PyVariable>().is_ok() || d.cast::<PyBoundVar>().is_ok()) {
+        return Ok(None);
+    }
+    let dims: Option<Vec<Sint>> = items.iter().map(sint).collect();
+    dims.map(Some).ok_or_else(|| crate::error::invalid(format!("shape: sizes or variables, got {shape}")))
+}
+
 /// The `[start, end)` bounds per axis of an index of step-1 slices (or one) where a bound is a
-/// bound variable (`t[:i.bind(3)]`), for `shrink_sym`; None for any other index.
-pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<Vec<(Sint, Sint)>> {
+/// bound variable (`t[:i.bind(3)]`) or an axis of `dims` is symbolic (`t[:2]` of a tensor of
+/// shape `(i,)`), for `shrink_sym`; None for any other index.
+pub(crate) fn symbolic_slices(index: &Bound<PyAny>, dims: &[Sint]) -> Option<Vec<(Sint, Sint)>> {
     let parts: Vec<Bound<PyAny>> = match index.cast::<PyTuple>() {
         Ok(t) => t.iter().collect(),
         Err(_) => vec![index.clone()],
     };
-    let mut symbolic = false;
+    let mut symbolic = dims.iter().any(|d| d.as_int().is_none());
     let mut bounds = vec![];
-    for (part, &n) in parts.iter().zip(shape) {
+    for (part, n) in parts.iter().zip(dims) {
         let s = part.cast::<PySlice>().ok()?;
-        let mut bound = |name: &str, default: usize| -> Option<Sint> {
+        let mut bound = |name: &str, default: &Sint| -> Option<Sint> {
             let b = s.getattr(name).ok()?;
             if b.is_none() {
-                return Some(Sint::Int(default));
+                return Some(default.clone());
             }
             symbolic |= b.cast::<PyBoundVar>().is_ok();
             sint(&b)
@@ -77,11 +97,11 @@ pub(crate) fn symbolic_slices(index: &Bound<PyAny>, shape: &[usize]) -> Option<V
         if !(step.is_none() || step.extract::<usize>().ok() == Some(1)) {
             return None;
         }
-        bounds.push((bound("start", 0)?, bound("stop", n)?));
+        bounds.push((bound("start", &Sint::Int(0))?, bound("stop", n)?));
     }
-    if !symbolic || parts.len() > shape.len() {
+    if !symbolic || parts.len() > dims.len() {
         return None;
     }
-    bounds.extend(shape[parts.len()..].iter().map(|&n| (Sint::Int(0), Sint::Int(n))));
+    bounds.extend(dims[parts.len()..].iter().map(|n| (Sint::Int(0), n.clone())));
     Some(bounds)
 }

@@ -1,23 +1,30 @@
 """Python values in and out as Python users expect them (issues 38 and 39): numbers that do not fit
-a dtype, numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
-exceptions tinygrad raises, dtypes as dict keys, gradients, and state dicts of cyclic objects."""
+a dtype (wrapped, as tinygrad does), numpy arrays of every dtype, empty data, truth values, iteration, errors as the Python
+exceptions tinygrad raises, dtypes as dict keys, gradients, the graph's buffers, and state dicts of
+cyclic objects."""
 
 import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, dtypes
+from lazygrad import Tensor, UOp, dtypes
 from lazygrad.nn import Linear
 from lazygrad.nn.state import get_state_dict
 
 
 class TestNumbers(unittest.TestCase):
-    def test_an_int_past_the_dtype_is_an_error_not_a_wrapped_value(self):
-        with self.assertRaises(ValueError):
-            Tensor([2**40])
-        with self.assertRaises(ValueError):
-            Tensor([-1], dtype=dtypes.uint8)
+    def test_an_int_past_the_dtype_wraps_as_tinygrad_and_numpy_wrap_it(self):
+        self.assertEqual(Tensor([2**40, 2**32 + 5]).tolist(), [0, 5])
+        self.assertEqual(Tensor([-1, 256, True], dtype=dtypes.uint8).tolist(), [255, 0, 1])
+        data = [1 << 33, 1 << 32, (1 << 32) - 1, 1, -(1 << 33), -1]
+        np.testing.assert_array_equal(Tensor(data, dtype=dtypes.uint32).numpy(), np.array(data).astype(np.uint32))
         self.assertEqual(Tensor([2**40], dtype=dtypes.int64).tolist(), [2**40])
+        self.assertEqual(Tensor(2**64 - 1, dtype=dtypes.uint64).tolist(), 2**64 - 1)
+        self.assertEqual(Tensor([2**63], dtype=dtypes.int64).tolist(), [-(2**63)])
+        with self.assertRaises(ValueError):
+            Tensor([2**64])
+        with self.assertRaises(ValueError):
+            Tensor([float("nan")], dtype=dtypes.int32)
 
     def test_empty_data_is_float32(self):
         self.assertEqual(Tensor([]).dtype, dtypes.float32)
@@ -97,6 +104,43 @@ class TestGradient(unittest.TestCase):
         gx, gu = (x * x).sum().gradient(x, unused)
         self.assertEqual(gx.tolist(), [2.0, 4.0])
         self.assertEqual(gu.tolist(), [0.0])
+
+
+class TestGraph(unittest.TestCase):
+    def test_a_buffer_is_one_object_and_a_clone_has_its_own(self):
+        a = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+        self.assertIs(a.uop.base.buffer, a.reshape(4).uop.base.buffer)
+        self.assertIs(a[1:].uop.base.buffer, a.uop.buffer)
+        self.assertIsNot(a.clone().realize().uop.base.buffer, a.uop.base.buffer)
+        self.assertTrue(a.uop.has_buffer_identity())
+        self.assertEqual((a.uop.op, a.uop.base.op, a.uop.buffer.size), ("RESHAPE", "BUFFER", 4))
+        with self.assertRaises(RuntimeError):
+            (a + 1).uop.buffer
+
+    def test_a_tensor_of_a_constant_node_is_on_a_device(self):
+        t = Tensor(UOp.const(2.0).cast(dtypes.float16))
+        self.assertEqual((t.shape, t.dtype, t.numpy().item()), ((), dtypes.float16, 2.0))
+        self.assertEqual(Tensor(UOp.const(3), device="CPU").clone().tolist(), 3)
+
+    def test_a_schedule_is_inspected_then_run(self):
+        from lazygrad.engine import compile_linear, run_linear
+        from lazygrad.uop import Ops
+        a, b = Tensor([1.0, 2.0]).realize(), Tensor([10.0, 20.0]).realize()
+        table = (a * 2).contiguous()
+        out = table + b
+        linear, var_vals = out.linear_with_vars()
+        self.assertEqual(var_vals, {})
+        self.assertEqual([call.src[0].op is Ops.SINK for call in compile_linear(linear).src], [True, True])
+        run_linear(linear)
+        self.assertEqual((out.tolist(), table.tolist()), ([12.0, 24.0], [2.0, 4.0]))
+        with self.assertRaises(RuntimeError):
+            run_linear(linear)
+
+    def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
+        v = UOp.variable("v", 1, 32)
+        t = Tensor.empty(2, v, 4)
+        self.assertEqual((t.max_shape, t.max_numel()), ((2, 32, 4), 256))
+        self.assertEqual(Tensor.empty((2, v)).max_shape, (2, 32))
 
 
 class TestStateDict(unittest.TestCase):

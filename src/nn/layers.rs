@@ -4,7 +4,7 @@
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::module;
-use crate::tensor::{ConvOpts, Spatial, Tensor};
+use crate::tensor::{ConvOpts, Padding, Spatial, Tensor};
 
 /// A parameter filled with `v`: its own storage (constants alone would be shared between
 /// equal tensors, and an in-place update of one would change the others).
@@ -45,13 +45,13 @@ impl KernelSize for Vec<usize> {
 
 /// tinygrad's `padding='same'` of a stride-1 convolution: each axis padded by `d*(k-1)`, the odd
 /// one after, as flat `(before, after)` pairs, last axis first.
-pub fn same_padding(kernel: &[usize], dilation: &Spatial) -> Spatial {
+pub fn same_padding(kernel: &[usize], dilation: &Spatial) -> Padding {
     let d = |i: usize| if dilation.0.len() == 1 { dilation.0[0] } else { dilation.0[i] };
     let pads = (0..kernel.len()).rev().flat_map(|i| {
-        let total = d(i) * (kernel[i] - 1);
+        let total = (d(i) * (kernel[i] - 1)) as isize;
         [total / 2, total - total / 2]
     });
-    Spatial(pads.collect())
+    Padding(pads.collect())
 }
 
 /// Kaiming-uniform weight `[a, b, kernel...]` and optional uniform bias of a conv layer.
@@ -244,6 +244,16 @@ impl LayerNorm {
     }
 }
 
+/// tinygrad's `LayerNorm2d`: a `LayerNorm` over the channels of `[N, C, H, W]` (`LayerNorm::new(&[C], ..)`).
+pub type LayerNorm2d = LayerNorm;
+
+impl LayerNorm {
+    /// `forward` over axis 1, the channels of `[N, C, H, W]` (tinygrad's `LayerNorm2d`).
+    pub fn forward_2d(&self, x: &Tensor) -> Tensor {
+        self.forward(&x.permute(&[0, 2, 3, 1])).permute(&[0, 3, 1, 2])
+    }
+}
+
 /// Root-mean-square normalization over the last axis.
 pub struct RMSNorm {
     pub weight: Option<Tensor>,
@@ -326,9 +336,17 @@ impl Embedding {
         Embedding { weight: Tensor::glorot_uniform(&[vocab_size, embed_size]) }
     }
     /// Rows of the table for integer indices of any shape (output shape: `[..., embed_size]`).
+    /// As in tinygrad, nothing is read on the host: an index outside the table gives a row of
+    /// zeros.
     pub fn forward(&self, idx: &Tensor) -> Tensor {
         let vocab = self.weight.shape()[0];
-        let one_hot = idx.try_one_hot(vocab).unwrap_or_else(|e| panic!("Embedding of {vocab} rows: {e}"));
+        let (dtype, shape) = (idx.dtype(), idx.shape());
+        assert!(
+            dtype.is_int(),
+            "Embedding of {vocab} rows: indices must be an integer tensor, got {dtype:?} {shape:?}"
+        );
+        let rows = Tensor::arange(vocab).to(idx.device());
+        let one_hot = idx.unsqueeze(-1).eq(&rows);
         one_hot.cast(self.weight.dtype()).matmul(&self.weight)
     }
 }
@@ -394,5 +412,19 @@ mod tests {
             false,
         );
         assert_eq!(conv.forward(&Tensor::ones(&[1, 1, 5, 7])).shape(), [1, 1, 5, 7]);
+    }
+
+    #[test]
+    fn an_embedding_gives_zeros_outside_its_table() {
+        let table = Embedding { weight: Tensor::new([[1.0f32, 2.0], [3.0, 4.0]]) };
+        let rows = table.forward(&Tensor::new([1, 5, -1, 0]));
+        assert_eq!(rows.to_vec::<f32>(), [3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0]);
+    }
+
+    #[test]
+    fn layernorm_2d_normalizes_each_pixel_over_its_channels() {
+        let norm = LayerNorm2d::new(&[2], 0.0, false);
+        let x = Tensor::new([[[[1.0f32, 5.0]], [[3.0, 7.0]]]]); // [1, 2, 1, 2]
+        assert_eq!(norm.forward_2d(&x).to_vec::<f32>(), [-1.0, -1.0, 1.0, 1.0]);
     }
 }

@@ -187,17 +187,23 @@ pub fn get_parameters<M: Module + ?Sized>(model: &M) -> Vec<Tensor> {
 ///
 /// Checked before anything is written, and all problems reported in one error: a model key
 /// missing from `state` (an error when `strict`, skipped otherwise), a key of `state` the model
-/// lacks (an error when `strict`, ignored otherwise), and a shape mismatch (always an error).
+/// lacks (an error when `strict`, ignored otherwise), and a shape mismatch (always an error; a
+/// scalar and a one-element vector fit each other, as in tinygrad).
 pub fn load_state_dict<M: Module + ?Sized>(model: &M, state: &BTreeMap<String, Tensor>, strict: bool) -> Result<()> {
     let named = model.named_tensors();
     let (mut missing, mut wrong_shape, mut plan) = (Vec::new(), Vec::new(), Vec::new());
     for (k, v) in &named {
         match state.get(k) {
             None => missing.push(k.clone()),
-            Some(s) if s.shape() != v.shape() => {
-                wrong_shape.push(format!("`{k}` (model {:?}, state dict {:?})", v.shape(), s.shape()))
+            Some(s) if s.shape() == v.shape() => plan.push((v.clone(), s.clone())),
+            Some(s) if s.numel() == 1 && v.numel() == 1 && s.ndim() + v.ndim() == 1 => {
+                plan.push((v.clone(), s.reshape(&v.shape())))
             }
-            Some(s) => plan.push((v.clone(), s.clone())),
+            Some(s) => wrong_shape.push(format!(
+                "Shape mismatch in layer `{k}`: Expected shape {}, but found {} in state dict.",
+                python_shape(&v.shape()),
+                python_shape(&s.shape())
+            )),
         }
     }
     let model_keys: HashSet<&str> = named.iter().map(|(k, _)| k.as_str()).collect();
@@ -237,6 +243,14 @@ pub fn load_state_dict<M: Module + ?Sized>(model: &M, state: &BTreeMap<String, T
         targets.push(v.assign(&s));
     }
     Tensor::realize_all(&targets)
+}
+
+/// A shape as Python writes the tuple: `(2, 3)`, `(5,)`, `()`.
+fn python_shape(shape: &[usize]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 fn plural(n: usize, what: &str) -> String {

@@ -4,6 +4,7 @@
 use super::elementwise::Scalar;
 use super::reduce::dtype_min;
 use super::Tensor;
+use crate::dtype::DType;
 
 /// A size per spatial dimension: one value for all of them, or one each (`2`, `[1, 2]`, `vec![..]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,17 +17,6 @@ impl Spatial {
             1 => vec![self.0[0]; n],
             l if l == n => self.0.clone(),
             l => panic!("{op}: {what} has {l} values {:?} for {n} spatial dimensions", self.0),
-        }
-    }
-    /// Padding as `(before, after)` per dimension: one value, one per dimension, or torch's flat
-    /// `[left, right, top, bottom]` order (last dimension first).
-    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
-        let p: Vec<isize> = self.0.iter().map(|&v| v as isize).collect();
-        match p.len() {
-            1 => vec![(p[0], p[0]); n],
-            l if l == n => p.iter().map(|&v| (v, v)).collect(),
-            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
-            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
         }
     }
 }
@@ -51,13 +41,59 @@ impl From<&[usize]> for Spatial {
     }
 }
 
+/// Padding of the spatial dimensions: one value for all of them, one each, or torch's flat
+/// `[left, right, top, bottom]` order (last dimension first); a negative value crops, as in
+/// tinygrad (`padding=-1` drops a border).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Padding(pub Vec<isize>);
+
+impl Padding {
+    /// `(before, after)` per dimension for `n` dimensions, naming `op` on a length mismatch.
+    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
+        let p = &self.0;
+        match p.len() {
+            1 => vec![(p[0], p[0]); n],
+            l if l == n => p.iter().map(|&v| (v, v)).collect(),
+            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
+            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
+        }
+    }
+}
+
+/// `Padding` from a value, an array, a Vec or a slice of one integer type.
+macro_rules! padding_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Padding {
+            fn from(v: $t) -> Padding {
+                Padding(vec![v as isize])
+            }
+        }
+        impl<const N: usize> From<[$t; N]> for Padding {
+            fn from(v: [$t; N]) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+        impl From<Vec<$t>> for Padding {
+            fn from(v: Vec<$t>) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+        impl From<&[$t]> for Padding {
+            fn from(v: &[$t]) -> Padding {
+                Padding(v.iter().map(|&x| x as isize).collect())
+            }
+        }
+    )*};
+}
+padding_from!(usize, isize, i32);
+
 /// Options of `conv2d` / `conv_transpose2d` (torch's defaults: groups 1, stride 1, no padding).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConvOpts {
     pub groups: usize,
     pub stride: Spatial,
     pub dilation: Spatial,
-    pub padding: Spatial,
+    pub padding: Padding,
     /// Extra size on the high side of each output dimension (`conv_transpose2d` only).
     pub output_padding: Spatial,
 }
@@ -79,8 +115,9 @@ impl ConvOpts {
     pub fn dilation(self, dilation: impl Into<Spatial>) -> ConvOpts {
         ConvOpts { dilation: dilation.into(), ..self }
     }
-    /// Zero padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
-    pub fn padding(self, padding: impl Into<Spatial>) -> ConvOpts {
+    /// Zero padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`;
+    /// negative values crop.
+    pub fn padding(self, padding: impl Into<Padding>) -> ConvOpts {
         ConvOpts { padding: padding.into(), ..self }
     }
     /// Extra output size on the high side (`conv_transpose2d`).
@@ -96,7 +133,7 @@ pub struct PoolOpts {
     /// `None`: the kernel size.
     pub stride: Option<Spatial>,
     pub dilation: Spatial,
-    pub padding: Spatial,
+    pub padding: Padding,
     /// Round the output size up, so a last partial window still counts.
     pub ceil_mode: bool,
     /// Whether `avg_pool2d` divides by the full window, padding included.
@@ -127,8 +164,9 @@ impl PoolOpts {
     pub fn dilation(self, dilation: impl Into<Spatial>) -> PoolOpts {
         PoolOpts { dilation: dilation.into(), ..self }
     }
-    /// Padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`.
-    pub fn padding(self, padding: impl Into<Spatial>) -> PoolOpts {
+    /// Padding: one value, one per dimension, or torch's flat `[left, right, top, bottom]`;
+    /// negative values crop.
+    pub fn padding(self, padding: impl Into<Padding>) -> PoolOpts {
         PoolOpts { padding: padding.into(), ..self }
     }
     /// Round the output size up.
@@ -478,6 +516,61 @@ impl Tensor {
         let lead = self.ndim() - k.len();
         let x = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
         x.channels_last_windows(k.len(), |w, axes| w.max(axes, false))
+    }
+    /// `max_pool2d` and, for each maximum, the index (int32) of the first element attaining it,
+    /// flat over the pooled axes of the input (tinygrad's `return_indices=True`, torch's
+    /// convention; `max_unpool2d` takes them back).
+    pub fn max_pool2d_with_indices(&self, opts: &PoolOpts) -> (Tensor, Tensor) {
+        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode);
+        let shape = self.shape();
+        let lead = shape.len() - k.len();
+        let windows = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
+        let axes: Vec<isize> = (0..k.len()).map(|j| -1 - j as isize).collect();
+        let spatial = &shape[lead..];
+        let n: usize = spatial.iter().product();
+        // positions counted down from n, so the largest hit in a window is its first
+        let _device = crate::runtime::DefaultDevice::scoped(self.device());
+        let down = Tensor::arange_step(n as f64, 0.0, -1.0, DType::INT32).reshape(spatial);
+        let down = down.pad_value(&pads, dtype_min(DType::INT32)).pool(&k, &s, &d);
+        let hit = windows.eq(windows.max(axes.as_slice(), true));
+        let first = hit.where_(&down, 0).max(axes.as_slice(), false);
+        (windows.max(axes.as_slice(), false), first.neg().add(n as i64))
+    }
+    /// The partial inverse of `max_pool2d_with_indices`: each value of `self` (`[N, C, o...]`)
+    /// written at its flat `indices` into zeros of the unpooled size, which `output_size` gives
+    /// (its last axes) or the pooling options imply.
+    pub fn max_unpool2d(&self, indices: &Tensor, opts: &PoolOpts, output_size: Option<&[usize]>) -> Tensor {
+        let shape = self.shape();
+        assert!(shape.len() >= 3, "max_unpool2d: input {shape:?} must be [N, C, spatial...]");
+        assert!(indices.shape() == shape, "max_unpool2d: indices {:?} for input {shape:?}", indices.shape());
+        let (bs, c, spatial) = (shape[0], shape[1], &shape[2..]);
+        let nd = spatial.len();
+        let out: Vec<usize> = match output_size {
+            Some(size) => {
+                assert!(size.len() >= nd, "max_unpool2d: output_size {size:?} for {nd} spatial axes");
+                size[size.len() - nd..].to_vec()
+            }
+            None => {
+                let (k, d) =
+                    (opts.kernel.get("max_unpool2d", "kernel", nd), opts.dilation.get("max_unpool2d", "dilation", nd));
+                let s = opts.stride.as_ref().map_or_else(|| k.clone(), |s| s.get("max_unpool2d", "stride", nd));
+                let pads = opts.padding.pads("max_unpool2d", nd);
+                (0..nd)
+                    .map(|j| {
+                        let size = (spatial[j] as isize - 1) * s[j] as isize - (pads[j].0 + pads[j].1)
+                            + (d[j] * (k[j] - 1) + 1) as isize;
+                        usize::try_from(size)
+                            .unwrap_or_else(|_| panic!("max_unpool2d: output size {size} for input {shape:?}"))
+                    })
+                    .collect()
+            }
+        };
+        let n: usize = out.iter().product();
+        let slots = Tensor::arange(n).to(self.device()).reshape(&[1, 1, n, 1]);
+        let at = indices.reshape(&[bs as isize, c as isize, 1, -1]).eq(&slots);
+        let values =
+            at.where_(self.reshape(&[bs as isize, c as isize, 1, -1]), 0).sum(3isize, false).cast(self.dtype());
+        values.reshape(&[&[bs, c][..], &out].concat())
     }
     /// `reduce(windows, axes)` over the window axes of `self` (`(..., c, o..., k...)`, from `pool`)
     /// with the channel axis `c` moved innermost first, then moved back: the result is realized

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::buffer_view;
 use crate::uop::exec::cast_const;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Rust values a tensor can be built from: scalars, `Vec`s, slices and nested arrays.
 pub trait TensorData {
@@ -89,8 +89,9 @@ impl Tensor {
     /// A tensor of `shape` on `device` from row-major values of mixed kinds, as tinygrad builds
     /// one from Python numbers: `dtype`, else float32 if any value is a float, int32 if any is an
     /// int, bool if all are bools, and float32 for no values. Each value is converted to the dtype
-    /// once (a float to float16 rounds once, not through float32); a value outside an integer
-    /// dtype's range (`2**40` as int32, `-1` as uint8) is an error, not a wrapped number.
+    /// once (a float to float16 rounds once, not through float32); an integer dtype takes a value
+    /// outside its range wrapped to its width, as tinygrad and numpy do (`-1` as uint8 is 255, a
+    /// float truncated toward zero first), and a NaN or infinity there is an error.
     pub fn from_scalars(values: &[Scalar], shape: &[usize], dtype: Option<DType>, device: &str) -> Result<Tensor> {
         let dtype = dtype.unwrap_or_else(|| {
             let any = |f: fn(&Scalar) -> bool| values.iter().any(f);
@@ -130,6 +131,13 @@ impl Tensor {
         let device = default_device();
         let buf = Arc::new(Buffer::new(&device, super::checked_numel("Tensor::empty", shape, dtype), dtype));
         Tensor::from_uop(buffer_view(&buf, shape), &device)
+    }
+    /// `empty` of a shape whose sizes may be symbolic (tinygrad's `Tensor.empty(2, v, 4)`):
+    /// storage for the largest shape, viewed at `dims`.
+    pub fn empty_sym(dims: &[Sint], dtype: DType) -> Tensor {
+        let largest: Vec<usize> = dims.iter().map(Sint::max).collect();
+        let whole: Vec<(Sint, Sint)> = dims.iter().map(|d| (Sint::Int(0), d.clone())).collect();
+        Tensor::empty(&largest, dtype).shrink_sym(&whole)
     }
     /// `value` broadcast to `shape`; its dtype is the scalar's (f32/f64/int/bool).
     pub fn full(shape: &[usize], value: impl Into<Scalar>) -> Tensor {
@@ -209,13 +217,40 @@ impl Tensor {
         let float = if dtype == DType::FLOAT64 { DType::FLOAT64 } else { DType::FLOAT32 };
         (index.cast(float) * step + start).cast(dtype)
     }
+    /// tinygrad's `arange(start, stop, step, dtype)` over Python-like numbers: without `dtype`,
+    /// float32 if any of the three is a float, else int32, or int64 where the range leaves int32.
+    /// An integer `dtype` that cannot hold the range is an error ("not representable"), not a
+    /// wrapped sequence.
+    pub fn arange_of(start: Scalar, stop: Scalar, step: Scalar, dtype: Option<DType>) -> Tensor {
+        let [a, b, c] = [start, stop, step].map(|v| v.value().as_f64());
+        let (lo, hi) = if c > 0.0 { (a, b - c) } else { (b - c, a) };
+        let holds = |d: DType| {
+            let (min, max) = d.int_range();
+            !d.is_int() || (lo >= min as f64 && hi <= max as f64)
+        };
+        let dtype = dtype.unwrap_or_else(|| match () {
+            _ if [start, stop, step].iter().any(|v| matches!(v, Scalar::Float(_))) => DType::FLOAT32,
+            _ if holds(DType::INT32) => DType::INT32,
+            _ => DType::INT64,
+        });
+        let empty = (b - a) / c <= 0.0;
+        assert!(empty || holds(dtype), "arange: [{a}, {b}) by {c} is not representable in {dtype:?}");
+        Tensor::arange_step(a, b, c, dtype)
+    }
     /// `steps` evenly spaced float32 values from `start` to `stop`, both included.
     pub fn linspace(start: f64, stop: f64, steps: usize) -> Tensor {
+        Tensor::linspace_as(start, stop, steps, DType::FLOAT32).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `linspace` computed in float32 and cast to `dtype` (bool has no spacing: an error).
+    pub fn linspace_as(start: f64, stop: f64, steps: usize, dtype: DType) -> Result<Tensor> {
+        if dtype.is_bool() {
+            return Err(Error::Invalid(format!("linspace: {dtype:?} is not supported ({steps} steps)")));
+        }
         if steps == 1 {
-            return Tensor::full(&[1], start as f32);
+            return Ok(Tensor::full_dtype(&[1], start, dtype));
         }
         let step = (stop - start) / (steps as f64 - 1.0);
-        Tensor::arange(steps).mul(step).add(start)
+        Ok(Tensor::arange(steps).mul(step).add(start).cast(dtype))
     }
     /// The `n`×`n` identity matrix (float32).
     pub fn eye(n: usize) -> Tensor {
@@ -243,19 +278,18 @@ fn f16_rounded_once(x: f64) -> half::f16 {
 }
 
 /// Appends `v` as a little-endian `dtype` value: floats rounded once to the dtype, integers (and
-/// floats truncated toward zero) checked against an integer dtype's range.
+/// floats truncated toward zero) wrapped to an integer dtype's width.
 fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
     if dtype.is_int() {
-        let (lo, hi) = dtype.int_range();
         let whole = match v {
             Scalar::Float(f) if f.is_finite() => f.trunc() as i128,
             Scalar::Float(f) => return Err(Error::Invalid(format!("Tensor: {f} has no value as {dtype}"))),
             Scalar::Int(i) => i as i128,
             Scalar::Bool(b) => b as i128,
         };
-        if whole < lo || whole > hi {
-            return Err(Error::Invalid(format!("Tensor: {} does not fit {dtype} ({lo} to {hi})", v.value())));
-        }
+        // two's complement: the low bytes are the wrapped value in every integer width
+        out.extend_from_slice(&whole.to_le_bytes()[..dtype.itemsize()]);
+        return Ok(());
     }
     let c = cast_const(v.value(), dtype);
     match dtype.scalar {
@@ -264,7 +298,7 @@ fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
         Kind::BFloat16 => out.extend_from_slice(&half::bf16::from_f64(v.value().as_f64()).to_le_bytes()),
         Kind::Float32 => out.extend_from_slice(&(v.value().as_f64() as f32).to_le_bytes()),
         Kind::Float64 => out.extend_from_slice(&v.value().as_f64().to_le_bytes()),
-        _ => out.extend_from_slice(&c.as_i64().to_le_bytes()[..dtype.itemsize()]),
+        _ => unreachable!("check_dtype admits tensor dtypes only, not {dtype:?}"),
     }
     Ok(())
 }
@@ -287,15 +321,18 @@ mod tests {
     }
 
     #[test]
-    fn from_scalars_refuses_what_does_not_fit() {
-        let big = made(&[Scalar::Int(1 << 40)], None).map(|t| t.to_vec::<i32>());
-        assert!(matches!(big, Err(Error::Invalid(m)) if m.contains("does not fit")), "2**40 as int32");
-        assert!(made(&[Scalar::Int(-1)], Some(DType::UINT8)).is_err(), "-1 as uint8");
+    fn from_scalars_wraps_integers_to_the_dtype() {
+        assert_eq!(made(&[Scalar::Int(1 << 40), Scalar::Int((1 << 33) + 5)], None).unwrap().to_vec::<i32>(), [0, 5]);
+        let bytes = made(&[Scalar::Int(-1), Scalar::Int(256), Scalar::Float(-1.5)], Some(DType::UINT8)).unwrap();
+        assert_eq!(bytes.to_vec::<u8>(), [255, 0, 255]);
+        let big = made(&[Scalar::Float(1.5e10)], Some(DType::INT32)).unwrap();
+        assert_eq!(big.to_vec::<i32>(), [15_000_000_000i64 as i32]);
         assert!(made(&[Scalar::Float(f64::NAN)], Some(DType::INT32)).is_err(), "NaN as int32");
         let edge = made(&[Scalar::Int(255), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
         assert_eq!(edge.to_vec::<i16>(), [255, -1]);
-        let wide = made(&[Scalar::Int((1 << 40) + 1)], Some(DType::INT64)).unwrap();
-        assert_eq!(wide.to_vec::<i64>(), [(1 << 40) + 1]);
+        let wide = made(&[Scalar::Int((1 << 40) + 1), Scalar::Int(-1)], Some(DType::INT64)).unwrap();
+        assert_eq!(wide.to_vec::<i64>(), [(1 << 40) + 1, -1]);
+        assert_eq!(made(&[Scalar::Int(-1)], Some(DType::UINT64)).unwrap().to_vec::<u64>(), [u64::MAX]);
     }
 
     #[test]
@@ -305,5 +342,25 @@ mod tests {
         let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-30);
         let t = made(&[Scalar::Float(x)], Some(DType::FLOAT16)).unwrap();
         assert_eq!(t.to_vec::<half::f16>(), [half::f16::from_f64(1.0 + 2f64.powi(-10))]);
+    }
+
+    #[test]
+    fn arange_picks_tinygrads_dtype_and_linspace_refuses_bool() {
+        let dtype = |a: i64, b: i64| Tensor::arange_of(Scalar::Int(a), Scalar::Int(b), Scalar::Int(1), None).dtype();
+        assert_eq!(dtype(0, 5), DType::INT32);
+        assert_eq!(dtype(1 << 31, (1 << 31) + 3), DType::INT64);
+        let up = Tensor::arange_of(Scalar::Int(1 << 31), Scalar::Int((1 << 31) + 3), Scalar::Int(1), None);
+        assert_eq!(up.to_vec::<i64>(), [1 << 31, (1 << 31) + 1, (1 << 31) + 2]);
+        let half = Tensor::arange_of(Scalar::Int(0), Scalar::Int(2), Scalar::Float(0.5), None);
+        assert_eq!(half.to_vec::<f32>(), [0.0, 0.5, 1.0, 1.5]);
+        let int8 = |a: i64, b: i64, c: i64| {
+            std::panic::catch_unwind(|| {
+                Tensor::arange_of(Scalar::Int(a), Scalar::Int(b), Scalar::Int(c), Some(DType::INT8))
+            })
+        };
+        assert!(int8(-128, 128, 1).is_ok() && int8(127, -129, -1).is_ok(), "int8's whole range");
+        assert!(int8(0, 129, 1).is_err() && int8(-129, 0, 1).is_err() && int8(127, -130, -1).is_err());
+        assert!(Tensor::linspace_as(5.0, 10.0, 3, DType::BOOL).is_err());
+        assert_eq!(Tensor::linspace_as(5.0, 10.0, 3, DType::INT32).unwrap().to_vec::<i32>(), [5, 7, 10]);
     }
 }

@@ -354,12 +354,15 @@ impl Tensor {
             let (a, e) = (a.promote_float(), e.promote_float());
             return a.lift(a.uop().alu(Ops::Pow, &[&e.uop()]));
         }
-        // negative exponents: 1 for a base of 1, +-1 for -1, else 0 (as torch)
+        // negative exponents in a tensor: 1 for a base of 1, +-1 for -1, else 0
         let odd = e.bitwise_and(1).ne(0);
         let unit = a.eq(-1).where_(odd.where_(-1, 1).cast(a.dtype()), a.eq(1).cast(a.dtype()));
         let (mut acc, mut p) = (a.const_tensor(Scalar::Int(1), a.dtype()).expand(&a.shape()), a.clone());
         match e.const_scalar().map(|c| c.as_i64()) {
-            Some(n) if n < 0 && e.dtype().is_signed() => return unit,
+            // as tinygrad and torch: a number that cannot be an integer power
+            Some(n) if n < 0 && e.dtype().is_signed() => {
+                panic!("pow: integers to negative integer powers are not allowed ({:?} ** {n})", a.dtype())
+            }
             Some(n) => {
                 let n = n as u64;
                 for i in 0..64 - n.leading_zeros() {
@@ -521,8 +524,15 @@ impl Tensor {
         };
         inside.where_(self, limited.detach())
     }
-    /// `self + (end - self) * weight`.
+    /// `self + (end - self) * weight`; uint8 with a weight tensor interpolates in 7-bit fixed
+    /// point, as tinygrad and torch resize uint8 images.
     pub fn lerp(&self, end: &Tensor, weight: impl Operand) -> Tensor {
+        // uint8 with weights per element: 7-bit fixed point, rounding as torch's uint8 resize
+        if let Some(w) = weight.as_tensor().filter(|_| self.dtype() == DType::UINT8) {
+            let w = w.mul(128.0).add(0.5).cast(DType::INT16);
+            let step = end.sub(self).cast(DType::INT8).mul(&w).add(64).cast(DType::UINT16).rshift(7);
+            return self.add(&step).cast(DType::UINT8);
+        }
         self.add(end.sub(self).mul(weight))
     }
 
@@ -547,6 +557,10 @@ impl Tensor {
     /// Natural logarithm.
     pub fn log(&self) -> Tensor {
         self.in_f32(|x| x.log2().mul(LN_2))
+    }
+    /// Base-10 logarithm.
+    pub fn log10(&self) -> Tensor {
+        self.in_f32(|x| x.log2().mul(std::f64::consts::LOG10_2))
     }
     /// Square root.
     pub fn sqrt(&self) -> Tensor {

@@ -223,6 +223,19 @@ impl Tensor {
         let x = x.mul(&if invstd.ndim() == ax.len() { invstd.reshape(&shape) } else { invstd.clone() });
         bias.map_or(x.clone(), |b| x.add(b.reshape(&shape)))
     }
+    /// A key or value `[..., heads, S, E]` with each head repeated to `heads` heads, the copies
+    /// of one next to each other: grouped-query attention, tinygrad's and torch's `enable_gqa`
+    /// (`heads` must be a multiple of this tensor's).
+    pub fn repeat_heads(&self, heads: usize) -> Tensor {
+        let shape = self.shape();
+        assert!(shape.len() >= 3, "repeat_heads: {shape:?} has no heads axis ([..., heads, S, E])");
+        let own = shape[shape.len() - 3];
+        assert!(
+            own > 0 && heads.is_multiple_of(own),
+            "repeat_heads: {heads} query heads are no multiple of the {own} heads of {shape:?}"
+        );
+        self.repeat_interleave(heads / own, Some(-3))
+    }
     /// `softmax(q k^T / sqrt(d) + mask) v` with `self` as the query. A bool mask keeps where true;
     /// `is_causal` masks the upper triangle. No dropout (apply `dropout` to the result's weights
     /// yourself if needed).

@@ -13,6 +13,18 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::runtime::DefaultDevice;
 
+/// How `scatter_reduce` combines the values landing on one position (tinygrad's and torch's
+/// `reduce` names: "sum", "prod", "mean", "amax", "amin"; `scatter`'s "add" and "multiply" are
+/// `Sum` and `Prod`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterReduce {
+    Sum,
+    Prod,
+    Mean,
+    Amax,
+    Amin,
+}
+
 /// One entry of an index: `I` selects (and drops) a position, `R(start, stop, step)` is a Python slice,
 /// `Full` is `:`, `NewAxis` is `None`, `Ellipsis` is `...`, `Tensor` is an integer-tensor (fancy) index.
 #[derive(Clone, Debug)]
@@ -188,8 +200,11 @@ impl Tensor {
         let err = |m: String| Err(Error::Invalid(format!("index: {m} (shape {shape:?})")));
         let ellipses = idx.iter().filter(|i| matches!(i, Idx::Ellipsis)).count();
         let real = idx.len() - ellipses - idx.iter().filter(|i| matches!(i, Idx::NewAxis)).count();
-        if ellipses > 1 || real > shape.len() {
-            return err(format!("too many indices: {real} indices and {ellipses} ellipses for {} dims", shape.len()));
+        if ellipses > 1 {
+            return err(format!("an index can only have a single ellipsis ('...'), got {ellipses}"));
+        }
+        if real > shape.len() {
+            return err(format!("too many indices: {real} indices for {} dims", shape.len()));
         }
         let fill = idx.iter().position(|i| matches!(i, Idx::Ellipsis)).unwrap_or(idx.len());
         let full = vec![Idx::Full; shape.len() - real];
@@ -217,7 +232,10 @@ impl Tensor {
                 }
                 Idx::Tensor(t) => {
                     if !t.dtype().is_int() || t.device() != self.device() {
-                        return err(format!("index tensor {t:?} must be an integer tensor on {}", self.device()));
+                        return err(format!(
+                            "tensors used as indices must be int tensors on {}, got {t:?}",
+                            self.device()
+                        ));
                     }
                     check_indices("index", t, -(n as i64)..n as i64, None)?;
                     v.tensor = Some(t.lt(0).where_(t.add(n), t));
@@ -378,34 +396,117 @@ impl Tensor {
         Ok(mask.where_(&x, x.zero()).sum(-1isize, false).cast(self.dtype()))
     }
 
-    /// A copy with `src` values written along `dim` at `index` (`self[index[i][j]][j] = src[i][j]` for dim 0).
+    /// A copy with `src` values written along `dim` at `index` (`self[index[i][j]][j] = src[i][j]` for dim 0);
+    /// `src` must have this tensor's dtype.
     pub fn scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
-        self.scatter_impl(dim, index, src, None)
+        let (src, mask) = self.pre_scatter("scatter", dim, index, src);
+        masked_merge(self, &src, &mask, self.ndim(), 1)
     }
     /// `scatter` of one scalar value at every position `index` names.
     pub fn scatter_value(&self, dim: isize, index: &Tensor, value: impl Into<Scalar>) -> Tensor {
         let v = self.const_tensor(value.into(), self.dtype());
-        self.scatter_impl(dim, index, &v.broadcast_to(&index.shape()), Some(v))
+        let (_, mask) = self.pre_scatter("scatter", dim, index, &v.broadcast_to(&index.shape()));
+        masked_merge(self, &v, &mask, self.ndim(), 1)
     }
-    fn scatter_impl(&self, dim: isize, index: &Tensor, src: &Tensor, scalar: Option<Tensor>) -> Tensor {
+    /// `src` values reduced into this tensor along `dim` at `index` (tinygrad's and torch's
+    /// `scatter_reduce`): every value landing on a position is combined with `reduce`, and with
+    /// the position's own value when `include_self` (else a position nothing lands on keeps it).
+    pub fn scatter_reduce(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Tensor {
+        let (src, mask) = self.pre_scatter("scatter_reduce", dim, index, src);
+        let hit = mask.any(-1isize, false);
+        // this tensor's values where they take part, `empty` where they do not
+        let own = |empty: Scalar| {
+            if include_self {
+                self.clone()
+            } else {
+                hit.where_(self.const_tensor(empty, self.dtype()), self)
+            }
+        };
+        let (lowest, highest) = (super::reduce::dtype_min(self.dtype()), super::reduce::dtype_max(self.dtype()));
+        match reduce {
+            ScatterReduce::Sum => {
+                mask.where_(&src, src.zero()).sum(-1isize, false).cast(self.dtype()).add(own(Scalar::Int(0)))
+            }
+            ScatterReduce::Prod => mask
+                .where_(&src, src.const_tensor(Scalar::Int(1), src.dtype()))
+                .prod(-1isize, false)
+                .mul(own(Scalar::Int(1))),
+            ScatterReduce::Amax => {
+                mask.where_(&src, src.const_tensor(lowest, src.dtype())).max(-1isize, false).maximum(own(lowest))
+            }
+            ScatterReduce::Amin => {
+                mask.where_(&src, src.const_tensor(highest, src.dtype())).min(-1isize, false).minimum(own(highest))
+            }
+            ScatterReduce::Mean => {
+                let total =
+                    mask.where_(&src, src.zero()).sum(-1isize, false).cast(self.dtype()).add(own(Scalar::Int(0)));
+                let count = mask.where_(1, 0).sum(-1isize, false).add(if include_self {
+                    hit.ones_like().cast(DType::INT32)
+                } else {
+                    hit.logical_not().cast(DType::INT32)
+                });
+                total.div(&count)
+            }
+        }
+    }
+    /// tinygrad's `scatter(reduce=)`: one scalar `value` added at (or multiplied into) every
+    /// position `index` names, once per time it is named.
+    pub fn scatter_value_reduce(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        value: impl Into<Scalar>,
+        reduce: ScatterReduce,
+    ) -> Tensor {
+        let v = self.const_tensor(value.into(), self.dtype()).broadcast_to(&index.shape());
+        assert!(
+            matches!(reduce, ScatterReduce::Sum | ScatterReduce::Prod),
+            "scatter: reduce must be 'add' or 'multiply', got {reduce:?}"
+        );
+        self.scatter_reduce(dim, index, &v, reduce, true)
+    }
+    /// The checks and layout scatters share: `src` shrunk to the index's shape and repeated along
+    /// a new last axis of `self.shape()[dim]` positions, moved to `dim`, with the mask of where
+    /// each value lands; both padded to `self`'s shape (plus that axis).
+    fn pre_scatter(&self, op: &str, dim: isize, index: &Tensor, src: &Tensor) -> (Tensor, Tensor) {
         let (shape, is, ss) = (self.shape(), index.shape(), src.shape());
-        let d = resolve_axis("scatter", dim, shape.len(), &shape);
-        assert!(!shape.is_empty(), "scatter: needs a tensor of at least 1 dimension, got shape []");
+        let d = resolve_axis(op, dim, shape.len(), &shape);
+        assert!(!shape.is_empty(), "{op}: needs a tensor of at least 1 dimension, got shape []");
         assert!(
             is.len() == shape.len()
                 && ss.len() == shape.len()
                 && (0..shape.len()).all(|i| is[i] <= ss[i] && (i == d || is[i] <= shape[i])),
-            "scatter: index shape {is:?} does not fit src {ss:?} and self {shape:?} (axis {d})"
+            "{op}: index shape {is:?} does not fit src {ss:?} and self {shape:?} (axis {d})"
         );
-        assert!(index.dtype().is_int(), "scatter: index must be an integer tensor, got {:?}", index.dtype());
+        assert!(index.dtype().is_int(), "{op}: index must be an integer tensor, got {:?}", index.dtype());
+        assert!(
+            src.dtype() == self.dtype(),
+            "{op}: src is {:?}, self {:?}: they must have the same dtype",
+            src.dtype(),
+            self.dtype()
+        );
+        assert!(
+            index.device() == self.device() && src.device() == self.device(),
+            "{op}: index, src and self must be on one device ({}, {}, {})",
+            index.device(),
+            src.device(),
+            self.device()
+        );
         let n = shape[d];
-        check_indices("scatter", index, 0..n as i64, None).unwrap_or_else(|e| panic!("{e}"));
-        let src = src.cast(self.dtype()).shrink(&is.iter().map(|&s| (0, s)).collect::<Vec<_>>());
+        check_indices(op, index, 0..n as i64, None).unwrap_or_else(|e| panic!("{e}"));
+        let src = src.shrink(&is.iter().map(|&s| (0, s)).collect::<Vec<_>>());
         let src = src.unsqueeze(-1).expand(&[is.clone(), vec![n]].concat()).transpose(-1, d as isize);
         let mask = index.unsqueeze(-1).eq(self.arange_here(n)).transpose(-1, d as isize);
         let pads: Vec<(usize, usize)> =
             (0..=shape.len()).map(|i| (0, if i == d || i == shape.len() { 0 } else { shape[i] - is[i] })).collect();
-        masked_merge(self, &scalar.unwrap_or_else(|| src.pad(&pads)), &mask.pad(&pads), shape.len(), 1)
+        (src.pad(&pads), mask.pad(&pads))
     }
 
     /// `value` where `mask` is true, else `self` (broadcasting).

@@ -18,16 +18,16 @@ mod transcendental;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 pub use self::{elementwise::RoundingMode, functional::Reduction};
-pub use conv::{ConvOpts, PoolOpts, Spatial};
+pub use conv::{ConvOpts, Padding, PoolOpts, Spatial};
 pub use creation::TensorData;
 pub use elementwise::{Operand, Scalar};
-pub use indexing::{Idx, PadMode, SplitSizes};
+pub use indexing::{Idx, PadMode, ScatterReduce, SplitSizes};
 pub use jit::Jit;
 
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{Error, Result};
-use crate::runtime::default_device;
+use crate::runtime::{default_device, Buffer};
 use crate::schedule::{create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
@@ -137,6 +137,11 @@ impl Tensor {
     pub fn numel(&self) -> usize {
         self.uop().sh().iter().product()
     }
+    /// The device buffer holding this tensor's values when its graph is one (a buffer or a
+    /// reshape of it: tinygrad's `has_buffer_identity`); `None` for values not stored as they are.
+    pub fn buffer(&self) -> Option<Arc<Buffer>> {
+        view_buffer(&self.uop())
+    }
     pub fn dtype(&self) -> DType {
         self.uop().dtype()
     }
@@ -222,7 +227,7 @@ impl Tensor {
         if Tensor::threadable(tensors) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) = Tensor::create_schedule(tensors)?;
+        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
         // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
         // was once skipped, its kernel never run
         if items.is_empty() && becomes.is_empty() {
@@ -233,6 +238,43 @@ impl Tensor {
         let _viz = crate::viz::group(|| "realized buffers into tensors".into());
         Tensor::apply_becomes(becomes);
         result
+    }
+
+    /// tinygrad's `linear_with_vars`: the kernels and copies that compute `tensors`, in order, and
+    /// the values of the variables bound in their graphs. The tensors (and every live tensor that
+    /// shares what is stored) point at the buffers these items fill from now on, so running them
+    /// (`run_linear`) realizes the tensors.
+    pub fn linear_with_vars(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
+        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        origin::record(&becomes);
+        Tensor::apply_becomes(becomes);
+        Ok((items, vals))
+    }
+    /// Run the items `linear_with_vars` gave, with the variables at `vals` (tinygrad's
+    /// `run_linear`).
+    pub fn run_linear(items: Vec<ScheduleItem>, vals: &VarVals) -> Result<()> {
+        run_schedule(items, vals)
+    }
+
+    /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
+    /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
+    /// realized node back to its tensors) instead of computing it again when it is used next.
+    fn with_contiguous_inside(tensors: &[Tensor]) -> Vec<Tensor> {
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let mut graph = crate::uop::uop::UOpSet::default();
+        let mut stack = outputs.clone();
+        while let Some(u) = stack.pop() {
+            if graph.insert(u.clone()) {
+                stack.extend(u.src().iter().cloned());
+            }
+        }
+        let mut all = tensors.to_vec();
+        let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
+            let u = t.uop();
+            u.op() == Ops::Contiguous && graph.contains(&u) && !outputs.contains(&u)
+        }));
+        all
     }
 
     /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
@@ -322,18 +364,7 @@ impl Tensor {
         if !self.dtype().is_float() || targets.iter().any(|t| !t.dtype().is_float()) {
             return Err(Error::Invalid("gradient: only float tensors have gradients".into()));
         }
-        let seed = match seed {
-            Some(s) if s.shape() == self.shape() => s.cast(self.dtype()),
-            Some(s) => {
-                let (got, want) = (s.shape(), self.shape());
-                return Err(Error::Invalid(format!("gradient: seed of shape {got:?} for a tensor of shape {want:?}")));
-            }
-            None if self.ndim() == 0 => self.ones_like(),
-            None => {
-                let shape = self.shape();
-                return Err(Error::Invalid(format!("gradient: of a tensor of shape {shape:?} needs a seed")));
-            }
-        };
+        let seed = self.seed("gradient", seed)?;
         let wanted: std::collections::HashSet<UOp> = targets.iter().map(|t| t.grad_key()).collect();
         let grads = gradient::compute_gradient(&self.uop(), &seed.uop(), &wanted, self.device());
         let grad = |t: &&Tensor| match grads.get(&t.grad_key()) {
@@ -341,6 +372,24 @@ impl Tensor {
             None => t.zeros_like(),
         };
         Ok(targets.iter().map(grad).collect())
+    }
+    /// The gradient `op` starts from: `seed` (of this tensor's shape), or ones for a tensor of
+    /// one element.
+    fn seed(&self, op: &str, seed: Option<&Tensor>) -> Result<Tensor> {
+        match seed {
+            Some(s) if s.shape() == self.shape() => Ok(s.cast(self.dtype().to_float())),
+            Some(s) => {
+                let (got, want) = (s.shape(), self.shape());
+                Err(Error::Invalid(format!("{op}: seed of shape {got:?} for a tensor of shape {want:?}")))
+            }
+            None if self.numel() == 1 => Ok(self.ones_like().cast(self.dtype().to_float())),
+            None => {
+                let shape = self.shape();
+                Err(Error::Invalid(format!(
+                    "{op}: a tensor that is not a scalar (shape {shape:?}) needs a seed gradient"
+                )))
+            }
+        }
     }
     /// Point this tensor at `other`'s graph (tinygrad's `replace`: same shape, any dtype); returns it.
     pub fn replace(&self, other: &Tensor) -> Tensor {
@@ -361,12 +410,19 @@ impl Tensor {
         if self.numel() != 1 {
             return Err(Error::Invalid(format!("backward: loss must be a scalar, got shape {:?}", self.shape())));
         }
-        let seed = self.ones_like().cast(self.dtype().to_float()).uop();
+        let seed = self.seed("backward", None)?.uop();
         Ok(gradient::compute_gradient(&self.uop(), &seed, targets, self.device()))
     }
     /// Accumulate `d self / d t` into `t.grad()` for every live float tensor `t` this scalar
-    /// depends on that has storage (or asked for gradients), unless it opted out.
+    /// depends on, as tinygrad does (parameters, inputs and intermediates alike), unless it opted
+    /// out (`requires_grad(false)`).
     pub fn backward(&self) -> Tensor {
+        self.backward_with(None).unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// `backward` from `seed` (the gradient of this tensor, of its shape; ones for a tensor of
+    /// one element when `None`), with a missing or misshapen seed as the error.
+    pub fn backward_with(&self, seed: Option<&Tensor>) -> Result<Tensor> {
+        let seed = self.seed("backward", seed)?;
         let graph: std::collections::HashSet<UOp> = gradient::gradient_graph(&self.uop()).into_iter().collect();
         let live: Vec<Tensor> = live_tensors()
             .lock()
@@ -375,15 +431,12 @@ impl Tensor {
             .filter_map(Weak::upgrade)
             .map(Tensor)
             .filter(|t| {
-                let (u, flag) = (t.uop(), *t.0.requires_grad.read().unwrap_or_else(|e| e.into_inner()));
-                graph.contains(&t.grad_key())
-                    && u.dtype().is_float()
-                    && flag != Some(false)
-                    && (flag == Some(true) || view_buffer(&u).is_some())
+                let opted_out = *t.0.requires_grad.read().unwrap_or_else(|e| e.into_inner()) == Some(false);
+                graph.contains(&t.grad_key()) && t.dtype().is_float() && !opted_out
             })
             .collect();
         let targets = live.iter().map(Tensor::grad_key).collect();
-        let grads = self.grads_for(&targets).unwrap_or_else(|e| panic!("{e}"));
+        let grads = gradient::compute_gradient(&self.uop(), &seed.uop(), &targets, self.device());
         for t in live {
             if let Some(g) = grads.get(&t.grad_key()) {
                 let g = t.lift(g.clone()).reshape(&t.shape());
@@ -397,7 +450,21 @@ impl Tensor {
                 ));
             }
         }
-        self.clone()
+        Ok(self.clone())
+    }
+    /// tinygrad's `clone`: the values in storage of their own (on `device` when given), with a
+    /// copy of the gradient; writing into the clone leaves this tensor as it is.
+    pub fn clone_to(&self, device: Option<&str>) -> Tensor {
+        let copy = |t: &Tensor| {
+            let c = t.contiguous();
+            device.map_or(c.clone(), |d| c.to(d))
+        };
+        let out = copy(self);
+        out.set_grad(self.grad().map(|g| copy(&g)));
+        if let Some(flag) = self.requires_grad_flag() {
+            out.requires_grad(flag);
+        }
+        out
     }
     /// Write `value` into this tensor's storage (in place, at the next realize); returns it. A
     /// view (reshape, transpose, slice, flip, step slice) writes into the storage it views, as in

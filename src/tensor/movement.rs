@@ -159,23 +159,55 @@ impl Tensor {
     }
     /// Keep `[start, end)` of each axis, where the bounds may be symbolic: `end - start` becomes
     /// the axis' size (its shape holds the largest) and `start` an offset computed when it runs.
+    /// An axis of symbolic size is kept whole, or cut to numbers within the size its variables
+    /// are bound to now (`t[:i.bind(5)][:2]`).
     pub fn shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Tensor {
         let shape = self.shape();
         let dims = self.dims();
         let length = |(s, e): &(Sint, Sint)| length(&s.uop(), &e.uop());
+        let numbers = |(s, e): &(Sint, Sint)| s.as_int().zip(e.as_int());
         let fits = bounds.len() == shape.len()
             && bounds.iter().zip(&dims).all(|(b, d)| {
                 let whole = b.0.as_int() == Some(0) && b.1 == *d;
-                whole || (d.as_int().is_some() && b.1.max() <= d.max() && length(b).vmin() >= 0)
+                let numeric = d.as_int().is_some() && b.1.max() <= d.max() && length(b).vmin() >= 0;
+                let within_bound = d.as_int().is_none() && numbers(b).is_some_and(|(s, e)| s <= e && e <= d.value());
+                whole || numeric || within_bound
             });
         let shown: Vec<String> = bounds.iter().map(|(s, e)| format!("({s}, {e})")).collect();
         assert!(fits, "shrink: bounds [{}] do not fit shape {}", shown.join(", "), show_dims(&dims));
-        if bounds.iter().all(|(s, e)| s.as_int().is_some() && e.as_int().is_some()) {
+        // a symbolic axis cut to numbers: the other axes first, then these picked out
+        let picked: Vec<(usize, (usize, usize))> = (0..dims.len())
+            .filter(|&a| dims[a].as_int().is_none() && bounds[a].1 != dims[a])
+            .filter_map(|a| numbers(&bounds[a]).map(|b| (a, b)))
+            .collect();
+        if !picked.is_empty() {
+            let mut rest = bounds.to_vec();
+            picked.iter().for_each(|&(a, _)| rest[a] = (Sint::Int(0), dims[a].clone()));
+            let kept = self.shrink_sym(&rest);
+            return picked.iter().fold(kept, |x, &(a, b)| x.pick_from_symbolic(a, b));
+        }
+        if bounds.iter().all(|b| numbers(b).is_some()) {
             let fixed: Vec<(usize, usize)> = bounds.iter().map(|(s, e)| (s.max(), e.max())).collect();
             return self.shrink(&fixed);
         }
         let bounds: Vec<(UOp, UOp)> = bounds.iter().map(|(s, e)| (s.uop(), e.uop())).collect();
         self.lift(symbolic_shrink(&self.uop(), &bounds))
+    }
+    /// Elements `[start, end)` of `axis`, whose size is symbolic, as an axis of that number of
+    /// elements: each picked by a one-hot sum over the axis (a SHRINK would keep the variable as
+    /// the axis' size).
+    fn pick_from_symbolic(&self, axis: usize, (start, end): (usize, usize)) -> Tensor {
+        let (shape, dims, n) = (self.shape(), self.dims(), end - start);
+        let at = |len: usize, axis: usize| -> Vec<usize> {
+            (0..=shape.len()).map(|i| if i == axis { len } else { 1 }).collect()
+        };
+        // the positions along the axis (symbolic), and the n wanted (numbers), on axes axis and axis + 1
+        let positions = self.ramp(shape[axis]).shrink_sym(&[(Sint::Int(0), dims[axis].clone())]);
+        let positions = positions.reshape(&at(shape[axis], axis));
+        let wanted = self.ramp(n).add(start as i64).reshape(&at(n, axis + 1));
+        let x = self.unsqueeze(axis as isize + 1);
+        let zero = x.const_tensor(Scalar::Int(0), x.dtype());
+        positions.eq(&wanted).where_(&x, &zero).sum(axis as isize, false).cast(self.dtype())
     }
     /// Panics (naming `op`) if any of `axes` has a symbolic size.
     fn numeric_axes(&self, op: &str, axes: impl IntoIterator<Item = usize>) {
@@ -245,12 +277,12 @@ impl Tensor {
         self.numeric_axes("shrink", (0..bounds.len()).filter(|&a| bounds[a] != (0, shape[a])));
         self.movement(Ops::Shrink, Arg::Pairs(bounds.to_vec()))
     }
-    /// Reverse the given axes.
+    /// Reverse the given axes (each at most once).
     pub fn flip(&self, axes: &[isize]) -> Tensor {
         let shape = self.shape();
         let mut axes: Vec<usize> = axes.iter().map(|&a| resolve_axis("flip", a, shape.len(), &shape)).collect();
         axes.sort();
-        axes.dedup();
+        assert!(axes.windows(2).all(|w| w[0] != w[1]), "flip: an axis is given twice in {axes:?} (shape {shape:?})");
         axes.retain(|&a| shape.get(a).is_some_and(|&n| n > 1)); // flipping 0 or 1 elements changes nothing
         if axes.is_empty() {
             return self.clone();
@@ -308,6 +340,26 @@ impl Tensor {
         let mut new: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
         new.insert(a, 1);
         self.reshape(&new)
+    }
+    /// tinygrad's `pad_to`: each axis padded at its end to the size `shape` gives (`None` keeps
+    /// it), filled with `value`; `shape` has one entry per axis and none may be smaller.
+    pub fn pad_to(&self, shape: &[Option<usize>], value: impl Into<Scalar>) -> Tensor {
+        let old = self.shape();
+        assert!(
+            shape.len() == old.len() && shape.iter().zip(&old).all(|(n, &o)| n.is_none_or(|n| n >= o)),
+            "pad_to: {shape:?} is not a size at least as large for each axis of shape {old:?}"
+        );
+        let pads: Vec<(isize, isize)> =
+            shape.iter().zip(&old).map(|(n, &o)| (0, (n.unwrap_or(o) - o) as isize)).collect();
+        self.pad_with(&pads, PadMode::Constant, value)
+    }
+    /// tinygrad's `shrink_to`: the first `shape[i]` elements of each axis (`None` keeps it);
+    /// `shape` has one entry per axis.
+    pub fn shrink_to(&self, shape: &[Option<usize>]) -> Tensor {
+        let old = self.shape();
+        assert!(shape.len() == old.len(), "shrink_to: {shape:?} has not one size for each axis of shape {old:?}");
+        let bounds: Vec<(usize, usize)> = shape.iter().zip(&old).map(|(n, &o)| (0, n.unwrap_or(o))).collect();
+        self.shrink(&bounds)
     }
     /// Force the data into its own contiguous buffer at the next realize.
     pub fn contiguous(&self) -> Tensor {

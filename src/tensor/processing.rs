@@ -173,33 +173,31 @@ impl Tensor {
             "interpolate: cannot resize empty axes of shape {shape:?} to size {size:?}"
         );
         let nd = shape.len();
-        let linear = mode == "linear";
-        let mut x = if linear { self.cast(self.dtype().to_float()) } else { self.clone() };
+        let mut x = self.clone();
         for j in (nd - size.len()..nd).rev() {
             let (n_in, n_out) = (shape[j], size[j + size.len() - nd]);
-            let ac = usize::from(align_corners);
-            let scale = if n_out > ac { (n_in as f64 - ac as f64) / (n_out - ac) as f64 } else { 0.0 };
-            let arr = self.ramp(n_out).cast(DType::FLOAT32).reshape(&[n_out, 1]);
             let src = self.ramp(n_in).reshape(&[1, n_in]);
-            let top = (n_in.max(1) - 1) as f64;
-            let weight = if linear {
-                let pos = if align_corners { arr.mul(scale) } else { arr.add(0.5).mul(scale).sub(0.5) };
-                let pos = pos.clamp(Some(0.0), Some(top));
-                let (low, high) = (pos.floor(), pos.ceil());
-                let frac = pos.sub(&low);
-                let wl = src.eq(&low).where_(frac.neg().add(1.0), 0.0);
-                let wh = src.eq(&high).where_(&frac, 0.0);
-                wl.add(&wh).cast(x.dtype())
-            } else {
-                let pos = if mode == "nearest" { arr.mul(scale) } else { arr.add(0.5).mul(scale) };
-                let idx = pos.floor().clamp(None, Some(top));
-                src.eq(&idx)
-            };
+            // the values of `x` along axis j at `index` (one per output position), as a one-hot sum
             let xt = x.transpose(j as isize, -1).unsqueeze(-2);
-            x = if linear {
-                xt.mul(&weight).sum(-1isize, false)
+            let pick =
+                |index: &Tensor| src.eq(index.reshape(&[n_out, 1])).where_(&xt, 0).sum(-1isize, false).cast(x.dtype());
+            x = if mode == "linear" {
+                // source position num / den of each output, in integers (as tinygrad), so the
+                // weights are exact and uint8 rounds as torch's does (`lerp`)
+                let arr = self.ramp(n_out);
+                let (num, den) = match align_corners {
+                    true => (arr.mul((n_in.max(1) - 1) as i64), n_out.max(2) as i64 - 1),
+                    false => (arr.mul(2).add(1).mul(n_in as i64).sub(n_out as i64), 2 * n_out as i64),
+                };
+                let num = num.clamp(Some(0), Some((n_in.max(1) as i64 - 1) * den));
+                let (low, high) = (num.idiv(den), num.add(den - 1).idiv(den));
+                let frac = num.mod_(den).cast(DType::FLOAT32).div(den as f64);
+                pick(&low).lerp(&pick(&high), &frac)
             } else {
-                weight.where_(&xt, 0).sum(-1isize, false).cast(x.dtype())
+                let scale = n_in as f64 / n_out as f64;
+                let arr = self.ramp(n_out).cast(DType::FLOAT32);
+                let pos = if mode == "nearest" { arr.mul(scale) } else { arr.add(0.5).mul(scale) };
+                pick(&pos.cast(DType::INT32).clamp(None, Some(n_in.max(1) as i64 - 1)))
             };
             x = x.transpose(j as isize, -1);
         }
@@ -282,7 +280,8 @@ impl Tensor {
     pub fn topk(&self, k: usize, dim: isize, largest: bool) -> (Tensor, Tensor) {
         let shape = self.shape();
         let d = resolve_axis("topk", dim, shape.len(), &shape);
-        assert!(k <= shape.get(d).copied().unwrap_or(1), "topk: k={k} is out of range for shape {shape:?} dim {dim}");
+        let n = shape.get(d).copied().unwrap_or(1);
+        assert!(k <= n, "topk: k={k} is more than the {n} elements of dim {dim} (shape {shape:?})");
         let (v, i) = self.sort(dim, largest);
         let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
         if !shape.is_empty() {
@@ -293,18 +292,53 @@ impl Tensor {
     /// The elements where `mask` (broadcast to this shape) is true, flattened. The output size
     /// depends on the data, so the mask count is realized on the host first.
     pub fn masked_select(&self, mask: &Tensor) -> Tensor {
+        self.masked_select_sized(mask, None, Scalar::Int(0))
+    }
+    /// `masked_select` with tinygrad's `size`: `Some(n)` gives `n` elements, the first `n`
+    /// selected ones then `fill_value` (nothing is read on the host, so it can be captured by a
+    /// JIT); `None` gives as many as the mask selects.
+    pub fn masked_select_sized(&self, mask: &Tensor, size: Option<usize>, fill_value: Scalar) -> Tensor {
         let shape = self.shape();
         let x = self.flatten(0, -1);
         let m = mask.cast(DType::BOOL).broadcast_to(&shape).flatten(0, -1);
         let n = x.numel();
-        let count = m.sum(None::<isize>, false).item::<i32>() as usize;
+        let selected = m.sum(None::<isize>, false);
+        let count = size.unwrap_or_else(|| selected.item::<i32>() as usize);
         if count == 0 {
             return x.shrink(&[(0, 0)]); // empty, but still a function of `self` (zero gradient)
         }
         let slot = m.cumsum(0).sub(m.cast(DType::INT32));
-        let pick = m.reshape(&[1, n]).bitwise_and(slot.reshape(&[1, n]).eq(self.ramp(count).reshape(&[count, 1])));
+        let ramp = self.ramp(count);
+        let pick = m.reshape(&[1, n]).bitwise_and(slot.reshape(&[1, n]).eq(ramp.reshape(&[count, 1])));
         let xs = x.reshape(&[1, n]);
-        pick.where_(&xs, 0).sum(1isize, false).cast(self.dtype())
+        let values = pick.where_(&xs, 0).sum(1isize, false).cast(self.dtype());
+        match size {
+            None => values,
+            Some(_) => ramp.lt(&selected).where_(&values, self.const_tensor(fill_value, self.dtype())),
+        }
+    }
+    /// The coordinates (int32, one row of `ndim` per element) of the non-zero elements, in
+    /// row-major order. As `masked_select`, `size` fixes the row count (padding with
+    /// `fill_value`), else the count is read on the host.
+    pub fn nonzero(&self, size: Option<usize>, fill_value: Scalar) -> Tensor {
+        let shape = self.shape();
+        let nonzero = self.ne(0);
+        if shape.is_empty() {
+            let rows = size.unwrap_or_else(|| usize::from(nonzero.item::<bool>()));
+            return Tensor::full_dtype(&[rows, 0], 0, DType::INT32).to(self.device());
+        }
+        let nd = shape.len();
+        let axes: Vec<Tensor> = shape
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let along: Vec<usize> = (0..nd).map(|j| if j == i { s } else { 1 }).collect();
+                self.ramp(s).reshape(&along).expand(&shape).flatten(0, -1)
+            })
+            .collect();
+        let coords = Tensor::stack(&axes.iter().collect::<Vec<_>>(), -1);
+        let m = nonzero.flatten(0, -1).unsqueeze(-1).expand(&coords.shape());
+        coords.masked_select_sized(&m, size.map(|n| n * nd), fill_value).reshape(&[-1, nd as isize])
     }
 }
 

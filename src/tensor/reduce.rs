@@ -89,17 +89,19 @@ impl Tensor {
             out
         }
     }
-    /// Largest element over `axes` (which must not be empty: there is no identity to return).
+    /// Largest element over `axes`; over an empty axis the dtype's smallest value (`-inf` for
+    /// floats), the identity of the maximum, as in tinygrad.
     pub fn max(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = self.nonempty("max", axes.resolve("max", &self.shape()));
+        let axes = axes.resolve("max", &self.shape());
         self.reduce(Ops::Max, axes, keepdim)
     }
-    /// Smallest element over `axes` (the max of the order-reversing `inverse`, exact for every dtype).
+    /// Smallest element over `axes` (the max of the order-reversing `inverse`, exact for every
+    /// dtype); over an empty axis the dtype's largest value (`inf` for floats).
     pub fn min(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = self.nonempty("min", axes.resolve("min", &self.shape()));
+        let axes = axes.resolve("min", &self.shape());
         self.inverse().reduce(Ops::Max, axes, keepdim).inverse()
     }
-    /// `axes`, after checking that none is empty: `op` has no value for nothing (PyTorch raises too).
+    /// `axes`, after checking that none is empty: `op` (an index) has no value for nothing.
     fn nonempty(&self, op: &str, axes: Vec<usize>) -> Vec<usize> {
         let dims = self.dims();
         // a variable's axis counts at the value it is bound to
@@ -182,6 +184,19 @@ impl Tensor {
     pub fn softmax(&self, axis: isize) -> Tensor {
         let (_, e, s) = self.softmax_parts(axis);
         e.div(&s)
+    }
+    /// Lp normalization along `axis` (torch's `normalize`): `self` divided by its `p`-norm over
+    /// the axis (the count of non-zeros for `p = 0`), at least `eps`.
+    pub fn normalize(&self, p: f64, axis: isize, eps: f64) -> Tensor {
+        let norm = match p == 0.0 {
+            true => self.ne(0).sum(axis, true),
+            false => self.abs().pow(p).sum(axis, true).pow(1.0 / p),
+        };
+        self.div(norm.maximum(eps))
+    }
+    /// `softmax(-x)` along `axis`: the smallest values weigh most.
+    pub fn softmin(&self, axis: isize) -> Tensor {
+        self.neg().softmax(axis)
     }
     /// `log(softmax(x))` along `axis`, computed stably.
     pub fn log_softmax(&self, axis: isize) -> Tensor {
@@ -381,7 +396,7 @@ impl Tensor {
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
         let shape = self.shape();
         let a = resolve_axis("cummax", axis, shape.len(), &shape);
-        if shape.is_empty() {
+        if shape.is_empty() || shape[a] == 0 {
             return (self.clone(), self.full_like(0).cast(DType::INT32));
         }
         let values = self.split_cumalu(axis, Ops::Max, "cummax");
@@ -424,5 +439,34 @@ mod tests {
         assert_eq!(v.to_vec::<u8>(), [200, 7, 7, 0]);
         let (v, _) = Tensor::new([[5i32, -2], [1, 4]]).cummin(1);
         assert_eq!(v.to_vec::<i32>(), [5, -2, 1, 1]);
+    }
+
+    #[test]
+    fn extrema_over_nothing_are_the_identities_and_scans_of_nothing_are_empty() {
+        let empty = Tensor::zeros(&[2, 0]);
+        assert_eq!(empty.max(1, false).to_vec::<f32>(), [f32::NEG_INFINITY; 2]);
+        assert_eq!(empty.min(None, false).to_vec::<f32>(), [f32::INFINITY]);
+        assert_eq!(Tensor::zeros(&[0]).cast(DType::INT32).max(0, false).to_vec::<i32>(), [i32::MIN]);
+        let (v, i) = Tensor::zeros(&[2, 0, 3]).cummax(1);
+        assert_eq!((v.shape(), i.shape(), i.dtype()), (vec![2, 0, 3], vec![2, 0, 3], DType::INT32));
+        assert_eq!(Tensor::zeros(&[2, 0, 3]).cummin(1).0.shape(), [2, 0, 3]);
+    }
+
+    #[test]
+    fn normalize_divides_by_the_norm_along_the_axis() {
+        let x = Tensor::new([[3.0f32, 4.0], [0.0, 0.0]]);
+        assert_eq!(x.normalize(2.0, 1, 1e-12).to_vec::<f32>(), [0.6, 0.8, 0.0, 0.0]);
+        assert_eq!(x.normalize(1.0, 1, 1e-12).to_vec::<f32>(), [3.0 / 7.0, 4.0 / 7.0, 0.0, 0.0]);
+        assert_eq!(x.normalize(0.0, 0, 1e-12).to_vec::<f32>(), [3.0, 4.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn softmin_weighs_the_smallest_most() {
+        let got = Tensor::new([1.0f32, 2.0, 3.0]).softmin(0).to_vec::<f32>();
+        let e: Vec<f64> = [-1.0f64, -2.0, -3.0].iter().map(|x| x.exp()).collect();
+        let total: f64 = e.iter().sum();
+        for (g, w) in got.iter().zip(&e) {
+            assert!((f64::from(*g) - w / total).abs() < 1e-6, "{got:?}");
+        }
     }
 }

@@ -465,6 +465,13 @@ impl UOp {
     pub fn const_like(&self, value: ConstValue) -> UOp {
         UOp::constant(self.dtype(), value)
     }
+    /// The node under this one's movement ops and DETACH: what a view views (tinygrad's `base`).
+    pub fn base(&self) -> UOp {
+        match self.op() {
+            op if op.is_movement() || op == Ops::Detach => self.src()[0].base(),
+            _ => self.clone(),
+        }
+    }
     pub fn cast(&self, dtype: DType) -> UOp {
         if self.dtype() == dtype {
             return self.clone();

@@ -128,7 +128,8 @@ pub fn naive_conv_transpose2d(
 pub fn naive_pool(x: &[f32], h: usize, w: usize, o: &PoolOpts, max: bool) -> (usize, usize, Vec<f64>) {
     let k = pair(&o.kernel.0);
     let s = o.stride.as_ref().map_or(k, |s| pair(&s.0));
-    let (d, p) = (pair(&o.dilation.0), pair(&o.padding.0));
+    let padding: Vec<usize> = o.padding.0.iter().map(|&v| usize::try_from(v).expect("a naive pool pads")).collect();
+    let (d, p) = (pair(&o.dilation.0), pair(&padding));
     let size = |i: usize, j: usize| {
         let span = i + 2 * p[j] - d[j] * (k[j] - 1) - 1;
         let mut n = if o.ceil_mode { span.div_ceil(s[j]) + 1 } else { span / s[j] + 1 };

@@ -38,7 +38,12 @@ fn load_state_dict_checks_keys_and_shapes_before_writing() {
     state.insert("extra".into(), Tensor::ones(&[1]));
     state.remove("bias");
     let e = err_with(
-        &["missing", "\"bias\"", "\"extra\"", "`weight` (model [2, 3], state dict [3, 2])"],
+        &[
+            "missing",
+            "\"bias\"",
+            "\"extra\"",
+            "Shape mismatch in layer `weight`: Expected shape (2, 3), but found (3, 2)",
+        ],
         load_state_dict(&layer, &state, true),
     );
     assert!(matches!(e, Error::Invalid(_)), "{e:?}");

@@ -163,11 +163,11 @@ fn indexing_reports_bad_indices() {
     err_with(&["index", "index 2", "axis 0 of size 2", "[2, 3]"], t.try_index(&s![2]));
     err_with(&["index", "index -4", "axis 1 of size 3"], t.try_index(&s![.., -4]));
     err_with(&["index", "3 indices", "2 dims"], t.try_index(&s![0, 0, 0]));
-    err_with(&["index", "2 ellipses"], t.try_index(&[Idx::Ellipsis, Idx::Ellipsis]));
+    err_with(&["index", "single ellipsis", "got 2"], t.try_index(&[Idx::Ellipsis, Idx::Ellipsis]));
     err_with(&["index", "step of 0", "axis 1"], t.try_index(&[Idx::Full, Idx::R(None, None, 0)]));
-    err_with(&["index", "integer tensor", "[2, 3]"], t.try_index(&[Idx::Tensor(m23())]));
+    err_with(&["index", "int tensors", "[2, 3]"], t.try_index(&[Idx::Tensor(m23())]));
     err_with(&["index", "index 5", "-2..2", "[2]"], t.try_index(&[ints(&[0, 5], &[2]).into()]));
-    err_with(&["index", "must be an integer tensor on INTERP"], t.try_index(&[ints(&[0], &[1]).to("CPU").into()]));
+    err_with(&["index", "must be int tensors on INTERP"], t.try_index(&[ints(&[0], &[1]).to("CPU").into()]));
     let (a, b) = (ints(&[0, 1], &[2]), ints(&[0, 1, 2], &[3]));
     err_with(&["index", "[[2], [3]]", "do not broadcast"], t.try_index(&[a.into(), b.into()]));
     panics_with(&["index", "index 2", "axis 0 of size 2", "[2, 3]"], || t.index(&s![2]));
@@ -231,8 +231,6 @@ fn reductions_check_axes() {
     panics_with(&["argmin", "axis 2 out of range", "[2, 3]"], || t.argmin(Some(2), false));
     panics_with(&["layernorm", "axis 2 out of range"], || t.layernorm(2, 1e-5));
     let empty = Tensor::zeros(&[0, 3]);
-    panics_with(&["max", "axis 0 of size 0", "[0, 3]"], || empty.max(0, false));
-    panics_with(&["min", "axis 0 of size 0", "[0, 3]"], || empty.min(None::<isize>, false));
     panics_with(&["argmax", "axis 0 of size 0", "[0, 3]"], || empty.argmax(Some(0), false));
     panics_with(&["argmin", "axis 0 of size 0", "[0, 3]"], || empty.argmin(Some(0), false));
     // scans resolved their axis only after returning early for 0-d and empty tensors

@@ -6,11 +6,13 @@ mod optim;
 mod state;
 
 use ::lazygrad::nn::layers::{
-    same_padding, BatchNorm, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LSTMCell, LayerNorm, Linear, RMSNorm,
+    same_padding, BatchNorm, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LSTMCell, LayerNorm, LayerNorm2d, Linear,
+    RMSNorm,
 };
 use ::lazygrad::nn::state::Module;
 use ::lazygrad::tensor::ConvOpts;
-use pyo3::exceptions::{PyAttributeError, PyValueError};
+use ::lazygrad::Tensor;
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -25,8 +27,46 @@ pub(crate) trait Wrapped {
     fn module(&self) -> &dyn Module;
 }
 
+/// A tensor field of a layer, read and replaced from Python: always there, or optional (None).
+trait Slot {
+    fn get(&self) -> Option<PyTensor>;
+    fn put(&mut self, value: Option<PyTensor>, name: &str) -> PyResult<()>;
+}
+
+impl Slot for Tensor {
+    fn get(&self) -> Option<PyTensor> {
+        Some(PyTensor(self.clone()))
+    }
+    fn put(&mut self, value: Option<PyTensor>, name: &str) -> PyResult<()> {
+        *self = value.ok_or_else(|| PyTypeError::new_err(format!("{name} is a tensor the layer cannot do without")))?.0;
+        Ok(())
+    }
+}
+
+impl Slot for Option<Tensor> {
+    fn get(&self) -> Option<PyTensor> {
+        self.clone().map(PyTensor)
+    }
+    fn put(&mut self, value: Option<PyTensor>, _: &str) -> PyResult<()> {
+        *self = value.map(|t| t.0);
+        Ok(())
+    }
+}
+
+/// A layer type as a Python class: its tensors, the fields listed, read and assigned as
+/// attributes (`bn.weight = Tensor.ones(4)`, None for a missing optional one), called with the
+/// layer's `forward`; `@class` leaves the call to the class.
 macro_rules! layer {
-    ($py:ident, $rust:ty, $name:literal) => {
+    ($py:ident, $rust:ty, $name:literal, [$($field:ident),*]) => {
+        layer!(@class $py, $rust, $name, [$($field),*]);
+        #[pymethods]
+        impl $py {
+            fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
+                guard(|| PyTensor(self.0.forward(&x.0)))
+            }
+        }
+    };
+    (@class $py:ident, $rust:ty, $name:literal, [$($field:ident),*]) => {
         #[pyclass(name = $name, module = "lazygrad.nn")]
         pub struct $py(pub(crate) $rust);
 
@@ -38,55 +78,39 @@ macro_rules! layer {
 
         #[pymethods]
         impl $py {
-            fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-                guard(|| PyTensor(self.0.forward(&x.0)))
+            fn __getattr__(&self, name: &str) -> PyResult<Option<PyTensor>> {
+                match name {
+                    $(stringify!($field) => Ok(Slot::get(&self.0.$field)),)*
+                    _ => Err(PyAttributeError::new_err(format!("{} has no {name}", $name))),
+                }
             }
-            fn __getattr__(&self, name: &str) -> PyResult<PyTensor> {
-                let found = self.0.named_tensors().into_iter().find(|(n, _)| n == name);
-                found
-                    .map(|(_, t)| PyTensor(t))
-                    .ok_or_else(|| PyAttributeError::new_err(format!("{} has no {name}", $name)))
-            }
-        }
-    };
-}
-
-/// `weight` and an optional `bias`, to read and to replace, for the layers that have them so.
-macro_rules! weight_and_bias {
-    ($py:ident) => {
-        #[pymethods]
-        impl $py {
-            #[getter]
-            fn weight(&self) -> PyTensor {
-                PyTensor(self.0.weight.clone())
-            }
-            #[setter]
-            fn set_weight(&mut self, weight: PyTensor) {
-                self.0.weight = weight.0;
-            }
-            #[getter]
-            fn bias(&self) -> Option<PyTensor> {
-                self.0.bias.clone().map(PyTensor)
-            }
-            #[setter]
-            fn set_bias(&mut self, bias: Option<PyTensor>) {
-                self.0.bias = bias.map(|b| b.0);
+            fn __setattr__(&mut self, name: &str, value: Option<PyTensor>) -> PyResult<()> {
+                match name {
+                    $(stringify!($field) => Slot::put(&mut self.0.$field, value, name),)*
+                    _ => Err(PyAttributeError::new_err(format!("{} has no tensor {name} to set", $name))),
+                }
             }
         }
     };
 }
 
-layer!(PyLinear, Linear, "Linear");
-layer!(PyConv2d, Conv2d, "Conv2d");
-layer!(PyConvTranspose2d, ConvTranspose2d, "ConvTranspose2d");
-weight_and_bias!(PyLinear);
-weight_and_bias!(PyConv2d);
-weight_and_bias!(PyConvTranspose2d);
-layer!(PyGroupNorm, GroupNorm, "GroupNorm");
-layer!(PyBatchNorm, BatchNorm, "BatchNorm");
-layer!(PyLayerNorm, LayerNorm, "LayerNorm");
-layer!(PyRMSNorm, RMSNorm, "RMSNorm");
-layer!(PyEmbedding, Embedding, "Embedding");
+layer!(PyLinear, Linear, "Linear", [weight, bias]);
+layer!(PyConv2d, Conv2d, "Conv2d", [weight, bias]);
+layer!(PyConvTranspose2d, ConvTranspose2d, "ConvTranspose2d", [weight, bias]);
+layer!(PyGroupNorm, GroupNorm, "GroupNorm", [weight, bias]);
+layer!(PyBatchNorm, BatchNorm, "BatchNorm", [weight, bias, running_mean, running_var, num_batches_tracked]);
+layer!(PyLayerNorm, LayerNorm, "LayerNorm", [weight, bias]);
+layer!(@class PyLayerNorm2d, LayerNorm2d, "LayerNorm2d", [weight, bias]);
+layer!(PyRMSNorm, RMSNorm, "RMSNorm", [weight]);
+layer!(PyEmbedding, Embedding, "Embedding", [weight]);
+layer!(@class PyLSTMCell, LSTMCell, "LSTMCell", [weight_ih, weight_hh, bias_ih, bias_hh]);
+
+#[pymethods]
+impl PyLayerNorm2d {
+    fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
+        guard(|| PyTensor(self.0.forward_2d(&x.0)))
+    }
+}
 
 /// `x @ weight.T + bias`, its weight and bias initialized as tinygrad's (and torch's) are.
 #[pymethods]
@@ -267,6 +291,16 @@ impl PyLayerNorm {
     }
 }
 
+/// Layer normalization over the channels of `[N, C, H, W]`.
+#[pymethods]
+impl PyLayerNorm2d {
+    #[new]
+    #[pyo3(signature = (channels, eps=1e-5, elementwise_affine=true))]
+    fn new(channels: usize, eps: f64, elementwise_affine: bool) -> PyResult<PyLayerNorm2d> {
+        guard(|| PyLayerNorm2d(LayerNorm2d::new(&[channels], eps, elementwise_affine)))
+    }
+}
+
 /// Root-mean-square normalization over the last axis, with a learned scale.
 #[pymethods]
 impl PyRMSNorm {
@@ -287,15 +321,6 @@ impl PyEmbedding {
 }
 
 /// One step of a long short-term memory cell: `cell(x, (h, c))` gives the new `(h, c)`.
-#[pyclass(name = "LSTMCell", module = "lazygrad.nn")]
-pub struct PyLSTMCell(pub(crate) LSTMCell);
-
-impl Wrapped for PyLSTMCell {
-    fn module(&self) -> &dyn Module {
-        &self.0
-    }
-}
-
 #[pymethods]
 impl PyLSTMCell {
     #[new]
@@ -307,10 +332,6 @@ impl PyLSTMCell {
     fn __call__(&self, x: &PyTensor, hc: Option<(PyTensor, PyTensor)>) -> PyResult<(PyTensor, PyTensor)> {
         let (h, c) = guard(|| self.0.forward(&x.0, hc.as_ref().map(|(h, c)| (&h.0, &c.0))))?;
         Ok((PyTensor(h), PyTensor(c)))
-    }
-    fn __getattr__(&self, name: &str) -> PyResult<PyTensor> {
-        let found = self.0.named_tensors().into_iter().find(|(n, _)| n == name);
-        found.map(|(_, t)| PyTensor(t)).ok_or_else(|| PyAttributeError::new_err(format!("LSTMCell has no {name}")))
     }
 }
 
@@ -327,6 +348,7 @@ pub fn module(py: Python) -> PyResult<Bound<PyModule>> {
     nn.add_function(wrap_pyfunction!(instance_norm, &nn)?)?;
     nn.add_class::<PyBatchNorm>()?;
     nn.add_class::<PyLayerNorm>()?;
+    nn.add_class::<PyLayerNorm2d>()?;
     nn.add_class::<PyRMSNorm>()?;
     nn.add_class::<PyEmbedding>()?;
     let optim = PyModule::new(py, "optim")?;

@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::{
-    PyBatchNorm, PyConv2d, PyConvTranspose2d, PyEmbedding, PyGroupNorm, PyLSTMCell, PyLayerNorm, PyLinear, PyRMSNorm,
-    Wrapped,
+    PyBatchNorm, PyConv2d, PyConvTranspose2d, PyEmbedding, PyGroupNorm, PyLSTMCell, PyLayerNorm, PyLayerNorm2d,
+    PyLinear, PyRMSNorm, Wrapped,
 };
 use crate::tensor::PyTensor;
 
@@ -31,7 +31,7 @@ const MAX_DEPTH: usize = 32;
 /// Adds the tensors of a layer of one kind to the list, if `obj` is one.
 type Layer = fn(&Bound<PyAny>, &str, &mut Vec<(String, Tensor)>) -> bool;
 
-const LAYERS: [Layer; 9] = [
+const LAYERS: [Layer; 10] = [
     wrapped::<PyLinear>,
     wrapped::<PyConv2d>,
     wrapped::<PyConvTranspose2d>,
@@ -39,6 +39,7 @@ const LAYERS: [Layer; 9] = [
     wrapped::<PyLSTMCell>,
     wrapped::<PyBatchNorm>,
     wrapped::<PyLayerNorm>,
+    wrapped::<PyLayerNorm2d>,
     wrapped::<PyRMSNorm>,
     wrapped::<PyEmbedding>,
 ];

@@ -26,6 +26,8 @@ MODULES = {
   "tinygrad.nn.state": "lazygrad.nn.state",
   "tinygrad.nn.datasets": "lazygrad.nn.datasets",
   "tinygrad.engine.jit": "lazygrad",
+  "tinygrad.uop.ops": "lazygrad.uop",
+  "tinygrad.engine.realize": "lazygrad.engine",
 }
 
 

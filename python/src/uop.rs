@@ -1,0 +1,127 @@
+//! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op (a name
+//! `Ops` gives), the node it views (`base`) and the device buffer it is (`buffer`); constants and
+//! casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a `Variable`.
+
+use std::sync::Arc;
+
+use ::lazygrad::runtime::Buffer;
+use ::lazygrad::schedule::view_buffer;
+use ::lazygrad::UOp;
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
+
+use crate::variable::PyVariable;
+
+/// A node of the graph: tinygrad's `UOp`, read-only.
+#[pyclass(name = "UOp", module = "lazygrad", frozen)]
+pub(crate) struct PyUOp(pub(crate) UOp);
+
+#[pymethods]
+impl PyUOp {
+    /// A symbolic integer in `min..=max` (tinygrad's `UOp.variable`): lazygrad's `Variable`.
+    #[staticmethod]
+    fn variable(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
+        PyVariable::new(name, min, max)
+    }
+    /// A constant (of the value's dtype: float32, int32 or bool), put on the default device when a
+    /// tensor is made of it (`Tensor(UOp.const(2.0))`).
+    #[staticmethod]
+    fn r#const(value: &Bound<PyAny>) -> PyResult<PyUOp> {
+        let v = crate::convert::number(value, "UOp.const")?;
+        Ok(PyUOp(UOp::constant(v.default_dtype(), v.value())))
+    }
+    /// This node cast to `dtype`.
+    fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyUOp> {
+        let dtype = crate::convert::dtype_arg(Some(dtype))?.unwrap_or(self.0.dtype());
+        Ok(PyUOp(self.0.cast(dtype)))
+    }
+    /// The op's name (`"BUFFER"`, `"ADD"`, ...), the very string `Ops` gives for it, so
+    /// `uop.op is Ops.SINK` holds as in tinygrad.
+    #[getter]
+    fn op<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        PyString::intern(py, &self.0.op().name())
+    }
+    /// The node under the movement ops: what this node views.
+    #[getter]
+    fn base(&self) -> PyUOp {
+        PyUOp(self.0.base())
+    }
+    /// Whether this node is a device buffer (or a reshape of one).
+    fn has_buffer_identity(&self) -> bool {
+        view_buffer(&self.0).is_some()
+    }
+    /// The device buffer this node is; a RuntimeError for a node that is none (not stored yet).
+    #[getter]
+    fn buffer(&self, py: Python) -> PyResult<Py<PyBuffer>> {
+        match view_buffer(&self.0) {
+            Some(buffer) => PyBuffer::of(py, buffer),
+            None => Err(PyRuntimeError::new_err(format!("a {} node is no buffer", self.0.op().name()))),
+        }
+    }
+    fn __repr__(&self) -> String {
+        format!("<UOp {} {:?}>", self.0.op().name(), self.0.sh())
+    }
+}
+
+/// tinygrad's `Ops`: `Ops.SINK` is the name `"SINK"` (interned, as `UOp.op` gives it).
+#[pyclass(name = "Ops", module = "lazygrad", frozen)]
+pub(crate) struct PyOps;
+
+#[pymethods]
+impl PyOps {
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyString>> {
+        let is_name = name.starts_with(|c: char| c.is_ascii_uppercase())
+            && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        match is_name {
+            true => Ok(PyString::intern(py, name)),
+            false => Err(PyAttributeError::new_err(format!("Ops has no {name}: op names are upper case"))),
+        }
+    }
+}
+
+/// A device buffer: one Python object per buffer while it is referenced, so `is` tells whether
+/// two tensors share storage.
+#[pyclass(name = "Buffer", module = "lazygrad", frozen, weakref)]
+pub(crate) struct PyBuffer(Arc<Buffer>);
+
+/// The live `Buffer` objects by buffer id (a `weakref.WeakValueDictionary`).
+static LIVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl PyBuffer {
+    /// The one `Buffer` object of `buffer`.
+    fn of(py: Python, buffer: Arc<Buffer>) -> PyResult<Py<PyBuffer>> {
+        let live = LIVE.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
+        })?;
+        let live = live.bind(py);
+        let id = buffer.id();
+        if let Ok(found) = live.call_method1("get", (id,))?.cast::<PyBuffer>() {
+            return Ok(found.clone().unbind());
+        }
+        let made = Py::new(py, PyBuffer(buffer))?;
+        live.set_item(id, &made)?;
+        Ok(made)
+    }
+}
+
+#[pymethods]
+impl PyBuffer {
+    #[getter]
+    fn device(&self) -> &str {
+        self.0.device()
+    }
+    /// Number of elements.
+    #[getter]
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.0.nbytes()
+    }
+    fn __repr__(&self) -> String {
+        format!("<buf {} size:{} {:?}>", self.0.device(), self.0.size(), self.0.dtype())
+    }
+}
