@@ -4,8 +4,8 @@
 //! - `realize map`: the requested outputs, CONTIGUOUS, ASSIGN and COPY (and a COPY's computed
 //!   source), every reduce whose result is broadcast, and every costly value that is broadcast
 //!   (fusing either would recompute it once per broadcast element);
-//! - `shared reduces`: a reduce reading memory that two kernels would fuse (a weight's gradient
-//!   feeding both of Adam's moments) is computed once;
+//! - `shared reduces`: a reduce or a transcendental reading memory that two kernels would fuse (a
+//!   weight's gradient feeding both of Adam's moments, softmax's exp) is computed once;
 //! - `chain breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops;
 //!
 //! and, after them, a kernel reading more buffers than its device binds (`Target::max_buffers`)
@@ -67,7 +67,7 @@ pub fn realize_points(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option
         PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
             if r.nodes.contains(&m["u"]) {
                 let (inside, _) = fused_region(m["u"].src(), &|n| r.nodes.contains(n));
-                for n in inside.into_iter().filter(|n| n.op() == Ops::ReduceAxis) {
+                for n in inside.into_iter().filter(costly_to_share) {
                     *r.uses.entry(n).or_default() += 1;
                 }
             }
@@ -92,11 +92,31 @@ pub fn realize_points(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option
     let mut realize = Realize { nodes: requested, ..Realize::default() };
     graph_rewrite(&sink, &REALIZE_MAP, &mut realize, "realize map", false);
     graph_rewrite(&sink, &SHARED_REDUCES, &mut realize, "shared reduces", false);
-    let shared = std::mem::take(&mut realize.uses).into_iter().filter(|(n, count)| *count > 1 && reads_memory(n));
+    let shared = std::mem::take(&mut realize.uses)
+        .into_iter()
+        .filter(|(n, count)| *count >= kernels_to_share(n) && reads_memory(n));
     realize.nodes.extend(shared.map(|(n, _)| n));
     graph_rewrite(&sink, &CHAIN_BREAKS, &mut realize, "chain breaks", false);
     wide_kernel_splits(&sink, &mut realize.nodes, target_of);
     sink.toposort().into_iter().filter(|u| realize.nodes.contains(u)).collect()
+}
+
+/// A value that several kernels should not each compute: a reduce, or a transcendental (exp's,
+/// log's and sin's are tens of ops each once decomposed).
+fn costly_to_share(n: &UOp) -> bool {
+    n.op() == Ops::ReduceAxis || matches!(n.op(), Ops::Exp2 | Ops::Log2 | Ops::Sin) && storable(n)
+}
+
+/// How many kernels fusing a `costly_to_share` value store it instead: a reduce two; a
+/// transcendental three, since writing it and reading it back costs about what computing it
+/// once more does (a softmax's exp, read by its sum and its quotient, stays fused; attention's,
+/// read by the backward too, is stored).
+fn kernels_to_share(n: &UOp) -> usize {
+    if n.op() == Ops::ReduceAxis {
+        2
+    } else {
+        3
+    }
 }
 
 /// Whether a node can be stored as a kernel's output: a value with a fixed shape.
