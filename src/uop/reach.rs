@@ -25,10 +25,14 @@ pub fn index_reach(idx: &UOp, gate: Option<&UOp>) -> Option<(i128, i128)> {
         let (l, h) = match exact_bounds(group) {
             Some(bounds) => bounds?,
             None => {
-                let sum = group.terms.iter().skip(1).fold(group.terms[0].clone(), |s, t| s.alu(Ops::Add, &[t]));
+                let (lo, hi) = group.terms.iter().map(term_bounds).fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
                 match gate {
-                    Some(g) => bounds_given(&sum, g),
-                    None => sum.bounds(),
+                    Some(g) => {
+                        let sum = group.terms.iter().skip(1).fold(group.terms[0].clone(), |s, t| s.alu(Ops::Add, &[t]));
+                        let (glo, ghi) = bounds_given(&sum, g);
+                        (lo.max(glo), hi.min(ghi))
+                    }
+                    None => (lo, hi),
                 }
             }
         };
@@ -38,6 +42,40 @@ pub fn index_reach(idx: &UOp, gate: Option<&UOp>) -> Option<(i128, i128)> {
         (lo, hi) = (lo + l, hi + h);
     }
     Some((lo, hi))
+}
+
+/// Bounds of one term of a group too large to evaluate: through multiplication, division and
+/// remainder by constants, a sum inside is split into groups again (a remainder's dividend is often
+/// a large linear part plus a small group that never goes negative), intersected with interval
+/// bounds.
+fn term_bounds(u: &UOp) -> (i128, i128) {
+    let (ilo, ihi) = u.bounds();
+    let by = u.src().get(1).and_then(UOp::const_int_value).map(i128::from);
+    let (lo, hi) = match (u.op(), by) {
+        (Ops::Add, _) => groups(&add_terms(u), &[])
+            .iter()
+            .map(|g| match exact_bounds(g) {
+                Some(bounds) => bounds.unwrap_or((0, 0)),
+                None => g.terms.iter().map(term_bounds).fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
+            })
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d)),
+        (Ops::Mul, Some(c)) => {
+            let (a, b) = term_bounds(&u.src()[0]);
+            ((a * c).min(b * c), (a * c).max(b * c))
+        }
+        (Ops::IDiv, Some(c)) if c > 0 => {
+            let (a, b) = term_bounds(&u.src()[0]);
+            (a / c, b / c)
+        }
+        (Ops::Mod, Some(c)) if c > 0 => match term_bounds(&u.src()[0]) {
+            (a, b) if a >= 0 && b < c => (a, b),
+            (a, _) if a >= 0 => (0, c - 1),
+            (_, b) if b <= 0 => (1 - c, 0),
+            _ => (1 - c, c - 1),
+        },
+        _ => (ilo, ihi),
+    };
+    (lo.max(ilo), hi.min(ihi))
 }
 
 /// The summands of an ADD tree.
@@ -185,6 +223,24 @@ mod tests {
             .fold(mul(&o, &c(9)), |s, t| add(&s, t));
         assert!(idx.bounds().0 < 0, "the interval bounds are loose: {:?}", idx.bounds());
         assert_eq!(index_reach(&idx, None), Some((0, 215)));
+    }
+
+    #[test]
+    fn a_remainders_dividend_is_split_into_groups_again() {
+        // the same read with 64 x 64 channels (36,864 points, too many to evaluate), and wrapped
+        // in % 36864 as the scheduler writes a flipped 64 x 64 x 3 x 3 weight: the small group
+        // inside the remainder says its dividend is never negative, so the index is in [0, 36863]
+        let (o, i, ky, kx) = (rng(0, 64), rng(1, 64), rng(2, 3), rng(3, 3));
+        let two_kx = add(&mul(&kx, &c(2)), &c(2));
+        let dividend = [mul(&i, &c(3)), mul(&ky, &c(-1)), mul(&kx, &c(-1)), div(&two_kx, &c(3)), c(2)]
+            .iter()
+            .fold(mul(&o, &c(192)), |s, t| add(&s, t));
+        let idx = [mul(&i, &c(9)), rem(&two_kx, &c(3)), mul(&rem(&dividend, &c(3)), &c(3))]
+            .iter()
+            .fold(mul(&o, &c(576)), |s, t| add(&s, t));
+        let idx = rem(&idx, &c(36864));
+        assert!(idx.bounds().0 < 0, "the interval bounds are loose: {:?}", idx.bounds());
+        assert_eq!(index_reach(&idx, None), Some((0, 36863)));
     }
 
     #[test]
