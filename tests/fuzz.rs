@@ -12,7 +12,8 @@
 //! list) and is printed as that list: add it to `REGRESSIONS`, which run first.
 //!
 //! More parts, one concept per file under `tests/fuzz/`, each its own test run on the CPU, INTERP
-//! and CL: JIT call sequences (`jit_calls.rs`), assignment through random views (`views.rs`).
+//! and CL: JIT call sequences (`jit_calls.rs`), assignment through random views (`views.rs`),
+//! gradients at kinks and special points (`kinks.rs`).
 //!
 //! `FUZZ_PROGRAMS=n` and `FUZZ_SEED=s` (a byte) run other or more programs than CI's 2,000 of
 //! seed 20; the other parts scale their counts by the same factor.
@@ -38,6 +39,8 @@ mod driver;
 mod host;
 #[path = "fuzz/jit_calls.rs"]
 mod jit_calls;
+#[path = "fuzz/kinks.rs"]
+mod kinks;
 #[path = "fuzz/program.rs"]
 mod program;
 #[path = "fuzz/views.rs"]
@@ -436,4 +439,16 @@ fn assignments_through_random_views_write_the_host_models_elements_or_refuse() {
 fn jit_call_sequences_replay_as_eager() {
     let programs = driver::run_part("jit", 2, driver::scaled(jit_calls::PROGRAMS), &[], &jit_calls::check);
     println!("called {programs} random functions through the JIT on {:?} as eagerly", driver::devices());
+}
+
+#[test]
+fn gradients_at_kinks_follow_pytorch_and_central_differences() {
+    use std::sync::atomic::Ordering;
+    let programs = driver::run_part("kinks", 3, driver::scaled(kinks::PROGRAMS), &[], &kinks::check);
+    let (kinked, smooth) = (kinks::AT_KINKS.load(Ordering::Relaxed), kinks::SMOOTH.load(Ordering::Relaxed));
+    println!(
+        "differentiated {programs} random programs on {:?}: {kinked} input elements at kinks, {smooth} smooth",
+        driver::devices()
+    );
+    assert!(kinked * 4 >= kinked + smooth, "too few kinks: {kinked} of {} elements", kinked + smooth);
 }
