@@ -13,7 +13,8 @@
 //!
 //! More parts, one concept per file under `tests/fuzz/`, each its own test run on the CPU, INTERP
 //! and CL: JIT call sequences (`jit_calls.rs`), assignment through random views (`views.rs`),
-//! gradients at kinks and special points (`kinks.rs`).
+//! gradients at kinks and special points (`kinks.rs`), Variables bound at their extremes
+//! (`variables.rs`).
 //!
 //! `FUZZ_PROGRAMS=n` and `FUZZ_SEED=s` (a byte) run other or more programs than CI's 2,000 of
 //! seed 20; the other parts scale their counts by the same factor.
@@ -43,6 +44,8 @@ mod jit_calls;
 mod kinks;
 #[path = "fuzz/program.rs"]
 mod program;
+#[path = "fuzz/variables.rs"]
+mod variables;
 #[path = "fuzz/views.rs"]
 mod views;
 
@@ -451,4 +454,10 @@ fn gradients_at_kinks_follow_pytorch_and_central_differences() {
         driver::devices()
     );
     assert!(kinked * 4 >= kinked + smooth, "too few kinks: {kinked} of {} elements", kinked + smooth);
+}
+
+#[test]
+fn programs_of_variable_shape_equal_their_concrete_twins_at_every_binding() {
+    let programs = driver::run_part("variables", 4, driver::scaled(variables::PROGRAMS), &[], &variables::check);
+    println!("ran {programs} programs of variable shape at three bindings each on {:?}", driver::devices());
 }

@@ -213,3 +213,21 @@ fn an_axis_bound_to_zero_reduces_as_an_empty_one() {
         assert_eq!(all.argmax(Some(0), false).to_vec::<i32>(), [4], "{dev}: n = 5");
     }
 }
+
+/// A kept reduction over a variable axis at most 1 wide was skipped as one over an axis of size
+/// 1: bound to 0, the sum read back as nothing instead of zeros, and max did not refuse.
+#[test]
+fn a_kept_reduction_over_a_variable_axis_at_most_one_wide_reduces_it() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(2, dev).reshape(&[2, 1]);
+        let n = Variable::new("n", 0, 1);
+        let part = |len: usize| x.shrink_sym(&[(Sint::Int(0), Sint::Int(2)), (Sint::Int(0), Sint::from(&n.bind(len)))]);
+        assert_eq!(part(0).sum(1, true).to_vec::<f32>(), [0.0, 0.0], "{dev}: n = 0");
+        assert_eq!(part(1).sum(1, true).to_vec::<f32>(), [0.0, 1.0], "{dev}: n = 1");
+        assert_eq!(part(1).max(1, true).to_vec::<f32>(), [0.0, 1.0], "{dev}: n = 1");
+        let empty_max = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| part(0).max(1, true).to_vec::<f32>()));
+        let message = empty_max.expect_err("max over nothing").downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("size 0"), "{dev}: {message}");
+    }
+}
