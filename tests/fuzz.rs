@@ -434,14 +434,29 @@ fn random_programs_agree_with_interp_and_the_host() {
 
 #[test]
 fn assignments_through_random_views_write_the_host_models_elements_or_refuse() {
-    let programs = driver::run_part("views", 1, driver::scaled(views::PROGRAMS), &[], &views::check);
-    println!("assigned through {programs} random views on {:?} with no mismatch", driver::devices());
+    use std::sync::atomic::Ordering;
+    let programs = driver::run_part("views", 1, driver::scaled(views::PROGRAMS), views::REGRESSIONS, &views::check);
+    let (written, refused) = (views::WRITTEN.load(Ordering::Relaxed), views::REFUSED.load(Ordering::Relaxed));
+    println!(
+        "assigned through {programs} random views on {:?}: {written} written, {refused} refused",
+        driver::devices()
+    );
+    assert!(written > programs / 3 && refused > programs / 10, "{written} written and {refused} refused");
 }
 
 #[test]
 fn jit_call_sequences_replay_as_eager() {
-    let programs = driver::run_part("jit", 2, driver::scaled(jit_calls::PROGRAMS), &[], &jit_calls::check);
-    println!("called {programs} random functions through the JIT on {:?} as eagerly", driver::devices());
+    use std::sync::atomic::Ordering;
+    let programs =
+        driver::run_part("jit", 2, driver::scaled(jit_calls::PROGRAMS), jit_calls::REGRESSIONS, &jit_calls::check);
+    let count = |c: &std::sync::atomic::AtomicUsize| c.load(Ordering::Relaxed);
+    let (fed, aliased, changed) = (count(&jit_calls::FED), count(&jit_calls::ALIASED), count(&jit_calls::CHANGED));
+    println!(
+        "called {programs} random functions through the JIT on {:?} as eagerly: {fed} calls fed an output back, \
+         {aliased} gave one tensor twice, {changed} changed an input",
+        driver::devices()
+    );
+    assert!(fed > 0 && aliased > 0 && changed > 0, "calls fed {fed}, aliased {aliased}, changed {changed}");
 }
 
 #[test]

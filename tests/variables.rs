@@ -231,3 +231,26 @@ fn a_kept_reduction_over_a_variable_axis_at_most_one_wide_reduces_it() {
         assert!(message.contains("size 0"), "{dev}: {message}");
     }
 }
+
+/// `unsqueeze` went through a reshape, which cannot tell which axis of size 1 a variable axis at
+/// most 1 wide went to: on `[1, n]` it moved the variable to the new axis. `squeeze` dropped it
+/// as an axis of size 1 (bound to 0 it holds nothing).
+#[test]
+fn new_and_squeezed_axes_leave_a_variable_axis_where_it_is() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::new([[5.0f32]]).to(dev).realize();
+        let n = Variable::new("n", 0, 1);
+        let part = |len: usize| x.shrink_sym(&[(Sint::Int(0), Sint::Int(1)), (Sint::Int(0), Sint::from(&n.bind(len)))]);
+        let wide = part(0).unsqueeze(0);
+        assert_eq!(wide.dims(), [Sint::Int(1), Sint::Int(1), Sint::from(&n.bind(0))], "{dev}");
+        assert_eq!(wide.sum(2, true).to_vec::<f32>(), [0.0], "{dev}: n = 0");
+        assert_eq!(part(1).unsqueeze(0).sum(2, true).to_vec::<f32>(), [5.0], "{dev}: n = 1");
+        assert_eq!(part(0).squeeze(None).dims(), [Sint::from(&n.bind(0))], "{dev}");
+        assert_eq!(part(0).squeeze(None).to_vec::<f32>(), [] as [f32; 0], "{dev}: n = 0");
+        assert_eq!(part(1).squeeze(None).to_vec::<f32>(), [5.0], "{dev}: n = 1");
+        // a reduction dropping its axis reshapes the rest the same way: [1, 1, n, 3] summed over 3
+        let summed = wide.unsqueeze(3).expand_sym(&[Sint::Int(1), Sint::Int(1), Sint::from(&n.bind(0)), Sint::Int(3)]);
+        assert_eq!(summed.sum(3, false).dims(), wide.dims(), "{dev}");
+    }
+}

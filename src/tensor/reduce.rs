@@ -74,9 +74,7 @@ impl Tensor {
         if keepdim {
             return reduced;
         }
-        let new: Vec<isize> =
-            shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d as isize).collect();
-        reduced.reshape(&new)
+        reduced.keep_axes((0..shape.len()).filter(|i| !axes.contains(i)).map(Some).collect())
     }
     /// Sum over `axes`; ints accumulate in at least 32 bits, half floats in float32.
     pub fn sum(&self, axes: impl Axes, keepdim: bool) -> Tensor {

@@ -1,7 +1,7 @@
 //! Variables bound at their extremes: a realized matrix is cut to a variable number of columns
 //! (`shrink_sym`, a Variable with a range from 0 or 1 to the width), then goes through random
 //! elementwise ops (with itself, and with a broadcast column), reductions over the variable axis
-//! and the other, permutes, and shrinks and flips of the other axis. Each program runs with the
+//! and another, new axes of size 1, permutes, and shrinks and flips of the other axes. Each program runs with the
 //! variable bound at its minimum, its maximum and between, and equals, value for value, the same
 //! program at the concrete width; a max over an axis bound to 0 must refuse as the concrete max
 //! over an empty axis does.
@@ -28,6 +28,9 @@ enum Step {
     SumVariable(bool),
     MaxVariable(bool),
     SumOther,
+    /// A new leading axis of size 1.
+    UnitAxis,
+    /// The axes reversed.
     Permute,
     ShrinkOther(usize),
     FlipOther,
@@ -53,7 +56,7 @@ fn build(list: &[u16]) -> Case {
     for _ in 0..1 + c.pick(4) {
         let var = shape.iter().position(Option::is_none);
         let other = shape.iter().position(Option::is_some);
-        let step = match c.pick(11) {
+        let step = match c.pick(12) {
             0 => Step::Neg,
             1 => Step::Relu,
             2 => Step::Square,
@@ -62,7 +65,8 @@ fn build(list: &[u16]) -> Case {
             5 if var.is_some() => Step::SumVariable(c.pick(2) == 0),
             6 if var.is_some() => Step::MaxVariable(c.pick(2) == 0),
             7 if other.is_some() => Step::SumOther,
-            8 if shape.len() == 2 => Step::Permute,
+            8 if shape.len() >= 2 => Step::Permute,
+            11 if shape.len() < 3 => Step::UnitAxis,
             9 if other.is_some() => Step::ShrinkOther(c.pick(shape[other.unwrap()].unwrap() + 1)),
             10 if other.is_some() => Step::FlipOther,
             _ => continue,
@@ -74,6 +78,7 @@ fn build(list: &[u16]) -> Case {
             },
             Step::SumOther => drop(shape.remove(other.unwrap())),
             Step::Permute => shape.reverse(),
+            Step::UnitAxis => shape.insert(0, Some(1)),
             Step::ShrinkOther(end) => shape[other.unwrap()] = Some(end),
             _ => {}
         }
@@ -115,8 +120,13 @@ fn program(case: &Case, base: &Tensor, width: Sint) -> Tensor {
                 x.sum(axis as isize, false)
             }
             Step::Permute => {
-                var = var.map(|v| 1 - v);
-                x.permute(&[1, 0])
+                let last = x.ndim() - 1;
+                var = var.map(|v| last - v);
+                x.permute(&(0..=last as isize).rev().collect::<Vec<_>>())
+            }
+            Step::UnitAxis => {
+                var = var.map(|v| v + 1);
+                x.unsqueeze(0)
             }
             Step::ShrinkOther(end) => {
                 let bounds: Vec<(Sint, Sint)> = x

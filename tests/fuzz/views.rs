@@ -6,6 +6,8 @@
 //! assignment must refuse (a panic at `assign` for an expand, an error at the realize for
 //! padding) and leave the tensor as it was.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use lazygrad::runtime::DefaultDevice;
 use lazygrad::tensor::Idx;
 use lazygrad::{DType, Tensor};
@@ -17,6 +19,15 @@ use super::program::{factors, numel, Choices};
 
 /// CI's programs per run.
 pub const PROGRAMS: usize = 150;
+
+/// Choice lists that once failed, replayed first (each bug also has a named test): an empty
+/// view through padding (tests/edges.rs assigning_through_a_view_of_no_elements_writes_nothing).
+pub const REGRESSIONS: &[&[u16]] =
+    &[&[0, 47880, 1573, 0, 0, 7418, 13489, 0, 32803, 26408, 30464, 8143, 15434, 5217, 0, 205]];
+
+/// Cases checked so far whose view the host says can be written, and that must refuse.
+pub static WRITTEN: AtomicUsize = AtomicUsize::new(0);
+pub static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
 /// One step of a view chain.
 #[derive(Clone, Debug)]
@@ -291,6 +302,10 @@ fn run(case: &Case, device: &str) -> Result<Vec<f64>, String> {
 pub fn check(list: &[u16]) -> Result<(), String> {
     let case = build(list);
     let want = host_result(&case);
+    match want {
+        Ok(_) => WRITTEN.fetch_add(1, Ordering::Relaxed),
+        Err(_) => REFUSED.fetch_add(1, Ordering::Relaxed),
+    };
     let original: Vec<f64> = case.data.iter().map(|&x| x as f64).collect();
     for device in driver::devices() {
         match (run(&case, device), &want) {
