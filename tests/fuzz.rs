@@ -462,7 +462,7 @@ fn jit_call_sequences_replay_as_eager() {
 #[test]
 fn gradients_at_kinks_follow_pytorch_and_central_differences() {
     use std::sync::atomic::Ordering;
-    let programs = driver::run_part("kinks", 3, driver::scaled(kinks::PROGRAMS), &[], &kinks::check);
+    let programs = driver::run_part("kinks", 3, driver::scaled(kinks::PROGRAMS), kinks::REGRESSIONS, &kinks::check);
     let (kinked, smooth) = (kinks::AT_KINKS.load(Ordering::Relaxed), kinks::SMOOTH.load(Ordering::Relaxed));
     println!(
         "differentiated {programs} random programs on {:?}: {kinked} input elements at kinks, {smooth} smooth",

@@ -28,6 +28,14 @@ use super::program::Choices;
 /// CI's programs per run.
 pub const PROGRAMS: usize = 200;
 
+/// Choice lists that once failed, replayed first: a log of a product of a cumsum of -0 (the
+/// host's cumsum started from +0, PyTorch's and lazygrad's from the first element).
+pub const REGRESSIONS: &[&[u16]] = &[&[
+    3516, 6803, 1177, 46639, 1, 50808, 1975, 14525, 0, 10878, 0, 14076, 0, 0, 0, 1247, 19, 10869, 15780, 0, 1, 9228, 1,
+    28908, 0, 23317, 42949, 0, 1521, 0, 0, 1, 2251, 0, 41175, 9, 0, 0, 27763, 58007, 1657, 32821, 41648, 1331, 0,
+    25825, 28255, 1, 10991, 0, 16319, 0, 0, 493, 12497, 697, 23881, 640, 13796, 24625, 10778, 39579,
+]];
+
 /// Input elements checked so far against PyTorch's rules (at a kink) and against central
 /// differences.
 pub static AT_KINKS: AtomicUsize = AtomicUsize::new(0);
@@ -288,7 +296,8 @@ impl Forward<'_> {
                 let (v, d) = self.eval(x);
                 let all = d.iter().fold(0, |a, b| a | b);
                 let value = match &node.op {
-                    Op::Sum(_) => v.iter().sum(),
+                    // from +0, the identity (a sum of -0 alone is +0, as tinygrad's)
+                    Op::Sum(_) => v.iter().fold(0.0, |a, b| a + b),
                     Op::Prod(_) => v.iter().product(),
                     Op::Max(_) => v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
                     _ => v.iter().cloned().fold(f64::INFINITY, f64::min),
@@ -301,13 +310,11 @@ impl Forward<'_> {
             Op::Cumsum(x) | Op::Cumprod(x) => {
                 let (v, d) = self.eval(x);
                 let sum = matches!(node.op, Op::Cumsum(_));
-                let values = v
-                    .iter()
-                    .scan(if sum { 0.0 } else { 1.0 }, |acc, &e| {
-                        *acc = if sum { *acc + e } else { *acc * e };
-                        Some(*acc)
-                    })
-                    .collect();
+                // from the first element, as PyTorch's (a cumsum of -0 starts at -0)
+                let mut values = v.clone();
+                for i in 1..values.len() {
+                    values[i] = if sum { values[i - 1] + v[i] } else { values[i - 1] * v[i] };
+                }
                 (values, d.iter().scan(0, |acc, &e| Some(*acc | e)).collect())
             }
         };
