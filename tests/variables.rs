@@ -254,3 +254,24 @@ fn new_and_squeezed_axes_leave_a_variable_axis_where_it_is() {
         assert_eq!(summed.sum(3, false).dims(), wide.dims(), "{dev}");
     }
 }
+
+/// A jitted function returning a tensor of variable shape could not be captured ("output of
+/// shape [6] is not a realized buffer"), so every call after the first failed. Each replay's
+/// output is read at that call's binding, from the largest to 0.
+#[test]
+fn a_jit_output_of_variable_shape_is_read_at_each_calls_binding() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(6, dev);
+        let n = Variable::new("n", 0, 6);
+        let mut jit = Jit::new(|inputs: &[Tensor]| {
+            let len = Sint::from(&inputs[1].as_var().expect("a bound variable"));
+            vec![inputs[0].shrink_sym(&[(Sint::Int(0), len)]) * 2.0]
+        });
+        for len in [1, 2, 6, 0, 3, 6] {
+            let out = jit.call(&[x.clone(), Tensor::from_var(&n.bind(len))]).unwrap().remove(0);
+            let want: Vec<f32> = (0..len).map(|i| 2.0 * i as f32).collect();
+            assert_eq!(out.to_vec::<f32>(), want, "{dev}: n = {len}");
+        }
+    }
+}

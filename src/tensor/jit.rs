@@ -2,7 +2,8 @@
 //! it runs on the second call, and from the third call on replay them (`engine::jit`) on the new
 //! inputs' buffers without scheduling or codegen. An input may be a bound variable
 //! (`Tensor::from_var`): a replay passes its new value to the kernels that read it. An output
-//! is a buffer or a view of one (an assignment through a view returns the view); as in tinygrad,
+//! is a buffer or a view of one (an assignment through a view returns the view, an output of
+//! variable shape is read at this call's values); as in tinygrad,
 //! a replay's outputs are the captured call's buffers, which the next replay writes again.
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use crate::engine::jit::CapturedJit;
 use crate::error::{Error, Result};
 use crate::helpers::debug;
 use crate::runtime::Buffer;
-use crate::schedule::{buffer_view, view_buffer, VarVals};
+use crate::schedule::{buffer_view, rebind, unbind, view_buffer, VarVals};
 use crate::uop::rewrite::substitute;
 use crate::uop::{BoundVar, Ops, UOp, UOpMap};
 
@@ -47,10 +48,11 @@ fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
 }
 
 /// The BUFFER node under `u` when `u` is one or a view of one (RESHAPE, PERMUTE, SHRINK, FLIP,
-/// PAD: an assignment through a view returns the view).
+/// PAD: an assignment through a view returns the view, an output of variable shape is a
+/// symbolic SHRINK of its buffer).
 fn buffer_under(u: &UOp) -> Option<UOp> {
     let mut u = u.clone();
-    while matches!(u.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Flip | Ops::Pad) && u.src().len() == 1 {
+    while matches!(u.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Flip | Ops::Pad) {
         u = u.src()[0].clone();
     }
     (u.op() == Ops::Buffer).then_some(u)
@@ -148,11 +150,13 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                     eprintln!("JIT call {call}: replayed {} kernels in {:.2} ms", cap.jit.len(), seconds * 1e3);
                 }
                 // each output over the buffer the replay wrote it to (an input's, for an
-                // assignment into an input)
+                // assignment into an input), its variable sizes bound to this call's values
                 let over = |b: &Arc<Buffer>, captured: &UOp| {
                     let mut map = UOpMap::default();
                     map.insert(buffer_under(captured).expect("checked at capture"), buffer_view(b, &[b.size()]));
-                    substitute(captured, &mut map, "JIT output")
+                    let (unbound, mut bindings) = unbind(&[substitute(captured, &mut map, "JIT output")]);
+                    bindings.extend(vals.iter().map(|(name, &value)| (name.clone(), value)));
+                    rebind(&unbound[0], &bindings)
                 };
                 Ok(out_bufs.iter().zip(&cap.outputs).map(|(b, (u, dev))| Tensor::from_uop(over(b, u), dev)).collect())
             }

@@ -3,11 +3,12 @@
 //! elementwise ops (with itself, and with a broadcast column), reductions over the variable axis
 //! and another, new axes of size 1, permutes, and shrinks and flips of the other axes. Each program runs with the
 //! variable bound at its minimum, its maximum and between, and equals, value for value, the same
-//! program at the concrete width; a max over an axis bound to 0 must refuse as the concrete max
-//! over an empty axis does.
+//! program at the concrete width, run directly and replayed by a JIT that takes the variable as
+//! an input; a max over an axis bound to 0 must refuse as the concrete max over an empty axis
+//! does.
 
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::{Sint, Tensor, Variable};
+use lazygrad::{Jit, Sint, Tensor, Variable};
 
 use super::driver;
 use super::program::Choices;
@@ -146,14 +147,20 @@ fn program(case: &Case, base: &Tensor, width: Sint) -> Tensor {
     x
 }
 
-/// One case at each binding on every device: the symbolic program equals the concrete one.
+/// One case at each binding on every device: the symbolic program equals the concrete one, run
+/// directly and replayed by a JIT that takes the variable as an input.
 pub fn check(list: &[u16]) -> Result<(), String> {
     let case = build(list);
     let n = Variable::new("cols", case.min, case.cols);
     for device in driver::devices() {
         let _device = DefaultDevice::scoped(device);
         let base = Tensor::from_slice(&case.data, &[case.rows, case.cols]).realize();
-        for width in [case.min, case.cols, (case.min + case.cols) / 2] {
+        let mut jit = Jit::new(|inputs: &[Tensor]| {
+            vec![program(&case, &inputs[0], Sint::from(&inputs[1].as_var().expect("a bound variable")))]
+        });
+        let bindings = [case.min, case.cols, (case.min + case.cols) / 2];
+        let mut jitted = true;
+        for width in bindings.into_iter().chain(bindings) {
             let run = |w: Sint| {
                 driver::caught(|| {
                     let out = program(&case, &base, w);
@@ -171,6 +178,18 @@ pub fn check(list: &[u16]) -> Result<(), String> {
                 return Err(format!(
                     "{device}, cols = {width}: symbolic {symbolic:?}, concrete {concrete:?}\n{case:?}"
                 ));
+            }
+            if let (Ok((_, want)), true) = (concrete, jitted) {
+                let replayed = jit.call(&[base.clone(), Tensor::from_var(&n.bind(width))]);
+                let got = replayed.and_then(|mut out| out.remove(0).try_to_vec::<f32>()).map_err(|e| e.to_string());
+                // a function that runs no kernel (a view of the input) has nothing to capture
+                if got.as_ref().is_err_and(|e| e.contains("nothing to capture")) {
+                    jitted = false;
+                } else if got.as_ref() != Ok(&want) {
+                    return Err(format!(
+                        "{device}, cols = {width}: the JIT gives {got:?}, concrete {want:?}\n{case:?}"
+                    ));
+                }
             }
         }
     }
