@@ -124,7 +124,8 @@ fn copy(t: &Tensor) -> Tensor {
     Tensor::from_bytes(&t.raw_bytes().expect("a realized input"), &t.shape(), t.dtype(), t.device()).realize()
 }
 
-/// The sequence `list` describes on `device`; `Err` at the first call that differs from eager.
+/// Program `p` called through a JIT as `calls` says, on `device`; `Err` at the first call that
+/// differs from eager (the changed inputs' calls are not run eagerly).
 fn run(p: &Program, calls: &[Vec<Source>], device: &str) -> Result<(), String> {
     let _device = DefaultDevice::scoped(device);
     let f = function(p);
@@ -144,7 +145,10 @@ fn run(p: &Program, calls: &[Vec<Source>], device: &str) -> Result<(), String> {
                 Source::Again => (last[i].clone(), last_eager[i].clone()),
                 Source::Fed => (out.clone().expect("a last call"), out_eager.clone().expect("a last call")),
                 Source::Alias(j) => (inputs[j].clone(), eager[j].clone()),
-                Source::Changed => (changed(p, i, device), changed(p, i, device)),
+                Source::Changed => {
+                    let t = changed(p, i, device);
+                    (t.clone(), t)
+                }
             };
             inputs.push(jit_input);
             eager.push(eager_input);

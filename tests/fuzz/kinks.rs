@@ -117,7 +117,7 @@ impl Builder<'_, '_> {
         Self::node(Op::Input(self.inputs.len() - 1), false, true, nonneg)
     }
 
-    /// An existing input again (ties between inputs), or a new one.
+    /// A new input of grid values.
     fn leaf(&mut self) -> Rc<Node> {
         self.input(&GRID)
     }
@@ -229,6 +229,7 @@ impl Builder<'_, '_> {
     }
 }
 
+/// The program `list` describes.
 fn build(list: &[u16]) -> Program {
     let mut c = Choices { list, at: 0 };
     let len = 1 + c.pick(4);

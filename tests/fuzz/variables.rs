@@ -1,11 +1,11 @@
 //! Variables bound at their extremes: a realized matrix is cut to a variable number of columns
 //! (`shrink_sym`, a Variable with a range from 0 or 1 to the width), then goes through random
 //! elementwise ops (with itself, and with a broadcast column), reductions over the variable axis
-//! and another, new axes of size 1, permutes, and shrinks and flips of the other axes. Each program runs with the
-//! variable bound at its minimum, its maximum and between, and equals, value for value, the same
-//! program at the concrete width, run directly and replayed by a JIT that takes the variable as
-//! an input; a max over an axis bound to 0 must refuse as the concrete max over an empty axis
-//! does.
+//! and another, new axes of size 1, permutes, and shrinks and flips of the other axes. Each
+//! program runs with the variable bound at its minimum, its maximum and between, and equals,
+//! value for value, the same program at the concrete width, run directly and replayed by a JIT
+//! that takes the variable as an input; a max over an axis bound to 0 must refuse as the
+//! concrete max over an empty axis does.
 
 use lazygrad::runtime::DefaultDevice;
 use lazygrad::{Jit, Sint, Tensor, Variable};
@@ -13,7 +13,7 @@ use lazygrad::{Jit, Sint, Tensor, Variable};
 use super::driver;
 use super::program::Choices;
 
-/// CI's programs per run (each at three bindings).
+/// CI's programs per run (each at three bindings, and through a JIT at each twice).
 pub const PROGRAMS: usize = 60;
 
 #[derive(Clone, Copy, Debug)]
@@ -46,6 +46,7 @@ struct Case {
     steps: Vec<Step>,
 }
 
+/// The case `list` describes.
 fn build(list: &[u16]) -> Case {
     let mut c = Choices { list, at: 0 };
     let (rows, cols) = (1 + c.pick(4), 1 + c.pick(6));
