@@ -497,3 +497,29 @@ fn assign_through_flips_and_step_slices_writes_the_tensor() {
         assert!(err.to_string().contains("padding"), "{device}: {err}");
     }
 }
+
+/// A view of no elements (an empty slice, a step slice visiting nothing, padding shrunk away to
+/// nothing) writes nothing. Its kernel's empty loop folded to one pass: the CPU stored a value
+/// at the view's first position (an element outside the view, or before the buffer: index -2
+/// through the padding) and the padded one was refused as reaching into padding.
+#[test]
+fn assigning_through_a_view_of_no_elements_writes_nothing() {
+    use lazygrad::tensor::Idx;
+    for device in common::devices() {
+        let _device = DefaultDevice::scoped(device);
+        type View = fn(&Tensor) -> Tensor;
+        let views: [(&str, View); 3] = [
+            ("t[1:1]", |t| t.shrink(&[(1, 1)])),
+            ("t[3:1]", |t| t.index(&[Idx::R(Some(3), Some(1), 1)])),
+            ("t.pad(2, 2)[None, -7:-7]", |t| t.pad(&[(2, 2)]).index(&[Idx::NewAxis, Idx::R(Some(-7), Some(-7), 1)])),
+        ];
+        for (what, view) in views {
+            let x = Tensor::new([1.0f32, 2.0]).realize();
+            let v = view(&x);
+            assert_eq!(v.numel(), 0, "{device}: {what}");
+            let value = &v.flip(&(0..v.ndim() as isize).collect::<Vec<_>>()) + 1.0;
+            v.assign(&value).try_realize().unwrap_or_else(|e| panic!("{device}: {what}: {e}"));
+            assert_eq!(x.to_vec::<f32>(), [1.0, 2.0], "{device}: {what}");
+        }
+    }
+}

@@ -11,7 +11,13 @@
 //! float64, compared within a tolerance. A failing program shrinks (proptest shrinks its choice
 //! list) and is printed as that list: add it to `REGRESSIONS`, which run first.
 //!
-//! `FUZZ_PROGRAMS=n` and `FUZZ_SEED=s` (a byte) run other or more programs than CI's 2,000 of seed 20.
+//! More parts, one concept per file under `tests/fuzz/`, each its own test run on the CPU, INTERP
+//! and CL: JIT call sequences (`jit_calls.rs`), assignment through random views (`views.rs`),
+//! gradients at kinks and special points (`kinks.rs`), Variables bound at their extremes
+//! (`variables.rs`).
+//!
+//! `FUZZ_PROGRAMS=n` and `FUZZ_SEED=s` (a byte) run other or more programs than CI's 2,000 of
+//! seed 20; the other parts scale their counts by the same factor.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -27,23 +33,27 @@ use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::ProgramSpec;
 use lazygrad::uop::{AxisKind, UOp};
 use lazygrad::{Context, DType, Tensor};
-use proptest::prelude::*;
 
 mod common;
+#[path = "fuzz/driver.rs"]
+mod driver;
 #[path = "fuzz/host.rs"]
 mod host;
+#[path = "fuzz/jit_calls.rs"]
+mod jit_calls;
+#[path = "fuzz/kinks.rs"]
+mod kinks;
 #[path = "fuzz/program.rs"]
 mod program;
+#[path = "fuzz/variables.rs"]
+mod variables;
+#[path = "fuzz/views.rs"]
+mod views;
 
 use host::{host_run, Host};
-use program::{build, Bin, Choices, Expr, Input, Node, Program, Tail, Un, View};
+use program::{build, Bin, Choices, Expr, Node, Program, Tail, Un, View};
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-/// Programs per `cargo test` run.
-const PROGRAMS: usize = 2000;
-/// The seed of CI's programs.
-const SEED: u8 = 20;
 /// Programs whose kernels are compiled together (one compiler run per batch and core).
 const BATCH: usize = 100;
 /// Choice lists of programs that once failed, replayed before the random ones. A list decodes to
@@ -61,10 +71,11 @@ const REGRESSIONS: &[&[u16]] = &[
     ],
 ];
 
-fn input_bytes(input: &Input) -> Vec<u8> {
+/// Small integer `values` as little-endian elements of `dtype`.
+fn value_bytes(dtype: DType, values: &[i64]) -> Vec<u8> {
     let mut out = vec![];
-    for &v in &input.values {
-        match input.dtype {
+    for &v in values {
+        match dtype {
             DType::FLOAT32 => out.extend((v as f32).to_le_bytes()),
             DType::FLOAT16 => out.extend(half::f16::from_f64(v as f64).to_le_bytes()),
             DType::BFLOAT16 => out.extend(half::bf16::from_f64(v as f64).to_le_bytes()),
@@ -86,10 +97,19 @@ fn input_bytes(input: &Input) -> Vec<u8> {
 /// The program as lazygrad tensors on `device`: what to realize (the result, or the assignment)
 /// and the output to read after it (the result, or the assigned input).
 fn lazy(p: &Program, device: &str) -> (Tensor, Tensor) {
-    let inputs: Vec<Tensor> =
-        p.inputs.iter().map(|i| Tensor::from_bytes(&input_bytes(i), &i.shape, i.dtype, device)).collect();
+    let inputs: Vec<Tensor> = p
+        .inputs
+        .iter()
+        .map(|i| Tensor::from_bytes(&value_bytes(i.dtype, &i.values), &i.shape, i.dtype, device))
+        .collect();
+    program_over(p, &inputs)
+}
+
+/// The program over `inputs` (tensors of its inputs' shapes and dtypes): what to realize and the
+/// output to read after it, as `lazy` says.
+fn program_over(p: &Program, inputs: &[Tensor]) -> (Tensor, Tensor) {
     let mut memo: HashMap<*const Node, Tensor> = HashMap::new();
-    let value = lazy_node(&p.root, &inputs, &mut memo);
+    let value = lazy_node(&p.root, inputs, &mut memo);
     let Some((target, views)) = &p.assign else { return (value.clone(), value) };
     let mut view = inputs[*target].clone();
     for v in views {
@@ -377,14 +397,7 @@ fn random_programs_agree_with_interp_and_the_host() {
     for list in REGRESSIONS {
         check(list).unwrap_or_else(|e| panic!("regression {list:?}:\n{e}"));
     }
-    let config = Config { failure_persistence: None, ..Config::default() };
-    let setting = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let seed = [setting("FUZZ_SEED", SEED as usize) as u8; 32];
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
-    let strategy = prop::collection::vec(any::<u16>(), 16..160);
-    let mut trees = (0..setting("FUZZ_PROGRAMS", PROGRAMS))
-        .map(|_| strategy.new_tree(&mut runner).expect("a program"))
-        .collect::<Vec<_>>();
+    let mut trees = driver::draw(driver::setting("FUZZ_PROGRAMS", driver::PROGRAMS), 0);
     let (mut programs, mut kernels) = (0, 0);
     for batch in trees.chunks_mut(BATCH) {
         let lists: Vec<Vec<u16>> = batch.iter().map(|t| t.current()).collect();
@@ -410,22 +423,7 @@ fn random_programs_agree_with_interp_and_the_host() {
                 Err(e) => Err(e.clone()),
             };
             if ok.is_err() {
-                // shrink as proptest does: simpler choice lists while they fail, back a step when not
-                let tree = &mut batch[i];
-                let mut failing = tree.current();
-                let mut more = tree.simplify();
-                for _ in 0..1000 {
-                    if !more {
-                        break;
-                    }
-                    more = match check(&tree.current()).is_err() {
-                        true => {
-                            failing = tree.current();
-                            tree.simplify()
-                        }
-                        false => tree.complicate(),
-                    };
-                }
+                let failing = driver::shrink(&mut batch[i], &check);
                 let err = check(&failing).expect_err("the shrunk program still fails");
                 panic!("a fuzzed program fails; add its choices to REGRESSIONS:\n{failing:?}\n{err}");
             }
@@ -433,4 +431,49 @@ fn random_programs_agree_with_interp_and_the_host() {
     }
     println!("fuzzed {programs} programs ({kernels} kernels, 3 CPU variants each) with no mismatch");
     assert!(kernels >= programs, "the programs are too simple: {kernels} kernels for {programs} programs");
+}
+
+#[test]
+fn assignments_through_random_views_write_the_host_models_elements_or_refuse() {
+    use std::sync::atomic::Ordering;
+    let programs = driver::run_part("views", 1, driver::scaled(views::PROGRAMS), views::REGRESSIONS, &views::check);
+    let (written, refused) = (views::WRITTEN.load(Ordering::Relaxed), views::REFUSED.load(Ordering::Relaxed));
+    println!(
+        "assigned through {programs} random views on {:?}: {written} written, {refused} refused",
+        driver::devices()
+    );
+    assert!(written > programs / 3 && refused > programs / 10, "{written} written and {refused} refused");
+}
+
+#[test]
+fn jit_call_sequences_replay_as_eager() {
+    use std::sync::atomic::Ordering;
+    let programs =
+        driver::run_part("jit", 2, driver::scaled(jit_calls::PROGRAMS), jit_calls::REGRESSIONS, &jit_calls::check);
+    let count = |c: &std::sync::atomic::AtomicUsize| c.load(Ordering::Relaxed);
+    let (fed, aliased, changed) = (count(&jit_calls::FED), count(&jit_calls::ALIASED), count(&jit_calls::CHANGED));
+    println!(
+        "called {programs} random functions through the JIT on {:?} as eagerly: {fed} calls fed an output back, \
+         {aliased} gave one tensor twice, {changed} changed an input",
+        driver::devices()
+    );
+    assert!(fed > 0 && aliased > 0 && changed > 0, "calls fed {fed}, aliased {aliased}, changed {changed}");
+}
+
+#[test]
+fn gradients_at_kinks_follow_pytorch_and_central_differences() {
+    use std::sync::atomic::Ordering;
+    let programs = driver::run_part("kinks", 3, driver::scaled(kinks::PROGRAMS), kinks::REGRESSIONS, &kinks::check);
+    let (kinked, smooth) = (kinks::AT_KINKS.load(Ordering::Relaxed), kinks::SMOOTH.load(Ordering::Relaxed));
+    println!(
+        "differentiated {programs} random programs on {:?}: {kinked} input elements at kinks, {smooth} smooth",
+        driver::devices()
+    );
+    assert!(kinked * 4 >= kinked + smooth, "too few kinks: {kinked} of {} elements", kinked + smooth);
+}
+
+#[test]
+fn programs_of_variable_shape_equal_their_concrete_twins_at_every_binding() {
+    let programs = driver::run_part("variables", 4, driver::scaled(variables::PROGRAMS), &[], &variables::check);
+    println!("ran {programs} programs of variable shape at three bindings each on {:?}", driver::devices());
 }

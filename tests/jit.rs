@@ -139,3 +139,21 @@ fn a_panic_while_capturing_lets_the_next_call_capture() {
         }
     });
 }
+
+#[test]
+fn an_assignment_through_a_view_is_returned_over_the_calls_input() {
+    // the function writes into a slice of its input and returns the slice: the capture refused
+    // it ("input of shape [2] is not a realized buffer"); a replay returns the slice of the
+    // buffer this call was given
+    on_each_device(|d| {
+        let step = |inp: &[Tensor]| vec![inp[0].shrink(&[(1, 3)]).assign(&(&inp[1] * 2.0))];
+        let mut jit = Jit::new(step);
+        for i in 0..4 {
+            let x = Tensor::new([0.0f32, 1.0, 2.0, 3.0]).realize();
+            let y = Tensor::new([i as f32, 10.0]).realize();
+            let out = jit.call(&[x.clone(), y]).unwrap().remove(0);
+            assert_eq!(out.to_vec::<f32>(), [2.0 * i as f32, 20.0], "{d}: call {i}");
+            assert_eq!(x.to_vec::<f32>(), [0.0, 2.0 * i as f32, 20.0, 3.0], "{d}: call {i}");
+        }
+    });
+}

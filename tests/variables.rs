@@ -248,3 +248,65 @@ fn an_empty_tensor_of_symbolic_shape_holds_its_largest() {
     assert_eq!(t.dims()[1], Sint::from(&v));
     assert_eq!(Tensor::empty_sym(&[Sint::Int(2), Sint::Int(3)], lazygrad::DType::INT32).dims(), [2, 3].map(Sint::Int));
 }
+
+/// A kept reduction over a variable axis at most 1 wide was skipped as one over an axis of size
+/// 1: bound to 0, the sum read back as nothing instead of zeros, and max did not refuse.
+#[test]
+fn a_kept_reduction_over_a_variable_axis_at_most_one_wide_reduces_it() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(2, dev).reshape(&[2, 1]);
+        let n = Variable::new("n", 0, 1);
+        let part = |len: usize| x.shrink_sym(&[(Sint::Int(0), Sint::Int(2)), (Sint::Int(0), Sint::from(&n.bind(len)))]);
+        assert_eq!(part(0).sum(1, true).to_vec::<f32>(), [0.0, 0.0], "{dev}: n = 0");
+        assert_eq!(part(1).sum(1, true).to_vec::<f32>(), [0.0, 1.0], "{dev}: n = 1");
+        assert_eq!(part(1).max(1, true).to_vec::<f32>(), [0.0, 1.0], "{dev}: n = 1");
+        let empty_max = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| part(0).max(1, true).to_vec::<f32>()));
+        let message = empty_max.expect_err("max over nothing").downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("size 0"), "{dev}: {message}");
+    }
+}
+
+/// `unsqueeze` went through a reshape, which cannot tell which axis of size 1 a variable axis at
+/// most 1 wide went to: on `[1, n]` it moved the variable to the new axis. `squeeze` dropped it
+/// as an axis of size 1 (bound to 0 it holds nothing).
+#[test]
+fn new_and_squeezed_axes_leave_a_variable_axis_where_it_is() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::new([[5.0f32]]).to(dev).realize();
+        let n = Variable::new("n", 0, 1);
+        let part = |len: usize| x.shrink_sym(&[(Sint::Int(0), Sint::Int(1)), (Sint::Int(0), Sint::from(&n.bind(len)))]);
+        let wide = part(0).unsqueeze(0);
+        assert_eq!(wide.dims(), [Sint::Int(1), Sint::Int(1), Sint::from(&n.bind(0))], "{dev}");
+        assert_eq!(wide.sum(2, true).to_vec::<f32>(), [0.0], "{dev}: n = 0");
+        assert_eq!(part(1).unsqueeze(0).sum(2, true).to_vec::<f32>(), [5.0], "{dev}: n = 1");
+        assert_eq!(part(0).squeeze(None).dims(), [Sint::from(&n.bind(0))], "{dev}");
+        assert_eq!(part(0).squeeze(None).to_vec::<f32>(), [] as [f32; 0], "{dev}: n = 0");
+        assert_eq!(part(1).squeeze(None).to_vec::<f32>(), [5.0], "{dev}: n = 1");
+        // a reduction dropping its axis reshapes the rest the same way: [1, 1, n, 3] summed over 3
+        let summed = wide.unsqueeze(3).expand_sym(&[Sint::Int(1), Sint::Int(1), Sint::from(&n.bind(0)), Sint::Int(3)]);
+        assert_eq!(summed.sum(3, false).dims(), wide.dims(), "{dev}");
+    }
+}
+
+/// A jitted function returning a tensor of variable shape could not be captured ("output of
+/// shape [6] is not a realized buffer"), so every call after the first failed. Each replay's
+/// output is read at that call's binding, from the largest to 0.
+#[test]
+fn a_jit_output_of_variable_shape_is_read_at_each_calls_binding() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = ramp(6, dev);
+        let n = Variable::new("n", 0, 6);
+        let mut jit = Jit::new(|inputs: &[Tensor]| {
+            let len = Sint::from(&inputs[1].as_var().expect("a bound variable"));
+            vec![inputs[0].shrink_sym(&[(Sint::Int(0), len)]) * 2.0]
+        });
+        for len in [1, 2, 6, 0, 3, 6] {
+            let out = jit.call(&[x.clone(), Tensor::from_var(&n.bind(len))]).unwrap().remove(0);
+            let want: Vec<f32> = (0..len).map(|i| 2.0 * i as f32).collect();
+            assert_eq!(out.to_vec::<f32>(), want, "{dev}: n = {len}");
+        }
+    }
+}

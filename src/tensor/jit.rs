@@ -1,7 +1,10 @@
 //! The JIT (tinygrad's TinyJit): run a function over tensors once normally, capture the kernels
 //! it runs on the second call, and from the third call on replay them (`engine::jit`) on the new
 //! inputs' buffers without scheduling or codegen. An input may be a bound variable
-//! (`Tensor::from_var`): a replay passes its new value to the kernels that read it.
+//! (`Tensor::from_var`): a replay passes its new value to the kernels that read it. An output
+//! is a buffer or a view of one (an assignment through a view returns the view, an output of
+//! variable shape is read at this call's values); as in tinygrad,
+//! a replay's outputs are the captured call's buffers, which the next replay writes again.
 
 use std::sync::Arc;
 
@@ -12,8 +15,9 @@ use crate::engine::jit::CapturedJit;
 use crate::error::{Error, Result};
 use crate::helpers::debug;
 use crate::runtime::Buffer;
-use crate::schedule::{buffer_view, view_buffer, VarVals};
-use crate::uop::BoundVar;
+use crate::schedule::{buffer_view, rebind, unbind, view_buffer, VarVals};
+use crate::uop::rewrite::substitute;
+use crate::uop::{BoundVar, Ops, UOp, UOpMap};
 
 /// What a call's input must match: a tensor's shape, dtype and device, or a variable's name.
 #[derive(PartialEq, Debug)]
@@ -23,10 +27,11 @@ enum Input {
 }
 type Signature = Vec<Input>;
 
-/// A capture and the shape and device of each output it returns.
+/// A capture and each output it returns: the output as captured (its buffer, or a view of it:
+/// an assignment through a view returns the view) and its device.
 struct Captured {
     jit: CapturedJit,
-    outputs: Vec<(Vec<usize>, String)>,
+    outputs: Vec<(UOp, String)>,
 }
 
 /// A function over tensors whose kernels are captured once and replayed.
@@ -40,6 +45,17 @@ pub struct Jit<F> {
 fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
     view_buffer(&t.uop())
         .ok_or_else(|| Error::Invalid(format!("JIT: input of shape {:?} is not a realized buffer", t.shape())))
+}
+
+/// The BUFFER node under `u` when `u` is one or a view of one (RESHAPE, PERMUTE, SHRINK, FLIP,
+/// PAD: an assignment through a view returns the view, an output of variable shape is a
+/// symbolic SHRINK of its buffer).
+fn buffer_under(u: &UOp) -> Option<UOp> {
+    let mut u = u.clone();
+    while matches!(u.op(), Ops::Reshape | Ops::Permute | Ops::Shrink | Ops::Flip | Ops::Pad) {
+        u = u.src()[0].clone();
+    }
+    (u.op() == Ops::Buffer).then_some(u)
 }
 
 impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
@@ -94,12 +110,24 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 if items.is_empty() {
                     return Err(Error::Invalid("JIT: the function ran no kernels, nothing to capture".into()));
                 }
-                let out_bufs = out.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+                let out_nodes = out
+                    .iter()
+                    .map(|t| {
+                        buffer_under(&t.uop()).ok_or_else(|| {
+                            let shape = t.shape();
+                            Error::Invalid(format!(
+                                "JIT: output of shape {shape:?} is no realized buffer or view of one"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let out_bufs: Vec<Arc<Buffer>> =
+                    out_nodes.iter().map(|b| Buffer::of(b).expect("a BUFFER node has its buffer")).collect();
                 let jit = CapturedJit::new(items, in_bufs, &out_bufs);
                 if debug() >= 1 {
                     eprintln!("JIT call 2: captured {} kernels with {} inputs", jit.len(), inputs.len());
                 }
-                let outputs = out.iter().map(|t| (t.shape(), t.device().to_string())).collect();
+                let outputs = out.iter().map(|t| (t.uop(), t.device().to_string())).collect();
                 self.captured = Some(Captured { jit, outputs });
                 Ok(out)
             }
@@ -121,11 +149,16 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 if debug() >= 1 {
                     eprintln!("JIT call {call}: replayed {} kernels in {:.2} ms", cap.jit.len(), seconds * 1e3);
                 }
-                Ok(out_bufs
-                    .iter()
-                    .zip(&cap.outputs)
-                    .map(|(b, (shape, dev))| Tensor::from_uop(buffer_view(b, shape), dev))
-                    .collect())
+                // each output over the buffer the replay wrote it to (an input's, for an
+                // assignment into an input), its variable sizes bound to this call's values
+                let over = |b: &Arc<Buffer>, captured: &UOp| {
+                    let mut map = UOpMap::default();
+                    map.insert(buffer_under(captured).expect("checked at capture"), buffer_view(b, &[b.size()]));
+                    let (unbound, mut bindings) = unbind(&[substitute(captured, &mut map, "JIT output")]);
+                    bindings.extend(vals.iter().map(|(name, &value)| (name.clone(), value)));
+                    rebind(&unbound[0], &bindings)
+                };
+                Ok(out_bufs.iter().zip(&cap.outputs).map(|(b, (u, dev))| Tensor::from_uop(over(b, u), dev)).collect())
             }
         }
     }

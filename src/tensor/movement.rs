@@ -321,25 +321,39 @@ impl Tensor {
         new.extend(shape[e + 1..].iter().map(|&d| d as isize));
         self.reshape(&new)
     }
-    /// Remove axis `axis` if it has size 1 (`None`: every size-1 axis).
+    /// Remove axis `axis` if it has size 1 (`None`: every size-1 axis). A variable axis stays,
+    /// whatever its largest size.
     pub fn squeeze(&self, axis: Option<isize>) -> Tensor {
-        let shape = self.shape();
-        let keep: Vec<isize> = match axis {
-            None => shape.iter().filter(|&&d| d != 1).map(|&d| d as isize).collect(),
-            Some(a) => {
-                let a = resolve_axis("squeeze", a, shape.len(), &shape);
-                shape.iter().enumerate().filter(|&(i, &d)| i != a || d != 1).map(|(_, &d)| d as isize).collect()
-            }
-        };
-        self.reshape(&keep)
+        let (shape, dims) = (self.shape(), self.dims());
+        let axis = axis.map(|a| resolve_axis("squeeze", a, shape.len(), &shape));
+        let kept: Vec<usize> =
+            (0..shape.len()).filter(|&i| dims[i] != Sint::Int(1) || axis.is_some_and(|a| a != i)).collect();
+        self.keep_axes(kept.iter().map(|&i| Some(i)).collect())
     }
     /// Insert a size-1 axis at `axis`.
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
         let a = resolve_axis("unsqueeze", axis, shape.len() + 1, &shape);
-        let mut new: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-        new.insert(a, 1);
-        self.reshape(&new)
+        let mut axes: Vec<Option<usize>> = (0..shape.len()).map(Some).collect();
+        axes.insert(a, None);
+        self.keep_axes(axes)
+    }
+    /// A reshape to this tensor's axes `axes` in order (each of them, or `None` for a new one of
+    /// size 1, and leaving out only axes of size 1), carrying each variable size with its axis:
+    /// a reshape alone cannot tell which of several axes of size 1 a variable one went to.
+    pub(super) fn keep_axes(&self, axes: Vec<Option<usize>>) -> Tensor {
+        let shape = self.shape();
+        if axes.len() == shape.len() && axes.iter().enumerate().all(|(i, a)| *a == Some(i)) {
+            return self.clone();
+        }
+        let new: Vec<usize> = axes.iter().map(|a| a.map_or(1, |a| shape[a])).collect();
+        match self.uop().sym_dims() {
+            Some(sym) => {
+                let sym = axes.iter().map(|a| a.and_then(|a| sym[a].clone())).collect();
+                self.sym_movement(Ops::Reshape, Arg::Shape(new), sym)
+            }
+            None => self.reshape(&new),
+        }
     }
     /// tinygrad's `pad_to`: each axis padded at its end to the size `shape` gives (`None` keeps
     /// it), filled with `value`; `shape` has one entry per axis and none may be smaller.

@@ -4,7 +4,7 @@ use super::elementwise::Scalar;
 use super::movement::resolve_axis;
 use super::{PadMode, Tensor};
 use crate::dtype::DType;
-use crate::uop::{Arg, Ops, UOp};
+use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Which axes a reduction runs over: one axis, several, or `None` for all of them. A 0-d
 /// tensor's one axis (`0` or `-1`, as in PyTorch) resolves to none: there is nothing to reduce.
@@ -62,8 +62,9 @@ fn sum_acc_dtype(dtype: DType) -> DType {
 
 impl Tensor {
     fn reduce(&self, op: Ops, axes: Vec<usize>, keepdim: bool) -> Tensor {
-        let shape = self.shape();
-        let axes: Vec<usize> = axes.into_iter().filter(|&a| shape[a] != 1 || !keepdim).collect();
+        let (shape, dims) = (self.shape(), self.dims());
+        // an axis of size 1 kept is already reduced; a variable one of size up to 1 may be 0
+        let axes: Vec<usize> = axes.into_iter().filter(|&a| dims[a] != Sint::Int(1) || !keepdim).collect();
         let reduced = if axes.is_empty() {
             self.clone()
         } else {
@@ -73,9 +74,7 @@ impl Tensor {
         if keepdim {
             return reduced;
         }
-        let new: Vec<isize> =
-            shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d as isize).collect();
-        reduced.reshape(&new)
+        reduced.keep_axes((0..shape.len()).filter(|i| !axes.contains(i)).map(Some).collect())
     }
     /// Sum over `axes`; ints accumulate in at least 32 bits, half floats in float32.
     pub fn sum(&self, axes: impl Axes, keepdim: bool) -> Tensor {

@@ -34,14 +34,14 @@ pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 
 impl Host {
     /// The array of `shape` whose element at each index is `f(index)`.
-    fn from_fn(shape: &[usize], f: impl Fn(&[usize]) -> f64) -> Host {
+    pub fn from_fn(shape: &[usize], f: impl Fn(&[usize]) -> f64) -> Host {
         Host { shape: shape.to_vec(), values: (0..numel(shape)).map(|i| f(&unravel(i, shape))).collect() }
     }
-    fn at(&self, idx: &[usize]) -> f64 {
+    pub fn at(&self, idx: &[usize]) -> f64 {
         self.values[idx.iter().zip(strides(&self.shape)).map(|(i, s)| i * s).sum::<usize>()]
     }
     /// This array broadcast to `shape` (its dims of 1 repeated).
-    fn broadcast(&self, shape: &[usize]) -> Host {
+    pub fn broadcast(&self, shape: &[usize]) -> Host {
         Host::from_fn(shape, |idx| {
             let mine: Vec<usize> = idx.iter().zip(&self.shape).map(|(&i, &d)| if d == 1 { 0 } else { i }).collect();
             self.at(&mine)
@@ -54,7 +54,7 @@ impl Host {
         let b = other.broadcast(&self.shape);
         Host { shape: self.shape.clone(), values: self.values.iter().zip(&b.values).map(|(&x, &y)| f(x, y)).collect() }
     }
-    fn permute(&self, perm: &[usize]) -> Host {
+    pub fn permute(&self, perm: &[usize]) -> Host {
         let shape: Vec<usize> = perm.iter().map(|&p| self.shape[p]).collect();
         Host::from_fn(&shape, |idx| {
             let mut src = vec![0; idx.len()];
@@ -64,12 +64,31 @@ impl Host {
             self.at(&src)
         })
     }
-    fn reshape(&self, shape: &[usize]) -> Host {
+    pub fn reshape(&self, shape: &[usize]) -> Host {
         Host { shape: shape.to_vec(), values: self.values.clone() }
     }
-    fn shrink(&self, bounds: &[(usize, usize)]) -> Host {
+    pub fn shrink(&self, bounds: &[(usize, usize)]) -> Host {
         let shape: Vec<usize> = bounds.iter().map(|(s, e)| e - s).collect();
         Host::from_fn(&shape, |idx| self.at(&idx.iter().zip(bounds).map(|(i, (s, _))| i + s).collect::<Vec<_>>()))
+    }
+    /// This array with `(before, after)` elements of `fill` around each axis.
+    pub fn pad(&self, pads: &[(usize, usize)], fill: f64) -> Host {
+        let shape: Vec<usize> = self.shape.iter().zip(pads).map(|(d, (b, a))| b + d + a).collect();
+        Host::from_fn(&shape, |idx| {
+            let inside = idx.iter().zip(pads).zip(&self.shape).all(|((&i, &(b, _)), &d)| i >= b && i < b + d);
+            match inside {
+                true => self.at(&idx.iter().zip(pads).map(|(i, (b, _))| i - b).collect::<Vec<_>>()),
+                false => fill,
+            }
+        })
+    }
+    /// This array with `axes` reversed.
+    pub fn flip(&self, axes: &[usize]) -> Host {
+        Host::from_fn(&self.shape, |idx| {
+            let src: Vec<usize> =
+                (0..idx.len()).map(|a| if axes.contains(&a) { self.shape[a] - 1 - idx[a] } else { idx[a] }).collect();
+            self.at(&src)
+        })
     }
     fn reduce(&self, axis: usize, keepdim: bool, out_shape: &[usize], f: fn(f64, f64) -> f64) -> Host {
         Host::from_fn(out_shape, |idx| {
@@ -140,25 +159,9 @@ pub fn host_eval(node: &Node, inputs: &[Host]) -> Host {
         Expr::Reshape(x) => ev(x).reshape(&node.shape),
         Expr::Permute(perm, x) => ev(x).permute(perm),
         Expr::Expand(x) => ev(x).broadcast(&node.shape),
-        Expr::Pad(pads, x) => {
-            let x = ev(x);
-            Host::from_fn(&node.shape, |idx| {
-                let inside = idx.iter().zip(pads).zip(&x.shape).all(|((&i, &(b, _)), &d)| i >= b && i < b + d);
-                match inside {
-                    true => x.at(&idx.iter().zip(pads).map(|(i, (b, _))| i - b).collect::<Vec<_>>()),
-                    false => 0.0,
-                }
-            })
-        }
+        Expr::Pad(pads, x) => ev(x).pad(pads, 0.0),
         Expr::Shrink(bounds, x) => ev(x).shrink(bounds),
-        Expr::Flip(axes, x) => {
-            let x = ev(x);
-            Host::from_fn(&node.shape, |idx| {
-                let src: Vec<usize> =
-                    (0..idx.len()).map(|a| if axes.contains(&a) { x.shape[a] - 1 - idx[a] } else { idx[a] }).collect();
-                x.at(&src)
-            })
-        }
+        Expr::Flip(axes, x) => ev(x).flip(axes),
         Expr::Sum(axis, keepdim, x) => ev(x).reduce(*axis, *keepdim, &node.shape, |a, b| a + b),
         Expr::Max(axis, keepdim, x) => ev(x).reduce(*axis, *keepdim, &node.shape, f64::max),
         Expr::Matmul(a, b) => {
