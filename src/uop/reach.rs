@@ -207,38 +207,34 @@ mod tests {
     use super::*;
     use crate::uop::symbolic::tests::{add, c, div, mul, rem, rng};
 
+    /// A flipped 3 x 3 conv weight read as the scheduler writes it (its input gradient):
+    /// `so·o + si·i + (2kx + 2) % 3 + 3 ((do·o + di·i - ky - kx + (2kx + 2) // 3 + 2) % 3)`, with
+    /// `[so, si, do, di]` the layout's strides. `-kx + (2kx + 2) // 3` is 0 for every kx, so the
+    /// remainder's dividend is never negative, which interval bounds cannot see.
+    fn flipped_weight_read(outs: i64, ins: i64, [so, si, d_o, di]: [i64; 4]) -> UOp {
+        let (o, i, ky, kx) = (rng(0, outs), rng(1, ins), rng(2, 3), rng(3, 3));
+        let two_kx = add(&mul(&kx, &c(2)), &c(2));
+        let dividend = [mul(&i, &c(di)), mul(&ky, &c(-1)), mul(&kx, &c(-1)), div(&two_kx, &c(3)), c(2)]
+            .iter()
+            .fold(mul(&o, &c(d_o)), |s, t| add(&s, t));
+        [mul(&i, &c(si)), rem(&two_kx, &c(3)), mul(&rem(&dividend, &c(3)), &c(3))]
+            .iter()
+            .fold(mul(&o, &c(so)), |s, t| add(&s, t))
+    }
+
     #[test]
     fn terms_sharing_a_range_are_evaluated_together() {
-        // a conv's weight read flipped (its input gradient), w[o, i, 2 - ky, 2 - kx] of 8 x 3 x 3
-        // x 3, as the scheduler writes it: 9o + 27i + (2kx + 2) % 3 + 3 ((3o + 9i - ky - kx +
-        // (2kx + 2) // 3 + 2) % 3); -kx + (2kx + 2) // 3 is 0 for every kx, so the remainder's
-        // dividend is never negative and the index is in [0, 215]
-        let (o, i, ky, kx) = (rng(0, 3), rng(1, 8), rng(2, 3), rng(3, 3));
-        let two_kx = add(&mul(&kx, &c(2)), &c(2));
-        let dividend = [mul(&i, &c(9)), mul(&ky, &c(-1)), mul(&kx, &c(-1)), div(&two_kx, &c(3)), c(2)]
-            .iter()
-            .fold(mul(&o, &c(3)), |s, t| add(&s, t));
-        let idx = [mul(&i, &c(27)), rem(&two_kx, &c(3)), mul(&rem(&dividend, &c(3)), &c(3))]
-            .iter()
-            .fold(mul(&o, &c(9)), |s, t| add(&s, t));
+        // w[o, i, 2 - ky, 2 - kx] of 8 x 3 x 3 x 3 (o and i as the gradient's loops run them)
+        let idx = flipped_weight_read(3, 8, [9, 27, 3, 9]);
         assert!(idx.bounds().0 < 0, "the interval bounds are loose: {:?}", idx.bounds());
         assert_eq!(index_reach(&idx, None), Some((0, 215)));
     }
 
     #[test]
     fn a_remainders_dividend_is_split_into_groups_again() {
-        // the same read with 64 x 64 channels (36,864 points, too many to evaluate), and wrapped
-        // in % 36864 as the scheduler writes a flipped 64 x 64 x 3 x 3 weight: the small group
-        // inside the remainder says its dividend is never negative, so the index is in [0, 36863]
-        let (o, i, ky, kx) = (rng(0, 64), rng(1, 64), rng(2, 3), rng(3, 3));
-        let two_kx = add(&mul(&kx, &c(2)), &c(2));
-        let dividend = [mul(&i, &c(3)), mul(&ky, &c(-1)), mul(&kx, &c(-1)), div(&two_kx, &c(3)), c(2)]
-            .iter()
-            .fold(mul(&o, &c(192)), |s, t| add(&s, t));
-        let idx = [mul(&i, &c(9)), rem(&two_kx, &c(3)), mul(&rem(&dividend, &c(3)), &c(3))]
-            .iter()
-            .fold(mul(&o, &c(576)), |s, t| add(&s, t));
-        let idx = rem(&idx, &c(36864));
+        // 64 x 64 channels, 36,864 points (too many to evaluate), wrapped in % 36864 as the
+        // scheduler writes it: the small group inside the remainder bounds its dividend
+        let idx = rem(&flipped_weight_read(64, 64, [576, 9, 192, 3]), &c(36864));
         assert!(idx.bounds().0 < 0, "the interval bounds are loose: {:?}", idx.bounds());
         assert_eq!(index_reach(&idx, None), Some((0, 36863)));
     }
