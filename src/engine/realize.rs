@@ -71,10 +71,12 @@ impl CompiledKernel {
     /// buffer holds the bytes the kernel reaches through it, each value lies in its variable's
     /// range (the reach assumes it does).
     fn check_launch(&self, bufs: &[Arc<Buffer>], vals: &[i64]) -> Result<()> {
-        let kernel = self.name.for_debug();
+        // the name is formatted only for an error: this runs on every launch
+        let kernel = || self.name.for_debug();
         if bufs.len() < self.reach.len() || vals.len() != self.vars.len() {
             return Err(Error::Invalid(format!(
-                "kernel {kernel} takes {} buffers and {} variable values, given {} and {}",
+                "kernel {} takes {} buffers and {} variable values, given {} and {}",
+                kernel(),
                 self.reach.len(),
                 self.vars.len(),
                 bufs.len(),
@@ -84,7 +86,8 @@ impl CompiledKernel {
         for ((name, range), v) in self.vars.iter().zip(&self.var_ranges).zip(vals) {
             if !range.contains(v) {
                 return Err(Error::Invalid(format!(
-                    "kernel {kernel} launched with {name} = {v}, outside its range {}..={}",
+                    "kernel {} launched with {name} = {v}, outside its range {}..={}",
+                    kernel(),
                     range.start(),
                     range.end()
                 )));
@@ -93,7 +96,7 @@ impl CompiledKernel {
         for (slot, (reach, b)) in self.reach.iter().zip(bufs).enumerate() {
             let bytes = b.nbytes();
             if !reach.is_empty() && (reach.start < 0 || reach.end > bytes as i128) {
-                return Err(Error::OutOfBounds { kernel, slot, reach: reach.clone(), bytes });
+                return Err(Error::OutOfBounds { kernel: kernel(), slot, reach: reach.clone(), bytes });
             }
         }
         Ok(())
