@@ -170,9 +170,7 @@ impl PyConv2d {
         bias: bool,
     ) -> PyResult<PyConv2d> {
         let kernel = kernel_sizes(kernel_size, 2)?;
-        let [stride, padding, dilation] = or_ints(py, [stride, padding, dilation], [1, 0, 1])?;
-        let opts = layer_opts(&kernel, groups, &stride, &dilation, &padding)?;
-        guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel, opts, bias)))
+        conv_layer(py, in_channels, out_channels, kernel, [stride, padding, dilation], groups, bias)
     }
 }
 
@@ -195,12 +193,42 @@ impl PyConvTranspose2d {
         bias: bool,
     ) -> PyResult<PyConvTranspose2d> {
         let kernel = kernel_sizes(kernel_size, 2)?;
-        let [stride, padding, output_padding, dilation] =
-            or_ints(py, [stride, padding, output_padding, dilation], [1, 0, 0, 1])?;
-        let opts =
-            ConvOpts { output_padding: spatial(&output_padding)?, ..conv_opts(groups, &stride, &dilation, &padding)? };
-        guard(|| PyConvTranspose2d(ConvTranspose2d::new(in_channels, out_channels, kernel, opts, bias)))
+        let args = [stride, padding, output_padding, dilation];
+        conv_transpose_layer(py, in_channels, out_channels, kernel, args, groups, bias)
     }
+}
+
+/// A `Conv2d` of `kernel` sizes with tinygrad's arguments `[stride, padding, dilation]` (ints or
+/// tuples, `None` their defaults): `Conv2d` and `Conv1d` both.
+fn conv_layer(
+    py: Python,
+    in_channels: usize,
+    out_channels: usize,
+    kernel: Vec<usize>,
+    args: [Option<&Bound<PyAny>>; 3],
+    groups: usize,
+    bias: bool,
+) -> PyResult<PyConv2d> {
+    let [stride, padding, dilation] = or_ints(py, args, [1, 0, 1])?;
+    let opts = layer_opts(&kernel, groups, &stride, &dilation, &padding)?;
+    guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel, opts, bias)))
+}
+
+/// A `ConvTranspose2d` of `kernel` sizes with tinygrad's arguments `[stride, padding,
+/// output_padding, dilation]`: `ConvTranspose2d` and `ConvTranspose1d` both.
+fn conv_transpose_layer(
+    py: Python,
+    in_channels: usize,
+    out_channels: usize,
+    kernel: Vec<usize>,
+    args: [Option<&Bound<PyAny>>; 4],
+    groups: usize,
+    bias: bool,
+) -> PyResult<PyConvTranspose2d> {
+    let [stride, padding, output_padding, dilation] = or_ints(py, args, [1, 0, 0, 1])?;
+    let opts =
+        ConvOpts { output_padding: spatial(&output_padding)?, ..conv_opts(groups, &stride, &dilation, &padding)? };
+    guard(|| PyConvTranspose2d(ConvTranspose2d::new(in_channels, out_channels, kernel, opts, bias)))
 }
 
 /// A 1-D convolution (tinygrad's `Conv1d`: a `Conv2d` with one kernel size).
@@ -219,9 +247,7 @@ fn conv1d(
     bias: bool,
 ) -> PyResult<PyConv2d> {
     let kernel = kernel_sizes(kernel_size, 1)?;
-    let [stride, padding, dilation] = or_ints(py, [stride, padding, dilation], [1, 0, 1])?;
-    let opts = layer_opts(&kernel, groups, &stride, &dilation, &padding)?;
-    guard(|| PyConv2d(Conv2d::new(in_channels, out_channels, kernel, opts, bias)))
+    conv_layer(py, in_channels, out_channels, kernel, [stride, padding, dilation], groups, bias)
 }
 
 /// A 1-D transposed convolution (tinygrad's `ConvTranspose1d`).
@@ -241,11 +267,8 @@ fn conv_transpose1d(
     bias: bool,
 ) -> PyResult<PyConvTranspose2d> {
     let kernel = kernel_sizes(kernel_size, 1)?;
-    let [stride, padding, output_padding, dilation] =
-        or_ints(py, [stride, padding, output_padding, dilation], [1, 0, 0, 1])?;
-    let opts =
-        ConvOpts { output_padding: spatial(&output_padding)?, ..conv_opts(groups, &stride, &dilation, &padding)? };
-    guard(|| PyConvTranspose2d(ConvTranspose2d::new(in_channels, out_channels, kernel, opts, bias)))
+    let args = [stride, padding, output_padding, dilation];
+    conv_transpose_layer(py, in_channels, out_channels, kernel, args, groups, bias)
 }
 
 /// Normalization of each group of channels, with a learned scale and shift per channel.
