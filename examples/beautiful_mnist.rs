@@ -51,11 +51,14 @@ fn run() -> lazygrad::Result<()> {
         Some(path) => {
             let mut state = safe_load(&path)?;
             let samples = state.remove("samples").ok_or_else(|| {
-                lazygrad::Error::Invalid(format!("INIT={path}: no `samples` (each step's batch indices)"))
+                lazygrad::Error::value(
+                    "beautiful_mnist",
+                    format!("INIT={path}: no `samples` (each step's batch indices)"),
+                )
             })?;
             if samples.shape() != [steps, bs] {
                 let msg = format!("INIT={path}: `samples` is {:?}, not [STEPS, BS] = [{steps}, {bs}]", samples.shape());
-                return Err(lazygrad::Error::Invalid(msg));
+                return Err(lazygrad::Error::value("beautiful_mnist", msg));
             }
             load_state_dict(&model, &state, true)?;
             let rows =

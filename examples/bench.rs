@@ -98,7 +98,7 @@ fn kernel_seconds(build: &impl Fn() -> Tensor, evict: Option<&Tensor>) -> lazygr
     GlobalCounters::reset();
     out.try_realize()?;
     if GlobalCounters::kernel_count() == 0 {
-        return Err(lazygrad::Error::Invalid("benchmark graph ran no kernel".into()));
+        return Err(lazygrad::Error::value("bench", "the benchmark graph ran no kernel"));
     }
     Ok(GlobalCounters::time_sum_s())
 }
@@ -271,7 +271,7 @@ fn median_step_seconds(
         let start = Instant::now();
         let loss = step.call(batch)?[0].item::<f32>();
         if !loss.is_finite() {
-            return Err(lazygrad::Error::Invalid(format!("training step {i}: loss is {loss}")));
+            return Err(lazygrad::Error::value("bench", format!("training step {i}: loss is {loss}")));
         }
         times.push(start.elapsed().as_secs_f64());
     }
@@ -380,7 +380,7 @@ fn mnist_schedule_codegen() -> lazygrad::Result<()> {
 fn run_child(mode: &str, cache: &Path) -> lazygrad::Result<()> {
     let status = Command::new(std::env::current_exe()?).arg(mode).env("LAZYGRAD_CACHE", cache).status()?;
     if !status.success() {
-        return Err(lazygrad::Error::Invalid(format!("bench {mode} failed ({status})")));
+        return Err(lazygrad::Error::value("bench", format!("bench {mode} failed ({status})")));
     }
     Ok(())
 }

@@ -25,13 +25,13 @@ fn run() -> lazygrad::Result<()> {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf"));
     let (model, meta) = Llama::load(&path, getenv("MAX_CONTEXT", 512) as usize).map_err(|e| {
-        lazygrad::Error::Invalid(format!("{e}\n(tools/setup.sh --models fetches SmolLM2-135M-Instruct)"))
+        lazygrad::Error::value("llama", format!("{e}\n(tools/setup.sh --models fetches SmolLM2-135M-Instruct)"))
     })?;
     let tokenizer = gguf_tokenizer(&meta)?;
     let user = std::env::args().nth(1).unwrap_or_else(|| "What is the capital of France?".into());
     let prompt = tokenizer
         .encode(chat_prompt(&user), false)
-        .map_err(|e| lazygrad::Error::Invalid(format!("tokenizing the prompt: {e}")))?
+        .map_err(|e| lazygrad::Error::value("llama", format!("tokenizing the prompt: {e}")))?
         .get_ids()
         .to_vec();
     let (max_tokens, temperature, top_k) = (
@@ -40,11 +40,14 @@ fn run() -> lazygrad::Result<()> {
         getenv("TOP_K", 0) as usize,
     );
     if prompt.len() + max_tokens > model.config.max_context {
-        return Err(lazygrad::Error::Invalid(format!(
-            "{} prompt tokens and {max_tokens} new ones pass MAX_CONTEXT={}",
-            prompt.len(),
-            model.config.max_context
-        )));
+        return Err(lazygrad::Error::value(
+            "llama",
+            format!(
+                "{} prompt tokens and {max_tokens} new ones pass MAX_CONTEXT={}",
+                prompt.len(),
+                model.config.max_context
+            ),
+        ));
     }
     Tensor::manual_seed(getenv("SEED", 42) as u64);
     let (mut step, mut prefill) = (model.decode_jit(), model.prefill_jit());

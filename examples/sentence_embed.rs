@@ -18,7 +18,10 @@ fn run() -> lazygrad::Result<()> {
     lazygrad::runtime::get_device(&lazygrad::runtime::default_device())?;
     let dir = model_dir("all-MiniLM-L6-v2", "MINILM_DIR");
     let model = Bert::load(&dir).map_err(|e| {
-        lazygrad::Error::Invalid(format!("{}: {e}\n(tools/setup.sh --models fetches the model)", dir.display()))
+        lazygrad::Error::value(
+            "sentence_embed",
+            format!("{}: {e}\n(tools/setup.sh --models fetches the model)", dir.display()),
+        )
     })?;
     let tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
         .map_err(|e| lazygrad::Error::Format(format!("{}/tokenizer.json: {e}", dir.display())))?;

@@ -417,9 +417,9 @@ fn scatter_reduce_every_reduction() {
     let twice = Tensor::new([0, 0, 2]);
     assert_eq!(base.scatter_value_reduce(0, &twice, 1.5, Sum).to_vec::<f32>(), [4.0, 2.0, 4.5, 4.0]);
     assert_eq!(base.scatter_value_reduce(0, &twice, 1.5, Prod).to_vec::<f32>(), [2.25, 2.0, 4.5, 4.0]);
-    let half = std::panic::catch_unwind(|| base.half().scatter(0, &twice, &Tensor::new([1.0f32, 2.0, 3.0])));
-    let message = half.expect_err("float32 src into float16").downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(message.contains("same dtype"), "{message}");
+    let half = base.half().try_scatter(0, &twice, &Tensor::new([1.0f32, 2.0, 3.0]));
+    let Err(lazygrad::Error::DTypes { op: "scatter", dtypes, .. }) = half else { panic!("float32 src into float16") };
+    assert_eq!(dtypes, [DType::FLOAT16, DType::FLOAT32]);
 }
 
 #[test]

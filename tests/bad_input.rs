@@ -14,6 +14,8 @@ mod files;
 mod nn;
 #[path = "bad_input/tensor.rs"]
 mod tensor;
+#[path = "bad_input/variants.rs"]
+mod variants;
 
 use std::cell::Cell;
 use std::sync::Once;

@@ -70,7 +70,7 @@ fn own_kernels_run_apart_and_are_shared_by_every_call() {
 }
 
 #[test]
-#[should_panic(expected = "function layer: called with inputs")]
+#[should_panic(expected = "function: layer called with inputs")]
 fn a_call_with_other_shapes_names_the_function() {
     let (x, w) = (rand(&[4, 8], 1), rand(&[8, 3], 2));
     let f = Function::new("layer", &[&x, &w], |a| layer(&a[0], &a[1]));

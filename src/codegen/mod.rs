@@ -77,14 +77,14 @@ fn finish(
     note: &str,
 ) -> Result<ProgramSpec> {
     if let Some(opt) = opts.iter().find(|o| o.needs_local() && !target.has_local()) {
-        return Err(Error::Invalid(format!(
-            "opt {opt} needs workgroups with local memory, which the {} target lacks",
-            target.name
-        )));
+        return Err(Error::value(
+            "opt",
+            format!("{opt} needs workgroups with local memory, which the {} target lacks", target.name),
+        ));
     }
     let missing_tc = opts.iter().find(|o| matches!(o, Opt::TensorCore { tc, .. } if !target.tensor_cores.contains(tc)));
     if let Some(opt) = missing_tc {
-        return Err(Error::Invalid(format!("opt {opt} needs a tensor core the {} target lacks", target.name)));
+        return Err(Error::value("opt", format!("{opt} needs a tensor core the {} target lacks", target.name)));
     }
     let ast = opt::apply_opts(ast, opts);
     if debug() >= 3 {

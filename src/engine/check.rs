@@ -29,7 +29,7 @@ const RENDER_CHECKS: [RenderCheck; 3] = [
         setting: "NVRTC_CHECK",
         target: |arch| {
             cuda::arch_target(arch)
-                .ok_or_else(|| Error::Invalid(format!("NVRTC_CHECK={arch}: not an architecture like sm_90")))
+                .ok_or_else(|| Error::value("NVRTC_CHECK", format!("{arch} is not an architecture like sm_90")))
         },
         check: |src, arch| cuda::nvrtc_compile(src, arch).map(drop),
     },

@@ -113,11 +113,10 @@ impl CapturedJit {
     /// call would.
     pub fn replay(&self, inputs: &[Arc<Buffer>], vals: &VarVals) -> Result<(Vec<Arc<Buffer>>, f64)> {
         if inputs.len() != self.aliasing.len() {
-            return Err(Error::Invalid(format!(
-                "JIT: the capture took {} inputs, the replay was given {}",
-                self.aliasing.len(),
-                inputs.len()
-            )));
+            return Err(Error::value(
+                "JIT",
+                format!("the capture took {} inputs, the replay was given {}", self.aliasing.len(), inputs.len()),
+            ));
         }
         let mut seconds = 0.0;
         let mut own = Vec::with_capacity(inputs.len());

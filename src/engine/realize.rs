@@ -74,23 +74,29 @@ impl CompiledKernel {
         // the name is formatted only for an error: this runs on every launch
         let kernel = || self.name.for_debug();
         if bufs.len() < self.reach.len() || vals.len() != self.vars.len() {
-            return Err(Error::Invalid(format!(
-                "kernel {} takes {} buffers and {} variable values, given {} and {}",
-                kernel(),
-                self.reach.len(),
-                self.vars.len(),
-                bufs.len(),
-                vals.len()
-            )));
+            return Err(Error::value(
+                "launch",
+                format!(
+                    "kernel {} takes {} buffers and {} variable values, given {} and {}",
+                    kernel(),
+                    self.reach.len(),
+                    self.vars.len(),
+                    bufs.len(),
+                    vals.len()
+                ),
+            ));
         }
         for ((name, range), v) in self.vars.iter().zip(&self.var_ranges).zip(vals) {
             if !range.contains(v) {
-                return Err(Error::Invalid(format!(
-                    "kernel {} launched with {name} = {v}, outside its range {}..={}",
-                    kernel(),
-                    range.start(),
-                    range.end()
-                )));
+                return Err(Error::value(
+                    "launch",
+                    format!(
+                        "kernel {} launched with {name} = {v}, outside its range {}..={}",
+                        kernel(),
+                        range.start(),
+                        range.end()
+                    ),
+                ));
             }
         }
         for (slot, (reach, b)) in self.reach.iter().zip(bufs).enumerate() {
@@ -199,7 +205,10 @@ impl Runner {
             .iter()
             .map(|n| {
                 vals.get(n).copied().ok_or_else(|| {
-                    Error::Invalid(format!("kernel {} reads variable {n}, which is not bound", k.name.for_debug()))
+                    Error::value(
+                        "launch",
+                        format!("kernel {} reads variable {n}, which is not bound", k.name.for_debug()),
+                    )
                 })
             })
             .collect()
@@ -209,14 +218,14 @@ impl Runner {
 impl ExecItem {
     /// Run it, account it in `GlobalCounters`, print its DEBUG=2 line; returns seconds taken.
     pub fn run(&self) -> Result<f64> {
-        let Some(first) = self.bufs.first() else { return Err(Error::Invalid("a step given no buffers".into())) };
+        let Some(first) = self.bufs.first() else { return Err(Error::value("run", "a step given no buffers")) };
         let dev = first.device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
             Runner::Kernel(k) => (Some(&k.name), k.ops, k.launch(&self.bufs, &self.vals)?.as_secs_f64()),
             Runner::Copy => {
                 let [dst, src] = &self.bufs[..] else {
-                    return Err(Error::Invalid(format!("a copy takes 2 buffers, given {}", self.bufs.len())));
+                    return Err(Error::value("run", format!("a copy takes 2 buffers, given {}", self.bufs.len())));
                 };
                 let start = Instant::now();
                 dst.copyin(&src.copyout()?)?;

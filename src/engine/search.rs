@@ -286,7 +286,7 @@ fn compile_all(dev: &dyn Device, candidates: &[Member]) -> Vec<Result<Compiled>>
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(c) = candidates.get(i) else { break };
                 let compiled = lower_quietly(&c.ast, dev).and_then(|spec| match spec.uops.len() {
-                    n if n > MAX_UOPS => Err(Error::Invalid(format!("{n} uops, over {MAX_UOPS}"))),
+                    n if n > MAX_UOPS => Err(Error::value("BEAM", format!("{n} uops, over {MAX_UOPS}"))),
                     _ => dev.compile(&spec).map(|program| Compiled {
                         src: stable_hash(&spec.src),
                         ops: spec.ops,

@@ -110,7 +110,7 @@ fn checked_relative(p: &str) -> Result<PathBuf> {
     let path = Path::new(p);
     let ok = !p.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
     if !ok {
-        return Err(Error::Invalid(format!("fetch: {p:?} must be a relative path without '..'")));
+        return Err(Error::value("fetch", format!("{p:?} must be a relative path without '..'")));
     }
     Ok(path.to_path_buf())
 }
@@ -143,7 +143,7 @@ fn download_to_tmp(url: &str, tmp: &Path, label: &str, checksum: Option<&Checksu
     } else if url.starts_with("http://") || url.starts_with("https://") {
         http_get(url, &mut sink)?;
     } else {
-        return Err(Error::Invalid(format!("fetch: unsupported URL {url:?} (want http://, https:// or file://)")));
+        return Err(Error::value("fetch", format!("unsupported URL {url:?} (want http://, https:// or file://)")));
     }
     sink.progress.finish();
     sink.file.flush()?;

@@ -199,7 +199,7 @@ impl Bert {
 pub fn encode_batch(tokenizer: &tokenizers::Tokenizer, texts: &[&str]) -> Result<(Tensor, Tensor)> {
     let encodings = texts
         .iter()
-        .map(|t| tokenizer.encode(*t, true).map_err(|e| Error::Invalid(format!("tokenizing {t:?}: {e}"))))
+        .map(|t| tokenizer.encode(*t, true).map_err(|e| Error::value("tokenize", format!("{t:?}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
     // a tokenizer.json may pad every text to a fixed length itself: its attention mask says
     // which tokens are the text's

@@ -223,7 +223,7 @@ impl Llama {
         for (i, &t) in tokens[whole..].iter().enumerate() {
             logits = Some(step.call(&self.step_inputs(t, start + whole + i))?.remove(0));
         }
-        logits.ok_or_else(|| Error::Invalid("prefill: no tokens".into()))
+        logits.ok_or_else(|| Error::value("prefill", "no tokens"))
     }
 
     /// One decode step, lazily: `token` at position `pos` (below `max_context`) goes into every

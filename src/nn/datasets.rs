@@ -287,13 +287,16 @@ impl MnistSearch {
                     Ok(m)
                 }
                 Err(e @ Error::Device(_)) => Err(e),
-                Err(e) => Err(Error::Invalid(format!(
-                    "{what}: ${var}={} can't be used: {}. Point it at a folder holding {} (each may be .gz), \
+                Err(e) => Err(Error::value(
+                    what,
+                    format!(
+                        "${var}={} can't be used: {}. Point it at a folder holding {} (each may be .gz), \
                      or unset it to use the default search",
-                    dir.display(),
-                    reason(&e),
-                    MNIST_FILES.join(", ")
-                ))),
+                        dir.display(),
+                        reason(&e),
+                        MNIST_FILES.join(", ")
+                    ),
+                )),
             };
         }
         let mut tried = vec![format!("${}: not set", if self.fashion { "FASHION_MNIST_DIR" } else { "MNIST_DIR" })];

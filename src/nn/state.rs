@@ -224,7 +224,7 @@ pub fn load_state_dict<M: Module + ?Sized>(model: &M, state: &BTreeMap<String, T
     }
     if !problems.is_empty() {
         let hint = if strict && wrong_shape.is_empty() { " (strict=false skips missing and extra keys)" } else { "" };
-        return Err(Error::Invalid(format!("load_state_dict failed{hint}:\n  {}", problems.join("\n  "))));
+        return Err(Error::value("load_state_dict", format!("failed{hint}:\n  {}", problems.join("\n  "))));
     }
     if crate::helpers::debug() >= 1 {
         if !missing.is_empty() {
@@ -341,12 +341,14 @@ where
     let mut raws: BTreeMap<String, Raw> = BTreeMap::new();
     for (name, t) in tensors {
         let name = name.as_ref().to_string();
-        let dtype = to_st_dtype(t.dtype()).ok_or_else(|| {
-            Error::Invalid(format!("safe_save: `{name}` has dtype {:?}, which safetensors lacks", t.dtype()))
+        let dtype = to_st_dtype(t.dtype()).ok_or_else(|| Error::DTypes {
+            op: "safe_save",
+            dtypes: vec![t.dtype()],
+            reason: format!("`{name}` has a dtype safetensors lacks"),
         })?;
         let raw = Raw { dtype, shape: t.shape(), data: t.raw_bytes()? };
         if raws.insert(name.clone(), raw).is_some() {
-            return Err(Error::Invalid(format!("safe_save: the name `{name}` appears twice")));
+            return Err(Error::value("safe_save", format!("the name `{name}` appears twice")));
         }
     }
     let metadata = metadata.map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
@@ -435,11 +437,8 @@ pub fn tensor_from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &s
     let n = match (n, nbytes) {
         (Some(n), Some(nb)) if nb == bytes.len() => n,
         _ => {
-            return Err(Error::Invalid(format!(
-                "{} bytes do not hold a {:?} tensor of shape {shape:?}",
-                bytes.len(),
-                dtype
-            )))
+            let reason = format!("{} bytes do not hold {dtype:?} elements of this shape", bytes.len());
+            return Err(Error::shape("tensor_from_bytes", &[shape], reason));
         }
     };
     let buf = Arc::new(Buffer::new(device, n, dtype));

@@ -164,10 +164,10 @@ pub fn host_ptr(raw: &dyn RawBuffer) -> Result<*mut u8> {
 }
 
 /// `Err` unless `bytes` bytes fit in `block` (`what` names the access).
-fn fits(block: &HostBlock, bytes: usize, what: &str) -> Result<()> {
+fn fits(block: &HostBlock, bytes: usize, what: &'static str) -> Result<()> {
     match bytes <= block.len {
         true => Ok(()),
-        false => Err(Error::Invalid(format!("{what} of {bytes} bytes into a {}-byte block", block.len))),
+        false => Err(Error::Size { op: what, bytes, capacity: block.len }),
     }
 }
 
@@ -181,7 +181,7 @@ impl Allocator for HostAllocator {
     fn view(&self, base: &dyn RawBuffer, offset: usize, bytes: usize) -> Result<Box<dyn RawBuffer>> {
         let base = host_block(base)?;
         let end =
-            offset.checked_add(bytes).ok_or_else(|| Error::Invalid(format!("a view of {bytes} bytes at {offset}")))?;
+            offset.checked_add(bytes).ok_or(Error::Size { op: "a view", bytes: usize::MAX, capacity: base.len })?;
         fits(base, end, "a view")?;
         Ok(Box::new(HostBlock { memory: base.memory.clone(), offset: base.offset + offset, len: bytes }))
     }

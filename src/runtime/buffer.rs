@@ -67,10 +67,7 @@ impl Buffer {
     pub fn view(base: &Arc<Buffer>, offset: usize, size: usize, dtype: DType) -> Result<Buffer> {
         let end = offset + size * dtype.itemsize();
         if end > base.nbytes() {
-            return Err(Error::Invalid(format!(
-                "a view of bytes {offset}..{end} does not fit in a {}-byte buffer",
-                base.nbytes()
-            )));
+            return Err(Error::Size { op: "a view", bytes: end, capacity: base.nbytes() });
         }
         let (base, offset) = match base.base() {
             Some((b, o)) => (b.clone(), o + offset),
@@ -145,7 +142,7 @@ impl Buffer {
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {
         if data.len() != self.nbytes() {
-            return Err(Error::Invalid(format!("copyin of {} bytes into a {}-byte buffer", data.len(), self.nbytes())));
+            return Err(Error::Size { op: "a copy in", bytes: data.len(), capacity: self.nbytes() });
         }
         get_device(&self.device)?.allocator().copyin(self.raw()?, data)
     }

@@ -27,11 +27,7 @@ impl KernelArg<'_> {
         let block = host_block(self.raw)?;
         match self.bytes <= block.len() {
             true => Ok(block.ptr()),
-            false => Err(Error::Invalid(format!(
-                "a kernel argument of {} bytes over a {}-byte block",
-                self.bytes,
-                block.len()
-            ))),
+            false => Err(Error::Size { op: "a kernel argument", bytes: self.bytes, capacity: block.len() }),
         }
     }
 }

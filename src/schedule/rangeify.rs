@@ -361,11 +361,11 @@ fn view_store_index(target: &UOp, idx: &[UOp]) -> Result<UOp> {
         let (new_idx, valid) = moved_index(u, &idx);
         assert!(u.op() != Ops::Expand, "assign: EXPAND in the target view");
         if valid.is_some() {
-            return Err(Error::Invalid(format!(
-                "assign: the target view of shape {:?} reaches into the padding of a PAD to {:?}, which is no memory",
-                target.sh(),
-                u.sh()
-            )));
+            return Err(Error::shape(
+                "assign",
+                &[target.sh(), u.sh()],
+                "the target view reaches into the padding of a PAD, which is no memory",
+            ));
         }
         (u, idx) = (&u.src()[0], new_idx);
     }

@@ -3,8 +3,9 @@
 
 use super::elementwise::Scalar;
 use super::reduce::dtype_min;
-use super::Tensor;
+use super::{check_devices, Tensor};
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 
 /// A size per spatial dimension: one value for all of them, or one each (`2`, `[1, 2]`, `vec![..]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,11 +13,11 @@ pub struct Spatial(pub Vec<usize>);
 
 impl Spatial {
     /// The values for `n` dimensions (a single value repeats), naming `op` on a length mismatch.
-    fn get(&self, op: &str, what: &str, n: usize) -> Vec<usize> {
+    fn get(&self, op: &'static str, what: &str, n: usize) -> Result<Vec<usize>> {
         match self.0.len() {
-            1 => vec![self.0[0]; n],
-            l if l == n => self.0.clone(),
-            l => panic!("{op}: {what} has {l} values {:?} for {n} spatial dimensions", self.0),
+            1 => Ok(vec![self.0[0]; n]),
+            l if l == n => Ok(self.0.clone()),
+            l => Err(Error::value(op, format!("{what} has {l} values {:?} for {n} spatial dimensions", self.0))),
         }
     }
 }
@@ -49,13 +50,13 @@ pub struct Padding(pub Vec<isize>);
 
 impl Padding {
     /// `(before, after)` per dimension for `n` dimensions, naming `op` on a length mismatch.
-    fn pads(&self, op: &str, n: usize) -> Vec<(isize, isize)> {
+    fn pads(&self, op: &'static str, n: usize) -> Result<Vec<(isize, isize)>> {
         let p = &self.0;
         match p.len() {
-            1 => vec![(p[0], p[0]); n],
-            l if l == n => p.iter().map(|&v| (v, v)).collect(),
-            l if l == 2 * n => (0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect(),
-            l => panic!("{op}: padding has {l} values {p:?} for {n} spatial dimensions"),
+            1 => Ok(vec![(p[0], p[0]); n]),
+            l if l == n => Ok(p.iter().map(|&v| (v, v)).collect()),
+            l if l == 2 * n => Ok((0..n).map(|i| (p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1])).collect()),
+            l => Err(Error::value(op, format!("padding has {l} values {p:?} for {n} spatial dimensions"))),
         }
     }
 }
@@ -210,30 +211,38 @@ impl ConvParams {
     }
 }
 
-/// Panics (naming `op`) unless kernel, stride and dilation are positive and each dilated kernel
+/// `Err` (naming `op`) unless kernel, stride and dilation are positive and each dilated kernel
 /// fits the padded input (its last `kernel.len()` axes).
 fn check_windows(
-    op: &str,
+    op: &'static str,
     input: &[usize],
     kernel: &[usize],
     stride: &[usize],
     dilation: &[usize],
     pads: &[(isize, isize)],
-) {
-    assert!(
-        kernel.iter().chain(stride).chain(dilation).all(|&v| v > 0),
-        "{op}: kernel {kernel:?}, stride {stride:?} and dilation {dilation:?} must be positive"
-    );
+) -> Result<()> {
+    ensure(kernel.iter().chain(stride).chain(dilation).all(|&v| v > 0), || {
+        Error::value(op, format!("kernel {kernel:?}, stride {stride:?} and dilation {dilation:?} must be positive"))
+    })?;
     let spatial = &input[input.len() - kernel.len()..];
     let fits = (0..kernel.len())
         .all(|j| spatial[j] as isize + pads[j].0 + pads[j].1 > (dilation[j] * (kernel[j] - 1)) as isize);
-    assert!(fits, "{op}: kernel {kernel:?} (dilation {dilation:?}) is larger than input {input:?} padded by {pads:?}");
+    ensure(fits, || {
+        Error::shape(
+            op,
+            &[input],
+            format!("kernel {kernel:?} (dilation {dilation:?}) is larger than the input padded by {pads:?}"),
+        )
+    })
 }
 
-/// Panics (naming `op`) unless `bias` is one value per output channel.
-fn check_bias(op: &str, bias: Option<&Tensor>, channels: usize) {
-    if let Some(b) = bias {
-        assert!(b.numel() == channels, "{op}: bias of shape {:?} for {channels} output channels", b.shape());
+/// `Err` (naming `op`) unless `bias` is one value per output channel.
+fn check_bias(op: &'static str, bias: Option<&Tensor>, channels: usize) -> Result<()> {
+    match bias {
+        Some(b) if b.numel() != channels => {
+            Err(Error::shape(op, &[&b.shape()], format!("a bias for {channels} output channels")))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -290,22 +299,27 @@ impl Tensor {
     /// N-d convolution (`weight` is `(cout, cin/groups, k...)`, the input `(batch, cin, i...)`)
     /// with tinygrad's construction: pad, pool into windows, multiply with the weight, sum.
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Tensor {
+        self.try_conv2d(weight, bias, opts).or_panic()
+    }
+    /// `conv2d`, reporting an input, weight, bias or options that do not fit each other, or
+    /// operands on different devices, as an error.
+    pub fn try_conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Result<Tensor> {
         let (xs, ws) = (self.shape(), weight.shape());
-        assert!(
-            xs.len() == ws.len() && xs.len() >= 3,
-            "conv2d: input {xs:?} and weight {ws:?} need the same rank (at least 3)"
-        );
+        ensure(xs.len() == ws.len() && xs.len() >= 3, || {
+            Error::shape("conv2d", &[&xs, &ws], "input and weight need the same rank (at least 3)")
+        })?;
         let nd = ws.len() - 2;
-        let (stride, dilation) = (opts.stride.get("conv2d", "stride", nd), opts.dilation.get("conv2d", "dilation", nd));
-        let pads = opts.padding.pads("conv2d", nd);
+        let (stride, dilation) =
+            (opts.stride.get("conv2d", "stride", nd)?, opts.dilation.get("conv2d", "dilation", nd)?);
+        let pads = opts.padding.pads("conv2d", nd)?;
         let g = opts.groups;
-        assert!(
-            g > 0 && g * ws[1] == xs[1] && ws[0].is_multiple_of(g),
-            "conv2d: input {xs:?} does not match weight {ws:?} with groups={g}"
-        );
-        check_windows("conv2d", &xs, &ws[2..], &stride, &dilation, &pads);
-        check_bias("conv2d", bias, ws[0]);
-        self.conv_pads(weight, bias, g, &stride, &dilation, &pads)
+        ensure(g > 0 && g * ws[1] == xs[1] && ws[0].is_multiple_of(g), || {
+            Error::shape("conv2d", &[&xs, &ws], format!("input and weight do not match with groups={g}"))
+        })?;
+        check_windows("conv2d", &xs, &ws[2..], &stride, &dilation, &pads)?;
+        check_bias("conv2d", bias, ws[0])?;
+        check_devices("conv2d", &[Some(self), Some(weight), bias].into_iter().flatten().collect::<Vec<_>>())?;
+        Ok(self.conv_pads(weight, bias, g, &stride, &dilation, &pads))
     }
     /// `conv2d` with explicit `(before, after)` pads, negative ones cropping. The result is a
     /// `conv` CALL: its backward is two more convs (`conv_backward`), not the gather-shaped
@@ -392,38 +406,48 @@ impl Tensor {
     /// Transposed convolution (`weight` is `(cin, cout/groups, k...)`): the gradient of `conv2d`,
     /// built as a conv over the input with zeros inserted between elements for the stride.
     pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Tensor {
+        self.try_conv_transpose2d(weight, bias, opts).or_panic()
+    }
+    /// `conv_transpose2d`, reporting an input, weight, bias or options that do not fit each
+    /// other, or operands on different devices, as an error.
+    pub fn try_conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: &ConvOpts) -> Result<Tensor> {
+        const NAME: &str = "conv_transpose2d";
         let (xs, ws) = (self.shape(), weight.shape());
-        assert!(
-            xs.len() == ws.len() && xs.len() >= 3,
-            "conv_transpose2d: input {xs:?} and weight {ws:?} need the same rank (at least 3)"
-        );
+        let bad = |reason: String| Err(Error::shape(NAME, &[&xs, &ws], reason));
+        if xs.len() != ws.len() || xs.len() < 3 {
+            return bad("input and weight need the same rank (at least 3)".into());
+        }
         let (g, nd) = (opts.groups, ws.len() - 2);
-        assert!(g > 0 && ws[0] % g == 0, "conv_transpose2d: weight {ws:?} does not split into {g} groups");
-        assert!(xs[1] == ws[0], "conv_transpose2d: input {xs:?} has {} channels, weight {ws:?} takes {}", xs[1], ws[0]);
+        if g == 0 || ws[0] % g != 0 {
+            return bad(format!("the weight does not split into {g} groups"));
+        }
+        if xs[1] != ws[0] {
+            return bad("the input's channels are not the weight's".into());
+        }
         let hw = &ws[2..];
-        let name = "conv_transpose2d";
-        let (stride, dilation) = (opts.stride.get(name, "stride", nd), opts.dilation.get(name, "dilation", nd));
-        let out_pad = opts.output_padding.get(name, "output_padding", nd);
-        let padding = opts.padding.pads(name, nd);
-        assert!(
-            hw.iter().chain(&stride).chain(&dilation).all(|&v| v > 0),
-            "conv_transpose2d: kernel {hw:?}, stride {stride:?} and dilation {dilation:?} must be positive"
-        );
-        assert!(
-            (0..nd).all(|j| out_pad[j] < stride[j].max(dilation[j])),
-            "conv_transpose2d: output_padding {out_pad:?} must be smaller than stride {stride:?} or dilation {dilation:?}"
-        );
+        let (stride, dilation) = (opts.stride.get(NAME, "stride", nd)?, opts.dilation.get(NAME, "dilation", nd)?);
+        let out_pad = opts.output_padding.get(NAME, "output_padding", nd)?;
+        let padding = opts.padding.pads(NAME, nd)?;
+        ensure(hw.iter().chain(&stride).chain(&dilation).all(|&v| v > 0), || {
+            Error::value(NAME, format!("kernel {hw:?}, stride {stride:?} and dilation {dilation:?} must be positive"))
+        })?;
+        ensure((0..nd).all(|j| out_pad[j] < stride[j].max(dilation[j])), || {
+            Error::value(
+                NAME,
+                format!("output_padding {out_pad:?} must be smaller than stride {stride:?} or dilation {dilation:?}"),
+            )
+        })?;
         let out: Vec<isize> = (0..nd)
             .map(|j| {
                 let span = (dilation[j] * (hw[j] - 1) + 1 + out_pad[j]) as isize;
                 (xs[2 + j] as isize - 1) * stride[j] as isize + span - padding[j].0 - padding[j].1
             })
             .collect();
-        assert!(
-            out.iter().all(|&o| o > 0),
-            "conv_transpose2d: input {xs:?} with weight {ws:?} and padding {padding:?} gives output size {out:?}"
-        );
-        check_bias(name, bias, ws[1] * g);
+        if !out.iter().all(|&o| o > 0) {
+            return bad(format!("padding {padding:?} gives output size {out:?}"));
+        }
+        check_bias(NAME, bias, ws[1] * g)?;
+        check_devices(NAME, &[Some(self), Some(weight), bias].into_iter().flatten().collect::<Vec<_>>())?;
         let pads: Vec<(isize, isize)> = padding
             .iter()
             .enumerate()
@@ -432,7 +456,7 @@ impl Tensor {
                 (span - b, span - a + out_pad[j] as isize)
             })
             .collect();
-        self.conv_transpose_pads(weight, bias, g, &stride, &dilation, &pads)
+        Ok(self.conv_transpose_pads(weight, bias, g, &stride, &dilation, &pads))
     }
     /// `conv_transpose2d` as a conv with the flipped weight over the input spread by the stride
     /// and padded by `pads`.
@@ -469,15 +493,15 @@ impl Tensor {
     }
 
     /// `(kernel, stride, dilation, pads)` of a pooling call, with ceil-mode pads applied.
-    fn pool_params(&self, op: &str, opts: &PoolOpts, ceil: bool) -> PoolParams {
+    fn pool_params(&self, op: &'static str, opts: &PoolOpts, ceil: bool) -> Result<PoolParams> {
         let nd = if opts.kernel.0.len() == 1 { 2 } else { opts.kernel.0.len() };
-        let k = opts.kernel.get(op, "kernel", nd);
-        let s = opts.stride.as_ref().map_or_else(|| k.clone(), |s| s.get(op, "stride", nd));
-        let d = opts.dilation.get(op, "dilation", nd);
-        let mut pads = opts.padding.pads(op, nd);
+        let k = opts.kernel.get(op, "kernel", nd)?;
+        let s = opts.stride.as_ref().map_or_else(|| Ok(k.clone()), |s| s.get(op, "stride", nd))?;
+        let d = opts.dilation.get(op, "dilation", nd)?;
+        let mut pads = opts.padding.pads(op, nd)?;
         let shape = self.shape();
-        assert!(shape.len() >= nd, "{op}: input {shape:?} has fewer than {nd} dimensions");
-        check_windows(op, &shape, &k, &s, &d, &pads);
+        ensure(shape.len() >= nd, || Error::shape(op, &[&shape], format!("fewer than {nd} dimensions")))?;
+        check_windows(op, &shape, &k, &s, &d, &pads)?;
         if ceil {
             let i_ = &shape[shape.len() - nd..];
             for j in 0..nd {
@@ -487,12 +511,17 @@ impl Tensor {
                 pads[j].1 += s * (o - 1) + (d * (k - 1) + 1) - (i + b + a) - (s * (o - 1) - (b + i - 1)).max(0);
             }
         }
-        (k, s, d, pads)
+        Ok((k, s, d, pads))
     }
     /// Average over sliding windows of the last `kernel.len()` axes (2 for a single kernel size).
     pub fn avg_pool2d(&self, opts: &PoolOpts) -> Tensor {
-        let (k, s, d, reg) = self.pool_params("avg_pool2d", opts, false);
-        let (_, _, _, ceil) = self.pool_params("avg_pool2d", opts, opts.ceil_mode);
+        self.try_avg_pool2d(opts).or_panic()
+    }
+    /// `avg_pool2d`; this and the other poolings' `try_` forms report options that do not fit
+    /// the input as an error.
+    pub fn try_avg_pool2d(&self, opts: &PoolOpts) -> Result<Tensor> {
+        let (k, s, d, reg) = self.pool_params("avg_pool2d", opts, false)?;
+        let (_, _, _, ceil) = self.pool_params("avg_pool2d", opts, opts.ceil_mode)?;
         let lead = self.ndim() - k.len();
         let windows =
             |x: &Tensor, pads: &[(isize, isize)]| x.pad_value(&lead_pads(lead, pads), Scalar::Int(0)).pool(&k, &s, &d);
@@ -501,27 +530,33 @@ impl Tensor {
         };
         let x = self.cast(self.dtype().to_float());
         if !opts.count_include_pad {
-            return pool(&x, &ceil).div(pool(&x.ones_like(), &ceil));
+            return Ok(pool(&x, &ceil).div(pool(&x.ones_like(), &ceil)));
         }
         if !opts.ceil_mode {
-            return windows(&x, &reg).channels_last_windows(k.len(), |w, axes| w.mean(axes, false));
+            return Ok(windows(&x, &reg).channels_last_windows(k.len(), |w, axes| w.mean(axes, false)));
         }
         let extra: Vec<(isize, isize)> = ceil.iter().zip(&reg).map(|(c, r)| (c.0 - r.0, c.1 - r.1)).collect();
         let ones = x.pad_value(&lead_pads(lead, &reg), Scalar::Int(0)).ones_like();
-        pool(&x, &ceil).div(pool(&ones, &extra))
+        Ok(pool(&x, &ceil).div(pool(&ones, &extra)))
     }
     /// Maximum over sliding windows of the last `kernel.len()` axes (2 for a single kernel size).
     pub fn max_pool2d(&self, opts: &PoolOpts) -> Tensor {
-        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode);
+        self.try_max_pool2d(opts).or_panic()
+    }
+    pub fn try_max_pool2d(&self, opts: &PoolOpts) -> Result<Tensor> {
+        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode)?;
         let lead = self.ndim() - k.len();
         let x = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
-        x.channels_last_windows(k.len(), |w, axes| w.max(axes, false))
+        Ok(x.channels_last_windows(k.len(), |w, axes| w.max(axes, false)))
     }
     /// `max_pool2d` and, for each maximum, the index (int32) of the first element attaining it,
     /// flat over the pooled axes of the input (tinygrad's `return_indices=True`, torch's
     /// convention; `max_unpool2d` takes them back).
     pub fn max_pool2d_with_indices(&self, opts: &PoolOpts) -> (Tensor, Tensor) {
-        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode);
+        self.try_max_pool2d_with_indices(opts).or_panic()
+    }
+    pub fn try_max_pool2d_with_indices(&self, opts: &PoolOpts) -> Result<(Tensor, Tensor)> {
+        let (k, s, d, pads) = self.pool_params("max_pool2d", opts, opts.ceil_mode)?;
         let shape = self.shape();
         let lead = shape.len() - k.len();
         let windows = self.pad_value(&lead_pads(lead, &pads), dtype_min(self.dtype())).pool(&k, &s, &d);
@@ -534,35 +569,40 @@ impl Tensor {
         let down = down.pad_value(&pads, dtype_min(DType::INT32)).pool(&k, &s, &d);
         let hit = windows.eq(windows.max(axes.as_slice(), true));
         let first = hit.where_(&down, 0).max(axes.as_slice(), false);
-        (windows.max(axes.as_slice(), false), first.neg().add(n as i64))
+        Ok((windows.max(axes.as_slice(), false), first.neg().add(n as i64)))
     }
     /// The partial inverse of `max_pool2d_with_indices`: each value of `self` (`[N, C, o...]`)
     /// written at its flat `indices` into zeros of the unpooled size, which `output_size` gives
     /// (its last axes) or the pooling options imply.
     pub fn max_unpool2d(&self, indices: &Tensor, opts: &PoolOpts, output_size: Option<&[usize]>) -> Tensor {
-        let shape = self.shape();
-        assert!(shape.len() >= 3, "max_unpool2d: input {shape:?} must be [N, C, spatial...]");
-        assert!(indices.shape() == shape, "max_unpool2d: indices {:?} for input {shape:?}", indices.shape());
+        self.try_max_unpool2d(indices, opts, output_size).or_panic()
+    }
+    pub fn try_max_unpool2d(&self, indices: &Tensor, opts: &PoolOpts, output_size: Option<&[usize]>) -> Result<Tensor> {
+        const OP: &str = "max_unpool2d";
+        let (shape, is) = (self.shape(), indices.shape());
+        ensure(shape.len() >= 3 && is == shape, || {
+            Error::shape(OP, &[&shape, &is], "input [N, C, spatial...] and indices of its shape")
+        })?;
+        check_devices(OP, &[self, indices])?;
         let (bs, c, spatial) = (shape[0], shape[1], &shape[2..]);
         let nd = spatial.len();
         let out: Vec<usize> = match output_size {
             Some(size) => {
-                assert!(size.len() >= nd, "max_unpool2d: output_size {size:?} for {nd} spatial axes");
+                ensure(size.len() >= nd, || Error::value(OP, format!("output_size {size:?} for {nd} spatial axes")))?;
                 size[size.len() - nd..].to_vec()
             }
             None => {
-                let (k, d) =
-                    (opts.kernel.get("max_unpool2d", "kernel", nd), opts.dilation.get("max_unpool2d", "dilation", nd));
-                let s = opts.stride.as_ref().map_or_else(|| k.clone(), |s| s.get("max_unpool2d", "stride", nd));
-                let pads = opts.padding.pads("max_unpool2d", nd);
+                let (k, d) = (opts.kernel.get(OP, "kernel", nd)?, opts.dilation.get(OP, "dilation", nd)?);
+                let s = opts.stride.as_ref().map_or_else(|| Ok(k.clone()), |s| s.get(OP, "stride", nd))?;
+                let pads = opts.padding.pads(OP, nd)?;
                 (0..nd)
                     .map(|j| {
                         let size = (spatial[j] as isize - 1) * s[j] as isize - (pads[j].0 + pads[j].1)
                             + (d[j] * (k[j] - 1) + 1) as isize;
                         usize::try_from(size)
-                            .unwrap_or_else(|_| panic!("max_unpool2d: output size {size} for input {shape:?}"))
+                            .map_err(|_| Error::shape(OP, &[&shape], format!("the options give output size {size}")))
                     })
-                    .collect()
+                    .collect::<Result<_>>()?
             }
         };
         let n: usize = out.iter().product();
@@ -570,7 +610,7 @@ impl Tensor {
         let at = indices.reshape(&[bs as isize, c as isize, 1, -1]).eq(&slots);
         let values =
             at.where_(self.reshape(&[bs as isize, c as isize, 1, -1]), 0).sum(3isize, false).cast(self.dtype());
-        values.reshape(&[&[bs, c][..], &out].concat())
+        values.try_reshape(&[&[bs, c][..], &out].concat())
     }
     /// `reduce(windows, axes)` over the window axes of `self` (`(..., c, o..., k...)`, from `pool`)
     /// with the channel axis `c` moved innermost first, then moved back: the result is realized

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::{DType, Element, Scalar as Kind};
-use crate::error::{Error, Result};
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::buffer_view;
 use crate::uop::exec::cast_const;
@@ -53,12 +53,18 @@ impl<A: TensorData> TensorData for &[A] {
     }
 }
 
-/// Append each row's elements and return the rows' common shape (panics on ragged rows).
+/// The shape of nested rows whose lengths differ (a ragged `Vec<Vec<_>>`): `Tensor::new` has no
+/// shape for them.
+const RAGGED: [usize; 1] = [usize::MAX];
+
+/// Append each row's elements and return the rows' common shape (`RAGGED` for ragged rows).
 fn flatten_rows<'a, A: TensorData + 'a>(rows: impl Iterator<Item = &'a A>, out: &mut Vec<A::Elem>) -> Vec<usize> {
     let mut inner = vec![];
     for (i, a) in rows.enumerate() {
         let s = a.flatten_into(out);
-        assert!(i == 0 || s == inner, "Tensor::new: ragged nested data: row {i} has shape {s:?}, row 0 {inner:?}");
+        if (i > 0 && s != inner) || s.contains(&usize::MAX) {
+            return RAGGED.to_vec();
+        }
         inner = s;
     }
     inner
@@ -67,70 +73,98 @@ fn flatten_rows<'a, A: TensorData + 'a>(rows: impl Iterator<Item = &'a A>, out: 
 impl Tensor {
     /// A tensor holding `data` (scalar, array, nested arrays, `Vec`) on the default device.
     pub fn new<D: TensorData>(data: D) -> Tensor {
+        Tensor::try_new(data).or_panic()
+    }
+    /// `new`, reporting ragged nested data or a failed copy to the device as an error.
+    pub fn try_new<D: TensorData>(data: D) -> Result<Tensor> {
         let mut flat = vec![];
         let shape = data.flatten_into(&mut flat);
-        Tensor::from_vec(flat, &shape)
+        ensure(!shape.contains(&usize::MAX), || {
+            Error::value("Tensor::new", "ragged nested data: rows differ in shape")
+        })?;
+        Tensor::from_elements("Tensor::new", &flat, &shape)
     }
     /// A tensor of `shape` from row-major `data`.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
-        Tensor::from_elements("Tensor::from_vec", &data, shape)
+        Tensor::from_elements("Tensor::from_vec", &data, shape).or_panic()
     }
     /// A tensor of `shape` from row-major `data` (copied to the device now).
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
+        Tensor::try_from_slice(data, shape).or_panic()
+    }
+    /// `from_slice`, reporting data that does not fill `shape` or a failed copy as an error.
+    pub fn try_from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor> {
         Tensor::from_elements("Tensor::from_slice", data, shape)
     }
-    fn from_elements<T: Element>(op: &str, data: &[T], shape: &[usize]) -> Tensor {
-        let n = super::checked_numel(op, shape, T::DTYPE);
-        assert!(n == data.len(), "{op}: {} elements do not fill shape {shape:?} ({n} elements)", data.len());
+    fn from_elements<T: Element>(op: &'static str, data: &[T], shape: &[usize]) -> Result<Tensor> {
+        let n = super::checked_numel(op, shape, T::DTYPE)?;
+        ensure(n == data.len(), || {
+            Error::shape(op, &[shape], format!("{} elements do not fill the shape", data.len()))
+        })?;
         let mut bytes = Vec::with_capacity(n * T::DTYPE.itemsize());
         data.iter().for_each(|v| v.write_le(&mut bytes));
-        Tensor::from_bytes(&bytes, shape, T::DTYPE, &default_device())
+        Tensor::try_from_bytes(&bytes, shape, T::DTYPE, &default_device())
     }
     /// A tensor of `shape` on `device` from row-major values of mixed kinds, as tinygrad builds
     /// one from Python numbers: `dtype`, else float32 if any value is a float, int32 if any is an
-    /// int, bool if all are bools, and float32 for no values. Each value is converted to the dtype
-    /// once (a float to float16 rounds once, not through float32); an integer dtype takes a value
-    /// outside its range wrapped to its width, as tinygrad and numpy do (`-1` as uint8 is 255, a
-    /// float truncated toward zero first), and a NaN or infinity there is an error.
+    /// int (int64 where a value leaves int32's range, as numpy infers), bool if all are bools, and
+    /// float32 for no values. Each value is converted to the dtype once (a float to float16 rounds
+    /// once, not through float32; a float to an integer dtype truncates toward zero); an integer
+    /// the dtype cannot hold, and NaN or infinity as an integer, is `Error::Unrepresentable`, as
+    /// numpy 2 raises. As uint64 an `Int`'s 64 bits are read unsigned (an i64 holds uint64's
+    /// upper half so).
     pub fn from_scalars(values: &[Scalar], shape: &[usize], dtype: Option<DType>, device: &str) -> Result<Tensor> {
         let dtype = dtype.unwrap_or_else(|| {
-            let any = |f: fn(&Scalar) -> bool| values.iter().any(f);
+            let any = |f: &dyn Fn(&Scalar) -> bool| values.iter().any(f);
+            let (min, max) = DType::INT32.int_range();
             match () {
-                _ if values.is_empty() || any(|v| matches!(v, Scalar::Float(_))) => DType::FLOAT32,
-                _ if any(|v| matches!(v, Scalar::Int(_))) => DType::INT32,
+                _ if values.is_empty() || any(&|v| matches!(v, Scalar::Float(_))) => DType::FLOAT32,
+                _ if any(&|v| matches!(v, Scalar::Int(i) if !(min..=max).contains(&(*i as i128)))) => DType::INT64,
+                _ if any(&|v| matches!(v, Scalar::Int(_))) => DType::INT32,
                 _ => DType::BOOL,
             }
         });
-        super::check_dtype("Tensor::from_scalars", dtype);
-        let n = super::checked_numel("Tensor::from_scalars", shape, dtype);
-        if n != values.len() {
-            return Err(Error::Invalid(format!("Tensor: {} values do not fill shape {shape:?}", values.len())));
-        }
+        super::check_dtype("Tensor::from_scalars", dtype)?;
+        let n = super::checked_numel("Tensor::from_scalars", shape, dtype)?;
+        ensure(n == values.len(), || {
+            Error::shape("Tensor::from_scalars", &[shape], format!("{} values do not fill the shape", values.len()))
+        })?;
         let mut bytes = Vec::with_capacity(n * dtype.itemsize());
         for v in values {
             write_scalar(*v, dtype, &mut bytes)?;
         }
-        Ok(Tensor::from_bytes(&bytes, shape, dtype, device))
+        Tensor::try_from_bytes(&bytes, shape, dtype, device)
     }
     /// A tensor of `shape` and `dtype` on `device` from little-endian bytes.
     pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &str) -> Tensor {
-        super::check_dtype("Tensor::from_bytes", dtype);
-        let n = super::checked_numel("Tensor::from_bytes", shape, dtype);
-        assert!(
-            n * dtype.itemsize() == bytes.len(),
-            "Tensor::from_bytes: {} bytes do not hold a {dtype:?} tensor of shape {shape:?}",
-            bytes.len()
-        );
+        Tensor::try_from_bytes(bytes, shape, dtype, device).or_panic()
+    }
+    /// `from_bytes`, reporting bytes that do not fill the shape, or a device that fails, as an
+    /// error.
+    pub fn try_from_bytes(bytes: &[u8], shape: &[usize], dtype: DType, device: &str) -> Result<Tensor> {
+        super::check_dtype("Tensor::from_bytes", dtype)?;
+        let n = super::checked_numel("Tensor::from_bytes", shape, dtype)?;
+        ensure(n * dtype.itemsize() == bytes.len(), || {
+            Error::shape(
+                "Tensor::from_bytes",
+                &[shape],
+                format!("{} bytes do not hold {dtype:?} elements of this shape", bytes.len()),
+            )
+        })?;
         let buf = Arc::new(Buffer::new(device, n, dtype));
-        buf.copyin(bytes).unwrap_or_else(|e| panic!("Tensor::from_bytes: {e}"));
-        Tensor::from_uop(buffer_view(&buf, shape), device)
+        buf.copyin(bytes)?;
+        Ok(Tensor::from_uop(buffer_view(&buf, shape), device))
     }
     /// An uninitialized (zero-filled on allocation) tensor.
     pub fn empty(shape: &[usize], dtype: DType) -> Tensor {
-        super::check_dtype("Tensor::empty", dtype);
+        Tensor::try_empty(shape, dtype).or_panic()
+    }
+    /// `empty`, reporting a dtype no tensor has or a shape too large as an error.
+    pub fn try_empty(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        super::check_dtype("Tensor::empty", dtype)?;
         let device = default_device();
-        let buf = Arc::new(Buffer::new(&device, super::checked_numel("Tensor::empty", shape, dtype), dtype));
-        Tensor::from_uop(buffer_view(&buf, shape), &device)
+        let buf = Arc::new(Buffer::new(&device, super::checked_numel("Tensor::empty", shape, dtype)?, dtype));
+        Ok(Tensor::from_uop(buffer_view(&buf, shape), &device))
     }
     /// `empty` of a shape whose sizes may be symbolic (tinygrad's `Tensor.empty(2, v, 4)`):
     /// storage for the largest shape, viewed at `dims`.
@@ -146,14 +180,18 @@ impl Tensor {
     }
     /// `value` broadcast to `shape` as `dtype`.
     pub fn full_dtype(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Tensor {
-        super::check_dtype("Tensor::full", dtype);
-        super::checked_numel("Tensor::full", shape, dtype);
+        Tensor::try_full_dtype(shape, value, dtype).or_panic()
+    }
+    /// `full_dtype`, reporting a dtype no tensor has or a shape too large as an error.
+    pub fn try_full_dtype(shape: &[usize], value: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
+        super::check_dtype("Tensor::full", dtype)?;
+        super::checked_numel("Tensor::full", shape, dtype)?;
         let device = default_device();
         let c = super::device_const(dtype, value.into().value(), &device);
         let ones = vec![1; shape.len()];
         let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(ones));
         let u = UOp::new(Ops::Expand, dtype, vec![u], Arg::Shape(shape.to_vec()));
-        Tensor::from_uop(u, &device)
+        Ok(Tensor::from_uop(u, &device))
     }
     pub fn zeros(shape: &[usize]) -> Tensor {
         Tensor::full(shape, 0.0f32)
@@ -183,17 +221,26 @@ impl Tensor {
     /// windows of a padded vector), which the reduce-folding pass turns back into the loop index,
     /// so a kernel using it computes `i` instead of loading or summing anything.
     pub fn arange_step(start: f64, stop: f64, step: f64, dtype: DType) -> Tensor {
-        assert!(
-            start.is_finite() && stop.is_finite() && step.is_finite() && step != 0.0,
-            "arange: start {start}, stop {stop} and step {step} must be finite, the step non-zero"
-        );
-        super::check_dtype("arange", dtype);
+        Tensor::try_arange_step(start, stop, step, dtype).or_panic()
+    }
+    /// `arange_step`, reporting a zero or non-finite step or bound, or a count past int32, as an
+    /// error.
+    pub fn try_arange_step(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        ensure(start.is_finite() && stop.is_finite() && step.is_finite() && step != 0.0, || {
+            Error::value(
+                "arange",
+                format!("start {start}, stop {stop} and step {step} must be finite, the step non-zero"),
+            )
+        })?;
+        super::check_dtype("arange", dtype)?;
         let count = ((stop - start) / step).ceil().max(0.0);
         // the running index below counts in int32
-        assert!(count <= i32::MAX as f64, "arange: {count} elements from {start} to {stop} by {step} exceed int32");
+        ensure(count <= i32::MAX as f64, || {
+            Error::value("arange", format!("{count} elements from {start} to {stop} by {step} exceed int32"))
+        })?;
         let n = count as usize;
         if n == 0 {
-            return Tensor::empty(&[0], dtype);
+            return Tensor::try_empty(&[0], dtype);
         }
         let (len, w) = (2 * n - 1, n as isize);
         // W[i][k] = padded[i + k]: one row per output, a window of n each
@@ -207,21 +254,25 @@ impl Tensor {
             .shrink(&[(0, n), (0, n)]);
         let index = windows.sum(1, false) - 1;
         if dtype.is_int() && step == 1.0 && start == 0.0 {
-            return index.cast(dtype);
+            return Ok(index.cast(dtype));
         }
         // integers stepped by integers in the dtype, exactly; else in the dtype's float (float32
         // below float64), as numpy fills an arange
         if dtype.is_int() && start.fract() == 0.0 && step.fract() == 0.0 {
-            return index.cast(dtype) * step as i64 + start as i64;
+            return Ok(index.cast(dtype) * step as i64 + start as i64);
         }
         let float = if dtype == DType::FLOAT64 { DType::FLOAT64 } else { DType::FLOAT32 };
-        (index.cast(float) * step + start).cast(dtype)
+        Ok((index.cast(float) * step + start).cast(dtype))
     }
     /// tinygrad's `arange(start, stop, step, dtype)` over Python-like numbers: without `dtype`,
     /// float32 if any of the three is a float, else int32, or int64 where the range leaves int32.
     /// An integer `dtype` that cannot hold the range is an error ("not representable"), not a
     /// wrapped sequence.
     pub fn arange_of(start: Scalar, stop: Scalar, step: Scalar, dtype: Option<DType>) -> Tensor {
+        Tensor::try_arange_of(start, stop, step, dtype).or_panic()
+    }
+    /// `arange_of`, reporting a range the dtype cannot hold or a bad step as an error.
+    pub fn try_arange_of(start: Scalar, stop: Scalar, step: Scalar, dtype: Option<DType>) -> Result<Tensor> {
         let [a, b, c] = [start, stop, step].map(|v| v.value().as_f64());
         let (lo, hi) = if c > 0.0 { (a, b - c) } else { (b - c, a) };
         let holds = |d: DType| {
@@ -234,17 +285,21 @@ impl Tensor {
             _ => DType::INT64,
         });
         let empty = (b - a) / c <= 0.0;
-        assert!(empty || holds(dtype), "arange: [{a}, {b}) by {c} is not representable in {dtype:?}");
-        Tensor::arange_step(a, b, c, dtype)
+        ensure(empty || holds(dtype), || Error::Unrepresentable {
+            op: "arange",
+            value: format!("[{a}, {b}) by {c}"),
+            dtype,
+        })?;
+        Tensor::try_arange_step(a, b, c, dtype)
     }
     /// `steps` evenly spaced float32 values from `start` to `stop`, both included.
     pub fn linspace(start: f64, stop: f64, steps: usize) -> Tensor {
-        Tensor::linspace_as(start, stop, steps, DType::FLOAT32).unwrap_or_else(|e| panic!("{e}"))
+        Tensor::linspace_as(start, stop, steps, DType::FLOAT32).or_panic()
     }
     /// `linspace` computed in float32 and cast to `dtype` (bool has no spacing: an error).
     pub fn linspace_as(start: f64, stop: f64, steps: usize, dtype: DType) -> Result<Tensor> {
         if dtype.is_bool() {
-            return Err(Error::Invalid(format!("linspace: {dtype:?} is not supported ({steps} steps)")));
+            return Err(Error::DTypes { op: "linspace", dtypes: vec![dtype], reason: "bool has no spacing".into() });
         }
         if steps == 1 {
             return Ok(Tensor::full_dtype(&[1], start, dtype));
@@ -281,13 +336,18 @@ fn f16_rounded_once(x: f64) -> half::f16 {
 /// floats truncated toward zero) wrapped to an integer dtype's width.
 fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
     if dtype.is_int() {
+        let unrepresentable = || Error::Unrepresentable { op: "Tensor", value: format!("{v:?}"), dtype };
         let whole = match v {
             Scalar::Float(f) if f.is_finite() => f.trunc() as i128,
-            Scalar::Float(f) => return Err(Error::Invalid(format!("Tensor: {f} has no value as {dtype}"))),
+            Scalar::Float(_) => return Err(unrepresentable()),
+            // an i64 holds uint64's upper half as its 64 bits
+            Scalar::Int(i) if dtype == DType::UINT64 => i as u64 as i128,
             Scalar::Int(i) => i as i128,
             Scalar::Bool(b) => b as i128,
         };
-        // two's complement: the low bytes are the wrapped value in every integer width
+        let (min, max) = dtype.int_range();
+        ensure((min..=max).contains(&whole), unrepresentable)?;
+        // two's complement: the low bytes of the value in every integer width
         out.extend_from_slice(&whole.to_le_bytes()[..dtype.itemsize()]);
         return Ok(());
     }
@@ -321,15 +381,27 @@ mod tests {
     }
 
     #[test]
-    fn from_scalars_wraps_integers_to_the_dtype() {
-        assert_eq!(made(&[Scalar::Int(1 << 40), Scalar::Int((1 << 33) + 5)], None).unwrap().to_vec::<i32>(), [0, 5]);
-        let bytes = made(&[Scalar::Int(-1), Scalar::Int(256), Scalar::Float(-1.5)], Some(DType::UINT8)).unwrap();
-        assert_eq!(bytes.to_vec::<u8>(), [255, 0, 255]);
-        let big = made(&[Scalar::Float(1.5e10)], Some(DType::INT32)).unwrap();
-        assert_eq!(big.to_vec::<i32>(), [15_000_000_000i64 as i32]);
-        assert!(made(&[Scalar::Float(f64::NAN)], Some(DType::INT32)).is_err(), "NaN as int32");
-        let edge = made(&[Scalar::Int(255), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
-        assert_eq!(edge.to_vec::<i16>(), [255, -1]);
+    fn from_scalars_refuses_integers_the_dtype_cannot_hold() {
+        let inferred = made(&[Scalar::Int(1 << 40), Scalar::Int(5)], None).unwrap();
+        assert_eq!((inferred.dtype(), inferred.to_vec::<i64>()), (DType::INT64, vec![1 << 40, 5]));
+        let unrepresentable = |v: Scalar, d: DType| matches!(made(&[v], Some(d)), Err(Error::Unrepresentable { dtype, .. }) if dtype == d);
+        for (v, d) in [
+            (Scalar::Int(1 << 40), DType::INT32),
+            (Scalar::Int(-1), DType::UINT8),
+            (Scalar::Int(256), DType::UINT8),
+            (Scalar::Int(32768), DType::INT16),
+            (Scalar::Float(1.5e10), DType::INT32),
+            (Scalar::Float(f64::NAN), DType::INT32),
+            (Scalar::Float(f64::INFINITY), DType::INT64),
+            (Scalar::Float(-1.5), DType::UINT8),
+        ] {
+            assert!(unrepresentable(v, d), "{v:?} as {d:?}");
+        }
+        let bytes =
+            made(&[Scalar::Int(0), Scalar::Int(255), Scalar::Float(254.9), Scalar::Float(-0.5)], Some(DType::UINT8));
+        assert_eq!(bytes.unwrap().to_vec::<u8>(), [0, 255, 254, 0]);
+        let edge = made(&[Scalar::Int(-32768), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
+        assert_eq!(edge.to_vec::<i16>(), [-32768, -1]);
         let wide = made(&[Scalar::Int((1 << 40) + 1), Scalar::Int(-1)], Some(DType::INT64)).unwrap();
         assert_eq!(wide.to_vec::<i64>(), [(1 << 40) + 1, -1]);
         assert_eq!(made(&[Scalar::Int(-1)], Some(DType::UINT64)).unwrap().to_vec::<u64>(), [u64::MAX]);
@@ -354,9 +426,7 @@ mod tests {
         let half = Tensor::arange_of(Scalar::Int(0), Scalar::Int(2), Scalar::Float(0.5), None);
         assert_eq!(half.to_vec::<f32>(), [0.0, 0.5, 1.0, 1.5]);
         let int8 = |a: i64, b: i64, c: i64| {
-            std::panic::catch_unwind(|| {
-                Tensor::arange_of(Scalar::Int(a), Scalar::Int(b), Scalar::Int(c), Some(DType::INT8))
-            })
+            Tensor::try_arange_of(Scalar::Int(a), Scalar::Int(b), Scalar::Int(c), Some(DType::INT8))
         };
         assert!(int8(-128, 128, 1).is_ok() && int8(127, -129, -1).is_ok(), "int8's whole range");
         assert!(int8(0, 129, 1).is_err() && int8(-129, 0, 1).is_err() && int8(127, -130, -1).is_err());

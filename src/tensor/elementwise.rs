@@ -8,6 +8,7 @@ use std::ops;
 
 use super::Tensor;
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::uop::{Arg, ConstValue, Ops, UOp};
 
 /// A Rust scalar operand. Like a Python scalar in tinygrad it is *weak*: `t * 2.0` keeps `t`'s
@@ -155,16 +156,19 @@ impl Tensor {
     }
     /// This tensor broadcast to `shape` (numpy rules).
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+        self.try_broadcast_to(shape).or_panic()
+    }
+    /// `broadcast_to`, reporting a shape it does not broadcast to as an error.
+    pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
         let me = self.shape();
         if me == shape {
-            return self.clone();
+            return Ok(self.clone());
         }
-        assert!(
-            me.len() <= shape.len() && broadcast_shape(&me, shape).as_deref() == Some(shape),
-            "broadcast_to: cannot broadcast {me:?} to {shape:?}"
-        );
+        ensure(me.len() <= shape.len() && broadcast_shape(&me, shape).as_deref() == Some(shape), || {
+            Error::shape("broadcast_to", &[&me, shape], "cannot broadcast the first to the second")
+        })?;
         let padded: Vec<usize> = [vec![1; shape.len() - me.len()], me].concat();
-        self.reshape(&padded).expand(shape)
+        self.try_reshape(&padded)?.try_expand(shape)
     }
     fn unary(&self, op: Ops) -> Tensor {
         self.lift(self.uop().alu(op, &[]))
@@ -178,46 +182,35 @@ impl Tensor {
         let x = self.promote_float();
         f(&x.cast(DType::least_upper(x.dtype(), DType::FLOAT32))).cast(x.dtype())
     }
-    /// `self` and `rhs` cast to `dtype` and broadcast to their common shape (`op` names panics).
-    fn broadcast_pair(&self, op: &str, rhs: &Tensor, dtype: DType) -> (Tensor, Tensor) {
-        assert!(
-            self.device() == rhs.device(),
-            "{op}: operands of shapes {:?} and {:?} are on different devices, {} and {}",
-            self.shape(),
-            rhs.shape(),
-            self.device(),
-            rhs.device()
-        );
-        let shape = broadcast_shape(&self.shape(), &rhs.shape())
-            .unwrap_or_else(|| panic!("{op}: shapes {:?} and {:?} do not broadcast", self.shape(), rhs.shape()));
-        (self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape))
+    /// `self` and `rhs` cast to `dtype` and broadcast to their common shape (`op` names errors).
+    fn broadcast_pair(&self, op: &'static str, rhs: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
+        super::check_devices(op, &[self, rhs])?;
+        let (a, b) = (self.shape(), rhs.shape());
+        let shape = broadcast_shape(&a, &b).ok_or_else(|| Error::shape(op, &[&a, &b], "shapes do not broadcast"))?;
+        Ok((self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape)))
     }
     /// `self` and an operand, promoted to their common dtype and broadcast.
-    fn pair(&self, op: &str, rhs: impl Operand) -> (Tensor, Tensor) {
+    fn pair(&self, op: &'static str, rhs: impl Operand) -> Result<(Tensor, Tensor)> {
         let (r, dtype) = rhs.with(self);
         self.broadcast_pair(op, &r, dtype)
     }
-    /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op` (`name` names panics).
-    fn binary(&self, op: Ops, name: &str, rhs: &Tensor, dtype: DType) -> Tensor {
-        let (a, b) = self.broadcast_pair(name, rhs, dtype);
-        self.lift(a.uop().alu(op, &[&b.uop()]))
+    /// Broadcast `self` and `rhs`, cast both to `dtype`, and apply `op` (`name` names errors).
+    fn binary(&self, op: Ops, name: &'static str, rhs: &Tensor, dtype: DType) -> Result<Tensor> {
+        let (a, b) = self.broadcast_pair(name, rhs, dtype)?;
+        Ok(self.lift(a.uop().alu(op, &[&b.uop()])))
     }
-    fn binop(&self, op: Ops, name: &str, rhs: impl Operand) -> Tensor {
+    fn binop(&self, op: Ops, name: &'static str, rhs: impl Operand) -> Result<Tensor> {
         let (r, dtype) = rhs.with(self);
         self.binary(op, name, &r, dtype)
     }
     /// A binary op defined on integers (and bools, if `bools`) only.
-    fn int_binop(&self, op: Ops, name: &str, rhs: impl Operand, bools: bool) -> Tensor {
+    fn int_binop(&self, op: Ops, name: &'static str, rhs: impl Operand, bools: bool) -> Result<Tensor> {
         let (r, dtype) = rhs.with(self);
-        assert!(
-            dtype.is_int() || (bools && dtype.is_bool()),
-            "{name}: needs integer{} operands, got {:?} {:?} and {:?} {:?}",
-            if bools { " or bool" } else { "" },
-            self.dtype(),
-            self.shape(),
-            r.dtype(),
-            r.shape()
-        );
+        ensure(dtype.is_int() || (bools && dtype.is_bool()), || Error::DTypes {
+            op: name,
+            dtypes: vec![self.dtype(), r.dtype()],
+            reason: format!("needs integer{} operands", if bools { " or bool" } else { "" }),
+        })?;
         self.binary(op, name, &r, dtype)
     }
 
@@ -225,25 +218,34 @@ impl Tensor {
 
     /// This tensor converted to `dtype` (C cast semantics).
     pub fn cast(&self, dtype: DType) -> Tensor {
+        self.try_cast(dtype).or_panic()
+    }
+    /// `cast`, reporting a dtype no tensor has as an error.
+    pub fn try_cast(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
-            return self.clone();
+            return Ok(self.clone());
         }
-        super::check_dtype("cast", dtype);
-        self.lift(self.uop().cast(dtype))
+        super::check_dtype("cast", dtype)?;
+        Ok(self.lift(self.uop().cast(dtype)))
     }
     /// The same bits read as `dtype`, which must have the same itemsize.
     pub fn bitcast(&self, dtype: DType) -> Tensor {
-        let (from, shape) = (self.dtype(), self.shape());
-        super::check_dtype("bitcast", dtype);
-        assert!(
-            from.itemsize() == dtype.itemsize(),
-            "bitcast: {from:?} and {dtype:?} differ in size (shape {shape:?})"
-        );
+        self.try_bitcast(dtype).or_panic()
+    }
+    /// `bitcast`, reporting a dtype of another size as an error.
+    pub fn try_bitcast(&self, dtype: DType) -> Result<Tensor> {
+        let from = self.dtype();
+        super::check_dtype("bitcast", dtype)?;
+        ensure(from.itemsize() == dtype.itemsize(), || Error::DTypes {
+            op: "bitcast",
+            dtypes: vec![from, dtype],
+            reason: "the dtypes differ in size".into(),
+        })?;
         if from == dtype {
-            return self.clone();
+            return Ok(self.clone());
         }
         let u = self.uop();
-        self.lift(UOp::new(Ops::Bitcast, dtype, vec![u], Arg::None))
+        Ok(self.lift(UOp::new(Ops::Bitcast, dtype, vec![u], Arg::None)))
     }
     /// Cast to float32.
     pub fn float(&self) -> Tensor {
@@ -274,47 +276,66 @@ impl Tensor {
         self.cast(DType::BOOL)
     }
 
-    // ***** binary *****
+    // ***** binary: each `try_` form reports shapes that do not broadcast, operands on different
+    // devices or dtypes the op does not take as an error *****
 
     /// `self + rhs` with broadcasting and promotion.
     pub fn add(&self, rhs: impl Operand) -> Tensor {
+        self.try_add(rhs).or_panic()
+    }
+    pub fn try_add(&self, rhs: impl Operand) -> Result<Tensor> {
         self.binop(Ops::Add, "add", rhs)
     }
     /// `self - rhs`.
     pub fn sub(&self, rhs: impl Operand) -> Tensor {
+        self.try_sub(rhs).or_panic()
+    }
+    pub fn try_sub(&self, rhs: impl Operand) -> Result<Tensor> {
         let (r, dtype) = rhs.with(self);
         self.binary(Ops::Add, "sub", &r.cast(dtype).neg(), dtype)
     }
     /// `self * rhs`.
     pub fn mul(&self, rhs: impl Operand) -> Tensor {
+        self.try_mul(rhs).or_panic()
+    }
+    pub fn try_mul(&self, rhs: impl Operand) -> Result<Tensor> {
         self.binop(Ops::Mul, "mul", rhs)
     }
     /// True division: integer operands are divided as floats.
     pub fn div(&self, rhs: impl Operand) -> Tensor {
+        self.try_div(rhs).or_panic()
+    }
+    pub fn try_div(&self, rhs: impl Operand) -> Result<Tensor> {
         let (r, dtype) = rhs.with(self);
         self.binary(Ops::FDiv, "div", &r, dtype.to_float())
     }
     /// Integer division truncating toward zero (C semantics).
     pub fn idiv(&self, rhs: impl Operand) -> Tensor {
+        self.try_idiv(rhs).or_panic()
+    }
+    pub fn try_idiv(&self, rhs: impl Operand) -> Result<Tensor> {
         self.binop(Ops::IDiv, "idiv", rhs)
     }
     /// Division with an optional rounding mode (`None`: true division), as torch's `div`.
     /// Integers stay integers when rounded; float floor division follows Python exactly.
     pub fn div_mode(&self, rhs: impl Operand, mode: Option<RoundingMode>) -> Tensor {
-        let (a, b) = self.pair("div", rhs);
+        self.try_div_mode(rhs, mode).or_panic()
+    }
+    pub fn try_div_mode(&self, rhs: impl Operand, mode: Option<RoundingMode>) -> Result<Tensor> {
+        let (a, b) = self.pair("div", rhs)?;
         let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
         let int = a.dtype().is_int();
-        match mode {
+        Ok(match mode {
             None => a.div(&b),
             Some(RoundingMode::Trunc) if int => a.idiv(&b),
             Some(RoundingMode::Trunc) => a.div(&b).trunc(),
             Some(RoundingMode::Floor) if int => {
                 let q = a.idiv(&b);
-                floor_fix(&a.binop(Ops::Mod, "div", &b), &b).where_(q.sub(1), &q)
+                floor_fix(&a.binop(Ops::Mod, "div", &b)?, &b).where_(q.sub(1), &q)
             }
             Some(RoundingMode::Floor) => {
                 // Python's float `//`: the quotient of the exact remainder, corrected to the floor.
-                let r = a.binop(Ops::Mod, "div", &b);
+                let r = a.binop(Ops::Mod, "div", &b)?;
                 let q = a.sub(&r).div(&b);
                 let q = floor_fix(&r, &b).where_(q.sub(1.0), &q);
                 let f = q.floor();
@@ -323,36 +344,46 @@ impl Tensor {
                 let exact = b.eq(0.0).where_(a.div(&b), &f);
                 value_with_grad_of(&exact, &a.div(&b).trunc())
             }
-        }
+        })
     }
     /// Remainder with the sign of the divisor (Python `%`, torch `remainder`); exact for floats.
     pub fn mod_(&self, rhs: impl Operand) -> Tensor {
-        let (a, b) = self.pair("mod", rhs);
+        self.try_mod(rhs).or_panic()
+    }
+    pub fn try_mod(&self, rhs: impl Operand) -> Result<Tensor> {
+        let (a, b) = self.pair("mod", rhs)?;
         let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
-        let r = a.binop(Ops::Mod, "mod", &b);
+        let r = a.binop(Ops::Mod, "mod", &b)?;
         let r = floor_fix(&r, &b).where_(r.add(&b), &r);
         if a.dtype().is_int() {
-            return r;
+            return Ok(r);
         }
-        value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach())))
+        Ok(value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach()))))
     }
     /// Remainder with the sign of the dividend (C `fmod`, torch `fmod`); exact for floats.
     pub fn fmod(&self, rhs: impl Operand) -> Tensor {
-        let (a, b) = self.pair("fmod", rhs);
+        self.try_fmod(rhs).or_panic()
+    }
+    pub fn try_fmod(&self, rhs: impl Operand) -> Result<Tensor> {
+        let (a, b) = self.pair("fmod", rhs)?;
         let (a, b) = if a.dtype().is_bool() { (a.float(), b.float()) } else { (a, b) };
-        let r = a.binop(Ops::Mod, "fmod", &b);
+        let r = a.binop(Ops::Mod, "fmod", &b)?;
         if a.dtype().is_int() {
-            return r;
+            return Ok(r);
         }
-        value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach())))
+        Ok(value_with_grad_of(&r, &a.sub(b.mul(a.sub(&r).div(&b).detach()))))
     }
     /// `self ** rhs`. Floats use the POW op (C `pow`: negative bases with integral exponents,
     /// `0^0 = 1`, ...); integers use exact wrapping square-and-multiply (torch's integer `pow`).
     pub fn pow(&self, rhs: impl Operand) -> Tensor {
-        let (a, e) = self.pair("pow", rhs);
+        self.try_pow(rhs).or_panic()
+    }
+    /// `pow`; an integer to a negative constant integer power is an error too.
+    pub fn try_pow(&self, rhs: impl Operand) -> Result<Tensor> {
+        let (a, e) = self.pair("pow", rhs)?;
         if !a.dtype().is_int() {
             let (a, e) = (a.promote_float(), e.promote_float());
-            return a.lift(a.uop().alu(Ops::Pow, &[&e.uop()]));
+            return Ok(a.lift(a.uop().alu(Ops::Pow, &[&e.uop()])));
         }
         // negative exponents in a tensor: 1 for a base of 1, +-1 for -1, else 0
         let odd = e.bitwise_and(1).ne(0);
@@ -361,7 +392,10 @@ impl Tensor {
         match e.const_scalar().map(|c| c.as_i64()) {
             // as tinygrad and torch: a number that cannot be an integer power
             Some(n) if n < 0 && e.dtype().is_signed() => {
-                panic!("pow: integers to negative integer powers are not allowed ({:?} ** {n})", a.dtype())
+                return Err(Error::value(
+                    "pow",
+                    format!("integers to negative integer powers are not allowed (** {n})"),
+                ))
             }
             Some(n) => {
                 let n = n as u64;
@@ -371,7 +405,7 @@ impl Tensor {
                     }
                     p = p.mul(&p);
                 }
-                return acc;
+                return Ok(acc);
             }
             // square-and-multiply over every bit of the exponent
             None => {
@@ -381,28 +415,29 @@ impl Tensor {
                 }
             }
         }
-        if e.dtype().is_signed() {
-            e.lt(0).where_(&unit, &acc)
-        } else {
-            acc
-        }
+        Ok(if e.dtype().is_signed() { e.lt(0).where_(&unit, &acc) } else { acc })
     }
     /// The larger of `self` and `rhs` (NaN if either is NaN).
     pub fn maximum(&self, rhs: impl Operand) -> Tensor {
+        self.try_maximum(rhs).or_panic()
+    }
+    pub fn try_maximum(&self, rhs: impl Operand) -> Result<Tensor> {
         self.binop(Ops::Max, "maximum", rhs)
     }
     /// The smaller of `self` and `rhs`.
     pub fn minimum(&self, rhs: impl Operand) -> Tensor {
-        let (a, b) = self.pair("minimum", rhs);
-        if a.dtype().is_float() {
-            a.neg().maximum(b.neg()).neg()
-        } else {
-            a.lt(&b).where_(&a, &b)
-        }
+        self.try_minimum(rhs).or_panic()
+    }
+    pub fn try_minimum(&self, rhs: impl Operand) -> Result<Tensor> {
+        let (a, b) = self.pair("minimum", rhs)?;
+        Ok(if a.dtype().is_float() { a.neg().maximum(b.neg()).neg() } else { a.lt(&b).where_(&a, &b) })
     }
     /// `|self|` with the sign of `other`: a float's sign bit (negative zeros and NaNs included).
     pub fn copysign(&self, other: impl Operand) -> Tensor {
-        let (a, b) = self.pair("copysign", other);
+        self.try_copysign(other).or_panic()
+    }
+    pub fn try_copysign(&self, other: impl Operand) -> Result<Tensor> {
+        let (a, b) = self.pair("copysign", other)?;
         let mag = a.abs();
         let negative = match b.dtype().itemsize() {
             _ if !b.dtype().is_float() => b.lt(0),
@@ -410,49 +445,70 @@ impl Tensor {
             4 => b.bitcast(DType::INT32).lt(0),
             _ => b.bitcast(DType::INT64).lt(0),
         };
-        negative.where_(mag.neg(), &mag)
+        Ok(negative.where_(mag.neg(), &mag))
     }
     /// `log(exp(self) + exp(other))`, as `max + log1p(exp(-|a - b|))` (infinities included: equal
     /// ones give themselves).
     pub fn logaddexp(&self, other: impl Operand) -> Tensor {
-        let (a, b) = self.pair("logaddexp", other);
-        a.in_f32(|a| {
+        self.try_logaddexp(other).or_panic()
+    }
+    pub fn try_logaddexp(&self, other: impl Operand) -> Result<Tensor> {
+        let (a, b) = self.pair("logaddexp", other)?;
+        Ok(a.in_f32(|a| {
             let b = b.cast(a.dtype());
             let gap = a.eq(&b).where_(0.0, a.sub(&b).abs().neg());
             a.maximum(&b).add(gap.exp().log1p())
-        })
+        }))
     }
     /// Bitwise AND of integers, logical AND of bools.
     pub fn bitwise_and(&self, rhs: impl Operand) -> Tensor {
+        self.try_bitwise_and(rhs).or_panic()
+    }
+    pub fn try_bitwise_and(&self, rhs: impl Operand) -> Result<Tensor> {
         self.int_binop(Ops::And, "bitwise_and", rhs, true)
     }
     /// Bitwise OR of integers, logical OR of bools.
     pub fn bitwise_or(&self, rhs: impl Operand) -> Tensor {
+        self.try_bitwise_or(rhs).or_panic()
+    }
+    pub fn try_bitwise_or(&self, rhs: impl Operand) -> Result<Tensor> {
         self.int_binop(Ops::Or, "bitwise_or", rhs, true)
     }
     /// Bitwise XOR of integers, logical XOR of bools.
     pub fn bitwise_xor(&self, rhs: impl Operand) -> Tensor {
+        self.try_bitwise_xor(rhs).or_panic()
+    }
+    pub fn try_bitwise_xor(&self, rhs: impl Operand) -> Result<Tensor> {
         self.int_binop(Ops::Xor, "bitwise_xor", rhs, true)
     }
     /// Bitwise NOT of integers (`!x`), logical NOT of bools.
     pub fn bitwise_not(&self) -> Tensor {
+        self.try_bitwise_not().or_panic()
+    }
+    pub fn try_bitwise_not(&self) -> Result<Tensor> {
         let dt = self.dtype();
-        assert!(
-            dt.is_int() || dt.is_bool(),
-            "bitwise_not: needs an integer or bool tensor, got {dt:?} of shape {:?}",
-            self.shape()
-        );
+        ensure(dt.is_int() || dt.is_bool(), || Error::DTypes {
+            op: "bitwise_not",
+            dtypes: vec![dt],
+            reason: "needs an integer or bool tensor".into(),
+        })?;
         if dt.is_bool() {
-            return self.logical_not();
+            return Ok(self.logical_not());
         }
-        self.bitwise_xor(self.const_tensor(Scalar::Int(-1), dt))
+        self.try_bitwise_xor(self.const_tensor(Scalar::Int(-1), dt))
     }
     /// `self << rhs` for integers.
     pub fn lshift(&self, rhs: impl Operand) -> Tensor {
+        self.try_lshift(rhs).or_panic()
+    }
+    pub fn try_lshift(&self, rhs: impl Operand) -> Result<Tensor> {
         self.int_binop(Ops::Shl, "lshift", rhs, false)
     }
     /// `self >> rhs` for integers (arithmetic for signed ones).
     pub fn rshift(&self, rhs: impl Operand) -> Tensor {
+        self.try_rshift(rhs).or_panic()
+    }
+    pub fn try_rshift(&self, rhs: impl Operand) -> Result<Tensor> {
         self.int_binop(Ops::Shr, "rshift", rhs, false)
     }
 
@@ -460,59 +516,83 @@ impl Tensor {
 
     /// `self < rhs` as bool.
     pub fn cmplt(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::CmpLt, "lt", rhs)
+        self.try_lt(rhs).or_panic()
     }
     /// `self < rhs` as bool.
     pub fn lt(&self, rhs: impl Operand) -> Tensor {
-        self.cmplt(rhs)
+        self.try_lt(rhs).or_panic()
+    }
+    pub fn try_lt(&self, rhs: impl Operand) -> Result<Tensor> {
+        self.binop(Ops::CmpLt, "lt", rhs)
     }
     /// `self > rhs` as bool.
     pub fn gt(&self, rhs: impl Operand) -> Tensor {
+        self.try_gt(rhs).or_panic()
+    }
+    pub fn try_gt(&self, rhs: impl Operand) -> Result<Tensor> {
         self.greater(rhs, "gt")
     }
-    /// `rhs < self`, with `name` in panics.
-    fn greater(&self, rhs: impl Operand, name: &str) -> Tensor {
+    /// `rhs < self`, with `name` in errors.
+    fn greater(&self, rhs: impl Operand, name: &'static str) -> Result<Tensor> {
         let (r, dtype) = rhs.with(self);
-        let (a, b) = self.broadcast_pair(name, &r, dtype);
+        let (a, b) = self.broadcast_pair(name, &r, dtype)?;
         b.binary(Ops::CmpLt, name, &a, dtype)
     }
     /// `self >= rhs` as bool (true for NaN, as tinygrad: `!(self < rhs)`).
     pub fn ge(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::CmpLt, "ge", rhs).logical_not()
+        self.try_ge(rhs).or_panic()
+    }
+    pub fn try_ge(&self, rhs: impl Operand) -> Result<Tensor> {
+        Ok(self.binop(Ops::CmpLt, "ge", rhs)?.logical_not())
     }
     /// `self <= rhs` as bool (true for NaN, as tinygrad: `!(self > rhs)`).
     pub fn le(&self, rhs: impl Operand) -> Tensor {
-        self.greater(rhs, "le").logical_not()
+        self.try_le(rhs).or_panic()
+    }
+    pub fn try_le(&self, rhs: impl Operand) -> Result<Tensor> {
+        Ok(self.greater(rhs, "le")?.logical_not())
     }
     /// `self != rhs` as bool.
     pub fn ne(&self, rhs: impl Operand) -> Tensor {
+        self.try_ne(rhs).or_panic()
+    }
+    pub fn try_ne(&self, rhs: impl Operand) -> Result<Tensor> {
         self.binop(Ops::CmpNe, "ne", rhs)
     }
     /// `self == rhs` as bool.
     pub fn eq(&self, rhs: impl Operand) -> Tensor {
-        self.binop(Ops::CmpNe, "eq", rhs).logical_not()
+        self.try_eq(rhs).or_panic()
+    }
+    pub fn try_eq(&self, rhs: impl Operand) -> Result<Tensor> {
+        Ok(self.binop(Ops::CmpNe, "eq", rhs)?.logical_not())
     }
     /// Elementwise `cond ? a : b` with broadcasting; `self` is the condition. A scalar branch takes
     /// the other branch's dtype when it fits (weak, like a Python scalar).
     pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
+        self.try_where(a, b).or_panic()
+    }
+    pub fn try_where(&self, a: impl Operand, b: impl Operand) -> Result<Tensor> {
         let reference = a.as_tensor().or_else(|| b.as_tensor()).unwrap_or_else(|| self.clone());
         let (ta, _) = a.with(&reference);
         let (tb, _) = b.with(&reference);
+        super::check_devices("where", &[self, &ta, &tb])?;
         let dtype = DType::least_upper(ta.dtype(), tb.dtype());
-        let shape = [self.shape(), ta.shape(), tb.shape()]
+        let shapes = [self.shape(), ta.shape(), tb.shape()];
+        let shape = shapes
             .iter()
             .try_fold(vec![], |acc, s| broadcast_shape(&acc, s))
-            .unwrap_or_else(|| {
-                panic!("where: shapes {:?}, {:?}, {:?} do not broadcast", self.shape(), ta.shape(), tb.shape())
-            });
+            .ok_or_else(|| Error::shape("where", &[&shapes[0], &shapes[1], &shapes[2]], "shapes do not broadcast"))?;
         let c = self.cast(DType::BOOL).broadcast_to(&shape);
         let (ta, tb) = (ta.cast(dtype).broadcast_to(&shape), tb.cast(dtype).broadcast_to(&shape));
-        self.lift(UOp::where_(&c.uop(), &ta.uop(), &tb.uop()))
+        Ok(self.lift(UOp::where_(&c.uop(), &ta.uop(), &tb.uop())))
     }
     /// `self` limited to `[min, max]` (either bound may be `None`, not both), NaN staying NaN;
     /// its gradient passes only strictly inside, 0 at a bound (as PyTorch's).
     pub fn clamp<S: Into<Scalar>>(&self, min: Option<S>, max: Option<S>) -> Tensor {
-        assert!(min.is_some() || max.is_some(), "clamp: at least one of min and max must be given");
+        self.try_clamp(min, max).or_panic()
+    }
+    /// `clamp`, reporting no bound given as an error.
+    pub fn try_clamp<S: Into<Scalar>>(&self, min: Option<S>, max: Option<S>) -> Result<Tensor> {
         let (min, max) = (min.map(Into::into), max.map(Into::into));
         let lo = min.map_or_else(|| self.clone(), |m| self.lt(m).where_(m, self));
         let limited = max.map_or_else(|| lo.clone(), |m| lo.gt(m).where_(m, &lo));
@@ -520,20 +600,29 @@ impl Tensor {
         let below = max.map(|m| self.lt(m));
         let inside = match (above, below) {
             (Some(a), Some(b)) => a.bitwise_and(b),
-            (a, b) => a.or(b).expect("a bound"),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return Err(Error::value("clamp", "at least one of min and max must be given")),
         };
-        inside.where_(self, limited.detach())
+        Ok(inside.where_(self, limited.detach()))
     }
     /// `self + (end - self) * weight`; uint8 with a weight tensor interpolates in 7-bit fixed
     /// point, as tinygrad and torch resize uint8 images.
     pub fn lerp(&self, end: &Tensor, weight: impl Operand) -> Tensor {
-        // uint8 with weights per element: 7-bit fixed point, rounding as torch's uint8 resize
-        if let Some(w) = weight.as_tensor().filter(|_| self.dtype() == DType::UINT8) {
-            let w = w.mul(128.0).add(0.5).cast(DType::INT16);
-            let step = end.sub(self).cast(DType::INT8).mul(&w).add(64).cast(DType::UINT16).rshift(7);
-            return self.add(&step).cast(DType::UINT8);
-        }
-        self.add(end.sub(self).mul(weight))
+        self.try_lerp(end, weight).or_panic()
+    }
+    pub fn try_lerp(&self, end: &Tensor, weight: impl Operand) -> Result<Tensor> {
+        let lerp = || -> Result<Tensor> {
+            let gap = end.try_sub(self)?;
+            // uint8 with weights per element: 7-bit fixed point, rounding as torch's uint8 resize
+            if let Some(w) = weight.as_tensor().filter(|_| self.dtype() == DType::UINT8) {
+                let w = w.mul(128.0).add(0.5).cast(DType::INT16);
+                let step = gap.cast(DType::INT8).try_mul(&w)?.add(64).cast(DType::UINT16).rshift(7);
+                return Ok(self.try_add(&step)?.cast(DType::UINT8));
+            }
+            self.try_add(gap.try_mul(weight)?)
+        };
+        lerp().map_err(|e| e.for_op("lerp"))
     }
 
     // ***** unary *****

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::Tensor;
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::Buffer;
 use crate::schedule::{buffer_view, view_buffer};
 use crate::uop::function::TracedFunction;
@@ -55,13 +56,17 @@ impl Function {
     /// The function of `inputs` (lazily); panics, naming the function, if they differ in number,
     /// shape or dtype from the examples it was traced with.
     pub fn call(&self, inputs: &[&Tensor]) -> Tensor {
+        self.try_call(inputs).or_panic()
+    }
+    /// `call`, reporting inputs that differ from the traced examples as an error.
+    pub fn try_call(&self, inputs: &[&Tensor]) -> Result<Tensor> {
         let got: Vec<(Vec<usize>, DType)> = inputs.iter().map(|t| (t.shape(), t.dtype())).collect();
-        assert!(
-            got == self.inputs,
-            "function {}: called with inputs {got:?}, traced with {:?}",
-            self.traced.name,
-            self.inputs
-        );
+        ensure(got == self.inputs, || {
+            Error::value(
+                "function",
+                format!("{} called with inputs {got:?}, traced with {:?}", self.traced.name, self.inputs),
+            )
+        })?;
         // stored inputs: a buffer already is one
         let stored = |t: &Tensor| view_buffer(&t.uop()).is_some() || !self.own_kernels;
         let inputs: Vec<Tensor> =
@@ -71,11 +76,7 @@ impl Function {
         let src = std::iter::once(value).chain(uops).collect();
         let call = UOp::new(Ops::Call, self.traced.body.dtype(), src, Arg::Function(Shared(self.traced.clone())));
         let out = Tensor::from_uop(call, inputs.first().map_or(&crate::runtime::default_device(), |t| t.device()));
-        if self.own_kernels {
-            out.contiguous()
-        } else {
-            out
-        }
+        Ok(if self.own_kernels { out.contiguous() } else { out })
     }
 }
 

@@ -5,8 +5,9 @@ use std::f64::consts::{FRAC_2_SQRT_PI, SQRT_2};
 
 use super::elementwise::{broadcast_shape, Scalar};
 use super::reduce::Axes;
-use super::Tensor;
+use super::{check_devices, Tensor};
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 
 /// How a loss reduces its per-element values (torch's and tinygrad's `reduction`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,25 +31,27 @@ fn reduce_loss(loss: &Tensor, reduction: Reduction) -> Tensor {
 }
 
 /// `y == class` for every class along a new axis `dim` of size `n` (tinygrad's `_one_hot_along_dim`).
-fn class_mask(op: &str, y: &Tensor, n: usize, dim: usize, ignore: Option<i64>) -> Tensor {
-    assert!(
-        y.dtype().is_int(),
-        "{op}: class labels must be an integer tensor, got {:?} of shape {:?}",
-        y.dtype(),
-        y.shape()
-    );
-    super::indexing::check_indices(op, y, 0..n as i64, ignore).unwrap_or_else(|e| panic!("{e}"));
+fn class_mask(op: &'static str, y: &Tensor, n: usize, dim: usize, ignore: Option<i64>) -> Result<Tensor> {
+    ensure(y.dtype().is_int(), || Error::DTypes {
+        op,
+        dtypes: vec![y.dtype()],
+        reason: "class labels must be an integer tensor".into(),
+    })?;
+    super::indexing::check_indices(op, y, 0..n as i64, ignore)?;
     let y = y.unsqueeze(dim as isize);
     let mut shape = vec![1usize; y.ndim() - dim];
     shape[0] = n;
-    y.eq(Tensor::arange(n).to(y.device()).reshape(&shape))
+    Ok(y.eq(Tensor::arange(n).to(y.device()).reshape(&shape)))
 }
 
 impl Tensor {
-    /// Panics (naming `op`) unless the targets `y` broadcast with these predictions.
-    fn check_targets(&self, op: &str, y: &Tensor) {
+    /// `Err` (naming `op`) unless the targets `y` broadcast with these predictions on one device.
+    fn check_targets(&self, op: &'static str, y: &Tensor) -> Result<()> {
         let (p, t) = (self.shape(), y.shape());
-        assert!(broadcast_shape(&p, &t).is_some(), "{op}: predictions {p:?} and targets {t:?} do not broadcast");
+        ensure(broadcast_shape(&p, &t).is_some(), || {
+            Error::shape(op, &[&p, &t], "predictions and targets do not broadcast")
+        })?;
+        check_devices(op, &[self, y])
     }
 }
 
@@ -187,14 +190,23 @@ impl Tensor {
 
     /// `self @ weight + bias` with `weight` as (in, out) as in tinygrad (a 1-D weight scales elementwise).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
-        let x = if weight.ndim() == 1 { self.mul(weight) } else { self.matmul(weight) };
-        bias.map_or(x.clone(), |b| x.add(b))
+        self.try_linear(weight, bias).or_panic()
+    }
+    /// `linear`, reporting shapes that do not fit or different devices as an error.
+    pub fn try_linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let x = if weight.ndim() == 1 { self.try_mul(weight) } else { self.try_matmul(weight) };
+        let x = x.map_err(|e| e.for_op("linear"))?;
+        bias.map_or(Ok(x.clone()), |b| x.try_add(b)).map_err(|e| e.for_op("linear"))
     }
     /// Normalize to zero mean and unit variance over `axes` (no affine part).
     pub fn layernorm(&self, axes: impl Axes, eps: f64) -> Tensor {
-        let ax: Vec<isize> = axes.resolve("layernorm", &self.shape()).into_iter().map(|a| a as isize).collect();
+        self.try_layernorm(axes, eps).or_panic()
+    }
+    /// `layernorm`, reporting an axis the tensor lacks as an error.
+    pub fn try_layernorm(&self, axes: impl Axes, eps: f64) -> Result<Tensor> {
+        let ax: Vec<isize> = axes.resolve("layernorm", &self.shape())?.into_iter().map(|a| a as isize).collect();
         let y = self.sub(self.mean(ax.as_slice(), true));
-        y.mul(y.mul(&y).mean(ax.as_slice(), true).add(eps).rsqrt())
+        Ok(y.mul(y.mul(&y).mean(ax.as_slice(), true).add(eps).rsqrt()))
     }
     /// `(x - mean) * weight * invstd + bias` over channel axis 1 (tinygrad's `batchnorm`).
     pub fn batchnorm(&self, weight: Option<&Tensor>, bias: Option<&Tensor>, mean: &Tensor, invstd: &Tensor) -> Tensor {
@@ -210,31 +222,47 @@ impl Tensor {
         invstd: &Tensor,
         axes: impl Axes,
     ) -> Tensor {
-        let (sh, ax) = (self.shape(), axes.resolve("batchnorm", &self.shape()));
+        self.try_batchnorm_axes(weight, bias, mean, invstd, axes).or_panic()
+    }
+    /// `batchnorm_axes`, reporting an axis the tensor lacks or statistics that do not fit it as an
+    /// error.
+    pub fn try_batchnorm_axes(
+        &self,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        mean: &Tensor,
+        invstd: &Tensor,
+        axes: impl Axes,
+    ) -> Result<Tensor> {
+        let (sh, ax) = (self.shape(), axes.resolve("batchnorm", &self.shape())?);
         let shape: Vec<usize> = sh.iter().enumerate().map(|(i, &d)| if ax.contains(&i) { d } else { 1 }).collect();
         let n: usize = shape.iter().product();
-        for (what, t) in [("mean", Some(mean)), ("weight", weight), ("bias", bias)] {
-            if let Some(t) = t.filter(|t| t.numel() != n) {
-                panic!("batchnorm: {what} of shape {:?} for input {sh:?} (statistics over axes {ax:?})", t.shape());
-            }
+        for t in [Some(mean), weight, bias].into_iter().flatten() {
+            ensure(t.numel() == n, || {
+                Error::shape("batchnorm", &[&sh, &t.shape()], format!("statistics that do not fit axes {ax:?}"))
+            })?;
         }
-        let x = self.sub(mean.reshape(&shape));
-        let x = weight.map_or(x.clone(), |w| x.mul(w.reshape(&shape)));
-        let x = x.mul(&if invstd.ndim() == ax.len() { invstd.reshape(&shape) } else { invstd.clone() });
-        bias.map_or(x.clone(), |b| x.add(b.reshape(&shape)))
+        let x = self.try_sub(mean.reshape(&shape))?;
+        let x = weight.map_or(Ok(x.clone()), |w| x.try_mul(w.reshape(&shape)))?;
+        let x = x.try_mul(&if invstd.ndim() == ax.len() { invstd.try_reshape(&shape)? } else { invstd.clone() })?;
+        bias.map_or(Ok(x.clone()), |b| x.try_add(b.reshape(&shape)))
     }
     /// A key or value `[..., heads, S, E]` with each head repeated to `heads` heads, the copies
     /// of one next to each other: grouped-query attention, tinygrad's and torch's `enable_gqa`
     /// (`heads` must be a multiple of this tensor's).
     pub fn repeat_heads(&self, heads: usize) -> Tensor {
+        self.try_repeat_heads(heads).or_panic()
+    }
+    /// `repeat_heads`, reporting a tensor without a heads axis or a count of heads that is no
+    /// multiple of its own as an error.
+    pub fn try_repeat_heads(&self, heads: usize) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(shape.len() >= 3, "repeat_heads: {shape:?} has no heads axis ([..., heads, S, E])");
+        ensure(shape.len() >= 3, || Error::shape("repeat_heads", &[&shape], "no heads axis ([..., heads, S, E])"))?;
         let own = shape[shape.len() - 3];
-        assert!(
-            own > 0 && heads.is_multiple_of(own),
-            "repeat_heads: {heads} query heads are no multiple of the {own} heads of {shape:?}"
-        );
-        self.repeat_interleave(heads / own, Some(-3))
+        ensure(own > 0 && heads.is_multiple_of(own), || {
+            Error::shape("repeat_heads", &[&shape], format!("{heads} query heads are no multiple of the tensor's"))
+        })?;
+        self.try_repeat_interleave(heads / own, Some(-3))
     }
     /// `softmax(q k^T / sqrt(d) + mask) v` with `self` as the query. A bool mask keeps where true;
     /// `is_causal` masks the upper triangle. No dropout (apply `dropout` to the result's weights
@@ -246,59 +274,80 @@ impl Tensor {
         attn_mask: Option<&Tensor>,
         is_causal: bool,
     ) -> Tensor {
+        self.try_scaled_dot_product_attention(key, value, attn_mask, is_causal).or_panic()
+    }
+    /// `scaled_dot_product_attention`, reporting shapes that do not fit, a mask that does not
+    /// broadcast, a mask with `is_causal`, or different devices as an error.
+    pub fn try_scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        attn_mask: Option<&Tensor>,
+        is_causal: bool,
+    ) -> Result<Tensor> {
+        const OP: &str = "scaled_dot_product_attention";
         let acc = DType::least_upper(DType::least_upper(self.dtype(), key.dtype()), DType::FLOAT32);
         let (qs, ks, vs) = (self.shape(), key.shape(), value.shape());
-        assert!(
-            qs.len() >= 2
-                && ks.len() >= 2
-                && vs.len() >= 2
-                && qs.last() == ks.last()
-                && ks[ks.len() - 2] == vs[vs.len() - 2],
-            "scaled_dot_product_attention: query {qs:?}, key {ks:?} and value {vs:?} do not fit \
-             ([..., L, E], [..., S, E], [..., S, Ev])"
-        );
+        let fits = qs.len() >= 2
+            && ks.len() >= 2
+            && vs.len() >= 2
+            && qs.last() == ks.last()
+            && ks[ks.len() - 2] == vs[vs.len() - 2];
+        ensure(fits, || {
+            Error::shape(
+                OP,
+                &[&qs, &ks, &vs],
+                "query, key and value do not fit ([..., L, E], [..., S, E], [..., S, Ev])",
+            )
+        })?;
+        ensure(!is_causal || attn_mask.is_none(), || Error::value(OP, "attn_mask and is_causal are exclusive"))?;
         let d = qs[qs.len() - 1];
-        let qk = self.cast(acc).matmul(&key.cast(acc).transpose(-2, -1)).div((d as f64).sqrt());
+        let qk = self.cast(acc).try_matmul(&key.cast(acc).transpose(-2, -1))?.div((d as f64).sqrt());
         let mask = if is_causal {
-            assert!(attn_mask.is_none(), "scaled_dot_product_attention: attn_mask and is_causal are exclusive");
             let (l, s) = (qk.shape()[qk.ndim() - 2], qk.shape()[qk.ndim() - 1]);
             let rows = Tensor::arange(l).to(self.device()).reshape(&[l, 1]);
             Some(rows.ge(Tensor::arange(s).to(self.device()).reshape(&[1, s])))
         } else {
             attn_mask.cloned()
         };
-        if let Some(m) = &mask {
-            assert!(
-                broadcast_shape(&qk.shape(), &m.shape()).is_some(),
-                "scaled_dot_product_attention: attn_mask of shape {:?} does not broadcast with the scores {:?}",
-                m.shape(),
-                qk.shape()
-            );
-        }
         let qk = match mask {
-            Some(m) if m.dtype().is_bool() => qk.add(m.where_(0.0, f64::NEG_INFINITY)),
-            Some(m) => qk.add(&m),
-            None => qk,
-        };
-        qk.cast(self.promote_float().dtype()).softmax(-1).matmul(value)
+            Some(m) if m.dtype().is_bool() => qk.try_add(m.where_(0.0, f64::NEG_INFINITY)),
+            Some(m) => qk.try_add(&m),
+            None => Ok(qk),
+        }
+        .map_err(|e| e.for_op(OP))?;
+        qk.cast(self.promote_float().dtype()).softmax(-1).try_matmul(value)
     }
 
-    // ***** losses *****
+    // ***** losses: each `try_` form reports predictions and targets that do not fit, a
+    // label out of range (read from the labels' data) or an argument out of its domain as an
+    // error *****
 
     /// Binary cross-entropy of probabilities `self` against targets `y` (logs clamped at -100, as torch).
     pub fn binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Tensor {
-        self.check_targets("binary_crossentropy", y);
+        self.try_binary_crossentropy(y, reduction).or_panic()
+    }
+    pub fn try_binary_crossentropy(&self, y: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        self.check_targets("binary_crossentropy", y)?;
         let (lp, lq) = (self.log().maximum(-100.0), self.neg().add(1.0).log().maximum(-100.0));
         let loss = y.mul(&lp).add(y.neg().add(1.0).mul(&lq)).neg();
-        reduce_loss(&loss, reduction)
+        Ok(reduce_loss(&loss, reduction))
     }
     /// Binary cross-entropy of logits `self` against targets `y`, optionally weighting positives.
     pub fn binary_crossentropy_logits(&self, y: &Tensor, reduction: Reduction, pos_weight: Option<&Tensor>) -> Tensor {
-        self.check_targets("binary_crossentropy_logits", y);
+        self.try_binary_crossentropy_logits(y, reduction, pos_weight).or_panic()
+    }
+    pub fn try_binary_crossentropy_logits(
+        &self,
+        y: &Tensor,
+        reduction: Reduction,
+        pos_weight: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        self.check_targets("binary_crossentropy_logits", y)?;
         let pos = y.mul(self.logsigmoid());
-        let pos = pos_weight.map_or(pos.clone(), |w| pos.mul(w));
-        let loss = pos.add(y.neg().add(1.0).mul(self.neg().logsigmoid())).neg();
-        reduce_loss(&loss, reduction)
+        let pos = pos_weight.map_or(Ok(pos.clone()), |w| pos.try_mul(w))?;
+        let loss = pos.try_add(y.neg().add(1.0).mul(self.neg().logsigmoid()))?.neg();
+        Ok(reduce_loss(&loss, reduction))
     }
     /// Cross-entropy of logits `self` (classes on the last axis) against integer labels `y`.
     /// Labels equal to `ignore_index` count for nothing (`-1` ignores none, as tinygrad).
@@ -309,51 +358,57 @@ impl Tensor {
         label_smoothing: f64,
         reduction: Reduction,
     ) -> Tensor {
-        assert!(
-            (0.0..=1.0).contains(&label_smoothing),
-            "sparse_categorical_crossentropy: label_smoothing must be in [0, 1]"
-        );
-        let n = *self.shape().last().expect("sparse_categorical_crossentropy: logits need a class axis");
+        self.try_sparse_categorical_crossentropy(y, ignore_index, label_smoothing, reduction).or_panic()
+    }
+    pub fn try_sparse_categorical_crossentropy(
+        &self,
+        y: &Tensor,
+        ignore_index: i64,
+        label_smoothing: f64,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        const OP: &str = "sparse_categorical_crossentropy";
+        check_smoothing(OP, label_smoothing)?;
         let sh = self.shape();
-        assert!(
-            y.shape() == sh[..sh.len() - 1],
-            "sparse_categorical_crossentropy: logits {sh:?} and labels {:?} do not match",
-            y.shape()
-        );
+        let Some(&n) = sh.last() else { return Err(Error::shape(OP, &[&sh], "the logits need a class axis")) };
+        ensure(y.shape() == sh[..sh.len() - 1], || {
+            Error::shape(OP, &[&sh, &y.shape()], "logits and labels do not match")
+        })?;
+        check_devices(OP, &[self, y])?;
         let log_probs = self.log_softmax(-1);
         let keep = if ignore_index != -1 { y.ne(ignore_index) } else { all_true(y) };
-        let hit = class_mask("sparse_categorical_crossentropy", y, n, y.ndim(), Some(ignore_index))
-            .bitwise_and(keep.unsqueeze(-1));
+        let hit = class_mask(OP, y, n, y.ndim(), Some(ignore_index))?.bitwise_and(keep.unsqueeze(-1));
         let picked = hit.where_(&log_probs, 0.0).sum(-1, false);
         let smooth = log_probs.mean(-1, false).mul(&keep).mul(label_smoothing);
         let unreduced = picked.mul(1.0 - label_smoothing).add(&smooth);
-        match reduction {
+        Ok(match reduction {
             Reduction::Mean => unreduced.sum(None::<isize>, false).neg().div(keep.sum(None::<isize>, false)),
             r => reduce_loss(&unreduced, r).neg(),
-        }
+        })
     }
     /// Cross-entropy of logits `self` (classes on axis 1, or 0 for 1-D) against class indices or
     /// class probabilities `y`.
     pub fn cross_entropy(&self, y: &Tensor, reduction: Reduction, label_smoothing: f64) -> Tensor {
-        assert!((0.0..=1.0).contains(&label_smoothing), "cross_entropy: label_smoothing must be in [0, 1]");
+        self.try_cross_entropy(y, reduction, label_smoothing).or_panic()
+    }
+    pub fn try_cross_entropy(&self, y: &Tensor, reduction: Reduction, label_smoothing: f64) -> Result<Tensor> {
+        check_smoothing("cross_entropy", label_smoothing)?;
+        check_devices("cross_entropy", &[self, y])?;
+        let (xs, ys) = (self.shape(), y.shape());
+        ensure(!xs.is_empty(), || Error::shape("cross_entropy", &[&xs, &ys], "the logits need a class axis"))?;
         let cd = if self.ndim() == 1 { 0 } else { 1 };
-        let n = self.shape()[cd];
-        let y = if self.shape() == y.shape() {
+        let n = xs[cd];
+        let y = if xs == ys {
             y.clone()
         } else {
-            let mut expect = self.shape();
+            let mut expect = xs.clone();
             expect.remove(cd);
-            assert!(
-                expect == y.shape(),
-                "cross_entropy: logits {:?} and targets {:?} do not match",
-                self.shape(),
-                y.shape()
-            );
-            class_mask("cross_entropy", y, n, cd, None)
+            ensure(expect == ys, || Error::shape("cross_entropy", &[&xs, &ys], "logits and targets do not match"))?;
+            class_mask("cross_entropy", y, n, cd, None)?
         };
         let y = y.mul(1.0 - label_smoothing).add(label_smoothing / n as f64);
         let loss = self.log_softmax(cd as isize).mul(&y).sum(cd as isize, false).neg();
-        reduce_loss(&loss, reduction)
+        Ok(reduce_loss(&loss, reduction))
     }
     /// Negative log-likelihood of log-probabilities `self` (classes on axis 1, or 0 for 1-D) at the
     /// integer labels `y`, optionally weighted per class and ignoring one label.
@@ -364,29 +419,43 @@ impl Tensor {
         ignore_index: Option<i64>,
         reduction: Reduction,
     ) -> Tensor {
+        self.try_nll_loss(y, weight, ignore_index, reduction).or_panic()
+    }
+    pub fn try_nll_loss(
+        &self,
+        y: &Tensor,
+        weight: Option<&Tensor>,
+        ignore_index: Option<i64>,
+        reduction: Reduction,
+    ) -> Result<Tensor> {
+        let (xs, ys) = (self.shape(), y.shape());
+        ensure(!xs.is_empty(), || Error::shape("nll_loss", &[&xs, &ys], "the log-probabilities need a class axis"))?;
+        check_devices("nll_loss", &[self, y])?;
         let cd = if self.ndim() == 1 { 0 } else { 1 };
-        let mut expect = self.shape();
+        let mut expect = xs.clone();
         let n = expect.remove(cd);
-        assert!(
-            expect == y.shape(),
-            "nll_loss: log-probabilities {:?} and targets {:?} do not match",
-            self.shape(),
-            y.shape()
-        );
-        let hit = class_mask("nll_loss", y, n, cd, ignore_index);
+        ensure(expect == ys, || Error::shape("nll_loss", &[&xs, &ys], "log-probabilities and targets do not match"))?;
+        let hit = class_mask("nll_loss", y, n, cd, ignore_index)?;
         let w = match weight {
             None => y.const_tensor(Scalar::Int(1), DType::INT32).expand(&y.shape()),
             Some(w) => {
-                assert!(w.numel() == n, "nll_loss: weight of shape {:?} for {n} classes", w.shape());
+                ensure(w.numel() == n, || Error::shape("nll_loss", &[&xs, &w.shape()], "a weight per class"))?;
                 let ws: Vec<usize> = [vec![n], vec![1; self.ndim() - cd - 1]].concat();
-                hit.where_(w.reshape(&ws), 0.0).sum(cd as isize, false)
+                hit.try_where(w.reshape(&ws), 0.0)?.sum(cd as isize, false)
             }
         };
         let w = ignore_index.map_or(w.clone(), |i| w.mul(y.ne(i)));
         let nll = hit.where_(self, 0.0).sum(cd as isize, false).neg().mul(&w);
-        match reduction {
+        Ok(match reduction {
             Reduction::Mean => nll.sum(None::<isize>, false).div(w.sum(None::<isize>, false)),
             r => reduce_loss(&nll, r),
-        }
+        })
     }
+}
+
+/// `Err` (naming `op`) unless `label_smoothing` lies in `[0, 1]`.
+fn check_smoothing(op: &'static str, label_smoothing: f64) -> Result<()> {
+    ensure((0.0..=1.0).contains(&label_smoothing), || {
+        Error::value(op, format!("label_smoothing must be in [0, 1], got {label_smoothing}"))
+    })
 }

@@ -7,10 +7,10 @@ use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToIncl
 pub use super::movement::{PadMode, SplitSizes};
 
 use super::elementwise::{broadcast_shape, Operand, Scalar};
-use super::movement::{resolve_axis, try_resolve_axis};
-use super::Tensor;
+use super::movement::resolve_axis;
+use super::{check_devices, Tensor};
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::DefaultDevice;
 
 /// How `scatter_reduce` combines the values landing on one position (tinygrad's and torch's
@@ -41,7 +41,7 @@ pub enum Idx {
 /// (an ignored label). The one-hot comparisons these ops are built on would read 0 for an index
 /// outside or drop it; PyTorch raises, and so does this. The index is read on the host
 /// (computed first if it is lazy).
-pub(super) fn check_indices(op: &str, index: &Tensor, range: Range<i64>, skip: Option<i64>) -> Result<()> {
+pub(super) fn check_indices(op: &'static str, index: &Tensor, range: Range<i64>, skip: Option<i64>) -> Result<()> {
     let dtype = index.dtype();
     let bytes = index.raw_bytes()?;
     let values = bytes.chunks_exact(dtype.itemsize()).map(|c| {
@@ -57,12 +57,14 @@ pub(super) fn check_indices(op: &str, index: &Tensor, range: Range<i64>, skip: O
     let inside = |v: &i128| (range.start as i128..range.end as i128).contains(v) || skip.map(i128::from) == Some(*v);
     match values.into_iter().find(|v| !inside(v)) {
         None => Ok(()),
-        Some(v) => Err(Error::Invalid(format!(
-            "{op}: index {v} is out of range {}..{} (index tensor of shape {:?})",
-            range.start,
-            range.end,
-            index.shape()
-        ))),
+        Some(v) => Err(Error::Index {
+            op,
+            shape: index.shape(),
+            reason: format!(
+                "index {v} is out of range {}..{} (the shape is the index tensor's)",
+                range.start, range.end
+            ),
+        }),
     }
 }
 
@@ -197,7 +199,7 @@ impl Tensor {
 
     fn parse_index(&self, idx: &[Idx]) -> Result<Vec<View>> {
         let shape = self.shape();
-        let err = |m: String| Err(Error::Invalid(format!("index: {m} (shape {shape:?})")));
+        let err = |reason: String| Err(Error::Index { op: "index", shape: shape.clone(), reason });
         let ellipses = idx.iter().filter(|i| matches!(i, Idx::Ellipsis)).count();
         let real = idx.len() - ellipses - idx.iter().filter(|i| matches!(i, Idx::NewAxis)).count();
         if ellipses > 1 {
@@ -270,7 +272,8 @@ impl Tensor {
     fn fancy(x: &Tensor, dims: &[usize], tensors: &[Tensor]) -> Result<(Tensor, Tensor, usize, usize)> {
         let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
         let Some(big) = shapes.iter().try_fold(vec![], |acc, s| broadcast_shape(&acc, s)) else {
-            return Err(Error::Invalid(format!("index: index tensors of shapes {shapes:?} do not broadcast")));
+            let reason = format!("index tensors of shapes {shapes:?} do not broadcast");
+            return Err(Error::Index { op: "index", shape: x.shape(), reason });
         };
         let (xs, d0, nb) = (x.shape(), dims[0], big.len());
         let pre: Vec<usize> = [&xs[..d0], &big, &xs[d0..]].concat();
@@ -306,7 +309,7 @@ impl Tensor {
 
     /// Numpy-style indexing: ranges with steps, negative indices, new axes, ellipsis, integer tensors.
     pub fn index(&self, idx: &[Idx]) -> Tensor {
-        self.try_index(idx).unwrap_or_else(|e| panic!("{e}"))
+        self.try_index(idx).or_panic()
     }
     /// `index`, reporting bad indices (out of bounds, zero step, too many, non-int tensors) as an error.
     pub fn try_index(&self, idx: &[Idx]) -> Result<Tensor> {
@@ -319,7 +322,7 @@ impl Tensor {
 
     /// A copy with `self.index(idx)` replaced by `value` (broadcast, cast to self's dtype); later duplicates win.
     pub fn set(&self, idx: &[Idx], value: impl Operand) -> Tensor {
-        self.try_set(idx, value).unwrap_or_else(|e| panic!("{e}"))
+        self.try_set(idx, value).or_panic()
     }
     /// `set`, reporting bad indices or a value that does not broadcast as an error.
     pub fn try_set(&self, idx: &[Idx], value: impl Operand) -> Result<Tensor> {
@@ -333,9 +336,7 @@ impl Tensor {
         }
         let vs = v.shape();
         if broadcast_shape(&ts, &vs).as_deref() != Some(&ts[..]) {
-            return Err(Error::Invalid(format!(
-                "set: value of shape {vs:?} does not broadcast to indexed shape {ts:?}"
-            )));
+            return Err(Error::shape("set", &[&vs, &ts], "the value does not broadcast to the indexed shape"));
         }
         let mut vb = v.broadcast_to(&ts);
         if let Some((_, mask, start, nb)) = fancy {
@@ -371,23 +372,22 @@ impl Tensor {
 
     /// `out[i][j] = self[index[i][j]][j]` for `dim = 0` (and so on): values picked along `dim` by `index`.
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
-        self.try_gather(dim, index).unwrap_or_else(|e| panic!("{e}"))
+        self.try_gather(dim, index).or_panic()
     }
     /// `gather`, reporting a bad axis, an index of the wrong shape or dtype, or index values out
     /// of range (read from the index's data) as an error.
     pub fn try_gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let (shape, is) = (self.shape(), index.shape());
-        let d = try_resolve_axis("gather", dim, shape.len(), &shape)?;
-        let err = |m: String| Err(Error::Invalid(format!("gather: {m}")));
+        let d = resolve_axis("gather", dim, shape.len(), &shape)?;
+        let err = |reason: String| Err(Error::shape("gather", &[&shape, &is], reason));
         if shape.is_empty() {
-            return err("needs a tensor of at least 1 dimension, got shape []".into());
+            return err("needs a tensor of at least 1 dimension".into());
         }
         if is.len() != shape.len() || is.iter().zip(&shape).enumerate().any(|(i, (a, b))| i != d && a > b) {
-            return err(format!("index shape {is:?} does not fit self shape {shape:?} outside axis {d}"));
+            return err(format!("the index's shape does not fit the tensor's outside axis {d}"));
         }
-        if !index.dtype().is_int() {
-            return err(format!("index must be an integer tensor, got {:?}", index.dtype()));
-        }
+        check_index_dtype("gather", index)?;
+        check_devices("gather", &[self, index])?;
         check_indices("gather", index, 0..shape[d] as i64, None)?;
         let bounds: Vec<(usize, usize)> =
             shape.iter().zip(&is).enumerate().map(|(i, (&s, &n))| (0, if i == d { s } else { n })).collect();
@@ -399,14 +399,23 @@ impl Tensor {
     /// A copy with `src` values written along `dim` at `index` (`self[index[i][j]][j] = src[i][j]` for dim 0);
     /// `src` must have this tensor's dtype.
     pub fn scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
-        let (src, mask) = self.pre_scatter("scatter", dim, index, src);
-        masked_merge(self, &src, &mask, self.ndim(), 1)
+        self.try_scatter(dim, index, src).or_panic()
+    }
+    /// `scatter`; this and the other scatters' `try_` forms report a bad axis, an index or `src`
+    /// that does not fit, index values out of range (read from its data), dtypes or devices that
+    /// differ as an error.
+    pub fn try_scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let (src, mask) = self.pre_scatter("scatter", dim, index, src)?;
+        Ok(masked_merge(self, &src, &mask, self.ndim(), 1))
     }
     /// `scatter` of one scalar value at every position `index` names.
     pub fn scatter_value(&self, dim: isize, index: &Tensor, value: impl Into<Scalar>) -> Tensor {
+        self.try_scatter_value(dim, index, value).or_panic()
+    }
+    pub fn try_scatter_value(&self, dim: isize, index: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
         let v = self.const_tensor(value.into(), self.dtype());
-        let (_, mask) = self.pre_scatter("scatter", dim, index, &v.broadcast_to(&index.shape()));
-        masked_merge(self, &v, &mask, self.ndim(), 1)
+        let (_, mask) = self.pre_scatter("scatter", dim, index, &v.broadcast_to(&index.shape()))?;
+        Ok(masked_merge(self, &v, &mask, self.ndim(), 1))
     }
     /// `src` values reduced into this tensor along `dim` at `index` (tinygrad's and torch's
     /// `scatter_reduce`): every value landing on a position is combined with `reduce`, and with
@@ -419,7 +428,17 @@ impl Tensor {
         reduce: ScatterReduce,
         include_self: bool,
     ) -> Tensor {
-        let (src, mask) = self.pre_scatter("scatter_reduce", dim, index, src);
+        self.try_scatter_reduce(dim, index, src, reduce, include_self).or_panic()
+    }
+    pub fn try_scatter_reduce(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Result<Tensor> {
+        let (src, mask) = self.pre_scatter("scatter_reduce", dim, index, src)?;
         let hit = mask.any(-1isize, false);
         // this tensor's values where they take part, `empty` where they do not
         let own = |empty: Scalar| {
@@ -430,7 +449,7 @@ impl Tensor {
             }
         };
         let (lowest, highest) = (super::reduce::dtype_min(self.dtype()), super::reduce::dtype_max(self.dtype()));
-        match reduce {
+        Ok(match reduce {
             ScatterReduce::Sum => {
                 mask.where_(&src, src.zero()).sum(-1isize, false).cast(self.dtype()).add(own(Scalar::Int(0)))
             }
@@ -454,7 +473,7 @@ impl Tensor {
                 });
                 total.div(&count)
             }
-        }
+        })
     }
     /// tinygrad's `scatter(reduce=)`: one scalar `value` added at (or multiplied into) every
     /// position `index` names, once per time it is named.
@@ -465,91 +484,108 @@ impl Tensor {
         value: impl Into<Scalar>,
         reduce: ScatterReduce,
     ) -> Tensor {
+        self.try_scatter_value_reduce(dim, index, value, reduce).or_panic()
+    }
+    pub fn try_scatter_value_reduce(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        value: impl Into<Scalar>,
+        reduce: ScatterReduce,
+    ) -> Result<Tensor> {
         let v = self.const_tensor(value.into(), self.dtype()).broadcast_to(&index.shape());
-        assert!(
-            matches!(reduce, ScatterReduce::Sum | ScatterReduce::Prod),
-            "scatter: reduce must be 'add' or 'multiply', got {reduce:?}"
-        );
-        self.scatter_reduce(dim, index, &v, reduce, true)
+        ensure(matches!(reduce, ScatterReduce::Sum | ScatterReduce::Prod), || {
+            Error::value("scatter", format!("reduce must be 'add' or 'multiply', got {reduce:?}"))
+        })?;
+        self.try_scatter_reduce(dim, index, &v, reduce, true)
     }
     /// The checks and layout scatters share: `src` shrunk to the index's shape and repeated along
     /// a new last axis of `self.shape()[dim]` positions, moved to `dim`, with the mask of where
     /// each value lands; both padded to `self`'s shape (plus that axis).
-    fn pre_scatter(&self, op: &str, dim: isize, index: &Tensor, src: &Tensor) -> (Tensor, Tensor) {
+    fn pre_scatter(&self, op: &'static str, dim: isize, index: &Tensor, src: &Tensor) -> Result<(Tensor, Tensor)> {
         let (shape, is, ss) = (self.shape(), index.shape(), src.shape());
-        let d = resolve_axis(op, dim, shape.len(), &shape);
-        assert!(!shape.is_empty(), "{op}: needs a tensor of at least 1 dimension, got shape []");
-        assert!(
-            is.len() == shape.len()
-                && ss.len() == shape.len()
-                && (0..shape.len()).all(|i| is[i] <= ss[i] && (i == d || is[i] <= shape[i])),
-            "{op}: index shape {is:?} does not fit src {ss:?} and self {shape:?} (axis {d})"
-        );
-        assert!(index.dtype().is_int(), "{op}: index must be an integer tensor, got {:?}", index.dtype());
-        assert!(
-            src.dtype() == self.dtype(),
-            "{op}: src is {:?}, self {:?}: they must have the same dtype",
-            src.dtype(),
-            self.dtype()
-        );
-        assert!(
-            index.device() == self.device() && src.device() == self.device(),
-            "{op}: index, src and self must be on one device ({}, {}, {})",
-            index.device(),
-            src.device(),
-            self.device()
-        );
+        let d = resolve_axis(op, dim, shape.len(), &shape)?;
+        ensure(!shape.is_empty(), || Error::shape(op, &[&shape], "needs a tensor of at least 1 dimension"))?;
+        let fits = is.len() == shape.len()
+            && ss.len() == shape.len()
+            && (0..shape.len()).all(|i| is[i] <= ss[i] && (i == d || is[i] <= shape[i]));
+        ensure(fits, || {
+            Error::shape(
+                op,
+                &[&shape, &is, &ss],
+                format!("the index (second) does not fit src (third) and self (first) at axis {d}"),
+            )
+        })?;
+        check_index_dtype(op, index)?;
+        ensure(src.dtype() == self.dtype(), || Error::DTypes {
+            op,
+            dtypes: vec![self.dtype(), src.dtype()],
+            reason: "src must have self's dtype".into(),
+        })?;
+        check_devices(op, &[self, index, src])?;
         let n = shape[d];
-        check_indices(op, index, 0..n as i64, None).unwrap_or_else(|e| panic!("{e}"));
+        check_indices(op, index, 0..n as i64, None)?;
         let src = src.shrink(&is.iter().map(|&s| (0, s)).collect::<Vec<_>>());
         let src = src.unsqueeze(-1).expand(&[is.clone(), vec![n]].concat()).transpose(-1, d as isize);
         let mask = index.unsqueeze(-1).eq(self.arange_here(n)).transpose(-1, d as isize);
         let pads: Vec<(usize, usize)> =
             (0..=shape.len()).map(|i| (0, if i == d || i == shape.len() { 0 } else { shape[i] - is[i] })).collect();
-        (src.pad(&pads), mask.pad(&pads))
+        Ok((src.pad(&pads), mask.pad(&pads)))
     }
 
     /// `value` where `mask` is true, else `self` (broadcasting).
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Tensor {
-        let (shape, ms) = (self.shape(), mask.shape());
-        assert!(
-            broadcast_shape(&shape, &ms).is_some(),
-            "masked_fill: mask of shape {ms:?} does not broadcast with shape {shape:?}"
-        );
-        mask.cast(DType::BOOL).where_(self.const_tensor(value.into(), self.dtype()), self)
+        self.try_masked_fill(mask, value).or_panic()
+    }
+    /// `masked_fill`, reporting a mask that does not broadcast or is on another device as an error.
+    pub fn try_masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
+        mask.cast(DType::BOOL)
+            .try_where(self.const_tensor(value.into(), self.dtype()), self)
+            .map_err(|e| e.for_op("masked_fill"))
     }
     /// One-hot encode integer classes: a new last axis of `num_classes` 0/1 values (int32).
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
-        self.try_one_hot(num_classes).unwrap_or_else(|e| panic!("{e}"))
+        self.try_one_hot(num_classes).or_panic()
     }
     /// `one_hot`, reporting a non-integer tensor or class values out of range (read from its
     /// data) as an error.
     pub fn try_one_hot(&self, num_classes: usize) -> Result<Tensor> {
-        if !self.dtype().is_int() {
-            return Err(Error::Invalid(format!(
-                "one_hot: expected an integer tensor, got {:?} of shape {:?}",
-                self.dtype(),
-                self.shape()
-            )));
-        }
+        check_index_dtype("one_hot", self)?;
         check_indices("one_hot", self, 0..num_classes as i64, None)?;
         Ok(self.unsqueeze(-1).eq(self.arange_here(num_classes)).where_(1, 0))
     }
     /// `arange(r)[:, None] + diagonal <= arange(c)`: true on and above the `diagonal`-th diagonal.
-    fn tri_mask(&self, op: &str, diagonal: isize) -> Tensor {
+    fn tri_mask(&self, op: &'static str, diagonal: isize) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(shape.len() >= 2, "{op}: expected at least 2 dims, got shape {shape:?}");
+        ensure(shape.len() >= 2, || Error::shape(op, &[&shape], "expected at least 2 dims"))?;
         let (r, c) = (shape[shape.len() - 2], shape[shape.len() - 1]);
-        self.arange_here(r).reshape(&[r, 1]).add(diagonal as i64).le(self.arange_here(c).reshape(&[1, c]))
+        Ok(self.arange_here(r).reshape(&[r, 1]).add(diagonal as i64).le(self.arange_here(c).reshape(&[1, c])))
     }
     /// The upper triangle: elements below the `diagonal`-th diagonal set to 0 (positive: above the main one).
     pub fn triu(&self, diagonal: isize) -> Tensor {
-        self.tri_mask("triu", diagonal).where_(self, self.zero())
+        self.try_triu(diagonal).or_panic()
+    }
+    /// `triu`, reporting a tensor of fewer than 2 dims as an error.
+    pub fn try_triu(&self, diagonal: isize) -> Result<Tensor> {
+        Ok(self.tri_mask("triu", diagonal)?.where_(self, self.zero()))
     }
     /// The lower triangle: elements above the `diagonal`-th diagonal set to 0.
     pub fn tril(&self, diagonal: isize) -> Tensor {
-        self.tri_mask("tril", diagonal + 1).where_(self.zero(), self)
+        self.try_tril(diagonal).or_panic()
     }
+    /// `tril`, reporting a tensor of fewer than 2 dims as an error.
+    pub fn try_tril(&self, diagonal: isize) -> Result<Tensor> {
+        Ok(self.tri_mask("tril", diagonal + 1)?.where_(self.zero(), self))
+    }
+}
+
+/// `Err` (naming `op`) unless `index` is an integer tensor.
+fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
+    ensure(index.dtype().is_int(), || Error::DTypes {
+        op,
+        dtypes: vec![index.dtype()],
+        reason: "the index must be an integer tensor".into(),
+    })
 }
 
 /// `where(any(mask), values, base)` over the `nb` mask axes from `start`; where several are set the last wins.

@@ -43,8 +43,7 @@ pub struct Jit<F> {
 }
 
 fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
-    view_buffer(&t.uop())
-        .ok_or_else(|| Error::Invalid(format!("JIT: input of shape {:?} is not a realized buffer", t.shape())))
+    view_buffer(&t.uop()).ok_or_else(|| Error::shape("JIT", &[&t.shape()], "an input that is not a realized buffer"))
 }
 
 /// The BUFFER node under `u` when `u` is one or a view of one (RESHAPE, PERMUTE, SHRINK, FLIP,
@@ -79,7 +78,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
         match &self.signature {
             None => self.signature = Some(sig),
             Some(first) if *first != sig => {
-                return Err(Error::Invalid(format!("JIT: inputs changed from {first:?} to {sig:?}")));
+                return Err(Error::value("JIT", format!("inputs changed from {first:?} to {sig:?}")));
             }
             _ => {}
         }
@@ -108,16 +107,13 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 });
                 let out = out?;
                 if items.is_empty() {
-                    return Err(Error::Invalid("JIT: the function ran no kernels, nothing to capture".into()));
+                    return Err(Error::value("JIT", "the function ran no kernels, nothing to capture"));
                 }
                 let out_nodes = out
                     .iter()
                     .map(|t| {
                         buffer_under(&t.uop()).ok_or_else(|| {
-                            let shape = t.shape();
-                            Error::Invalid(format!(
-                                "JIT: output of shape {shape:?} is no realized buffer or view of one"
-                            ))
+                            Error::shape("JIT", &[&t.shape()], "an output that is no realized buffer or view of one")
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -132,7 +128,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 Ok(out)
             }
             _ => {
-                let cap = self.captured.as_ref().ok_or_else(|| Error::Invalid("JIT: nothing was captured".into()))?;
+                let cap = self.captured.as_ref().ok_or_else(|| Error::value("JIT", "nothing was captured"))?;
                 if !cap.jit.replays(in_bufs) {
                     // one tensor given for two inputs where the capture had two, or the reverse:
                     // the function itself says what that computes

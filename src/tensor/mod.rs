@@ -26,7 +26,7 @@ pub use jit::Jit;
 
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
-use crate::error::{Error, Result};
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::{create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
@@ -68,20 +68,31 @@ pub(crate) fn device_const(dtype: DType, value: crate::uop::ConstValue, device: 
 #[derive(Clone)]
 pub struct Tensor(Arc<TensorInner>);
 
-/// Panics (naming `op`) unless a tensor can hold `dtype`: one of `DType::ALL`, not VOID, INDEX,
+/// `Err` (naming `op`) unless a tensor can hold `dtype`: one of `DType::ALL`, not VOID, INDEX,
 /// a vector or a pointer type (those exist inside kernels only).
-pub(crate) fn check_dtype(op: &str, dtype: DType) {
-    assert!(DType::ALL.contains(&dtype), "{op}: {dtype:?} is not a tensor dtype (bool, an int or a float)");
+pub(crate) fn check_dtype(op: &'static str, dtype: DType) -> Result<()> {
+    ensure(DType::ALL.contains(&dtype), || Error::DTypes {
+        op,
+        dtypes: vec![dtype],
+        reason: "not a tensor dtype (bool, an int or a float)".into(),
+    })
 }
 
-/// The element count of `shape`, panicking (naming `op`) if its `dtype` bytes overflow `usize`:
+/// The element count of `shape`, or an error (naming `op`) if its `dtype` bytes overflow `usize`:
 /// no buffer could hold them, and a wrapped size would be a buffer too small for its kernels.
-pub(crate) fn checked_numel(op: &str, shape: &[usize], dtype: DType) -> usize {
+pub(crate) fn checked_numel(op: &'static str, shape: &[usize], dtype: DType) -> Result<usize> {
     let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-    match n.filter(|n| n.checked_mul(dtype.itemsize()).is_some()) {
-        Some(n) => n,
-        None => panic!("{op}: shape {shape:?} of {dtype:?} has more bytes than usize holds"),
-    }
+    n.filter(|n| n.checked_mul(dtype.itemsize()).is_some())
+        .ok_or_else(|| Error::shape(op, &[shape], format!("{dtype:?} elements of this shape overflow usize bytes")))
+}
+
+/// `Err` (naming `op`) unless all `tensors` are on one device.
+pub(crate) fn check_devices(op: &'static str, tensors: &[&Tensor]) -> Result<()> {
+    let first = tensors.first().map(|t| t.device());
+    ensure(tensors.iter().all(|t| Some(t.device()) == first), || Error::Devices {
+        op,
+        devices: tensors.iter().map(|t| t.device().to_string()).collect(),
+    })
 }
 
 fn live_tensors() -> &'static Mutex<Vec<Weak<TensorInner>>> {
@@ -161,7 +172,7 @@ impl Tensor {
     /// The kernels and copies that would compute these tensors (nothing runs; for inspection).
     /// Panics where `try_schedule` errs.
     pub fn schedule(tensors: &[Tensor]) -> Vec<ScheduleItem> {
-        Tensor::try_schedule(tensors).unwrap_or_else(|e| panic!("schedule: {e}"))
+        Tensor::try_schedule(tensors).or_panic()
     }
     /// `schedule`, with a malformed graph (spec checks, `uop/spec.rs`) as the error.
     pub fn try_schedule(tensors: &[Tensor]) -> Result<Vec<ScheduleItem>> {
@@ -339,7 +350,7 @@ impl Tensor {
     }
     /// Gradients of this scalar with respect to `targets` (lazy; `.grad` is untouched).
     pub fn gradient(&self, targets: &[&Tensor]) -> Vec<Tensor> {
-        self.try_gradient(targets).unwrap_or_else(|e| panic!("{e}"))
+        self.try_gradient(targets).or_panic()
     }
     /// `gradient`, with a target the loss does not depend on reported as an error.
     pub fn try_gradient(&self, targets: &[&Tensor]) -> Result<Vec<Tensor>> {
@@ -352,7 +363,7 @@ impl Tensor {
                 // an empty tensor can be dropped from the graph (by cat or pad): its gradient is empty
                 let found = found.or_else(|| (t.numel() == 0).then(|| t.zeros_like()));
                 found.ok_or_else(|| {
-                    Error::Invalid(format!("gradient: the loss does not depend on tensor of shape {:?}", t.shape()))
+                    Error::shape("gradient", &[&t.shape()], "the loss does not depend on the tensor of this shape")
                 })
             })
             .collect()
@@ -362,7 +373,11 @@ impl Tensor {
     /// not depend on gets zeros; only float tensors have gradients.
     pub fn gradient_with(&self, targets: &[&Tensor], seed: Option<&Tensor>) -> Result<Vec<Tensor>> {
         if !self.dtype().is_float() || targets.iter().any(|t| !t.dtype().is_float()) {
-            return Err(Error::Invalid("gradient: only float tensors have gradients".into()));
+            return Err(Error::DTypes {
+                op: "gradient",
+                dtypes: std::iter::once(self).chain(targets.iter().copied()).map(Tensor::dtype).collect(),
+                reason: "only float tensors have gradients".into(),
+            });
         }
         let seed = self.seed("gradient", seed)?;
         let wanted: std::collections::HashSet<UOp> = targets.iter().map(|t| t.grad_key()).collect();
@@ -375,27 +390,25 @@ impl Tensor {
     }
     /// The gradient `op` starts from: `seed` (of this tensor's shape), or ones for a tensor of
     /// one element.
-    fn seed(&self, op: &str, seed: Option<&Tensor>) -> Result<Tensor> {
+    fn seed(&self, op: &'static str, seed: Option<&Tensor>) -> Result<Tensor> {
         match seed {
             Some(s) if s.shape() == self.shape() => Ok(s.cast(self.dtype().to_float())),
-            Some(s) => {
-                let (got, want) = (s.shape(), self.shape());
-                Err(Error::Invalid(format!("{op}: seed of shape {got:?} for a tensor of shape {want:?}")))
-            }
+            Some(s) => Err(Error::shape(op, &[&self.shape(), &s.shape()], "the seed's shape is not the tensor's")),
             None if self.numel() == 1 => Ok(self.ones_like().cast(self.dtype().to_float())),
-            None => {
-                let shape = self.shape();
-                Err(Error::Invalid(format!(
-                    "{op}: a tensor that is not a scalar (shape {shape:?}) needs a seed gradient"
-                )))
-            }
+            None => Err(Error::shape(op, &[&self.shape()], "a tensor that is not a scalar needs a seed gradient")),
         }
     }
     /// Point this tensor at `other`'s graph (tinygrad's `replace`: same shape, any dtype); returns it.
     pub fn replace(&self, other: &Tensor) -> Tensor {
-        assert!(self.shape() == other.shape(), "replace: shapes {:?} and {:?} differ", self.shape(), other.shape());
+        self.try_replace(other).or_panic()
+    }
+    /// `replace`, reporting differing shapes as an error.
+    pub fn try_replace(&self, other: &Tensor) -> Result<Tensor> {
+        ensure(self.shape() == other.shape(), || {
+            Error::shape("replace", &[&self.shape(), &other.shape()], "shapes differ")
+        })?;
         *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = other.uop();
-        self.clone()
+        Ok(self.clone())
     }
     /// The node gradients are collected on: the BUFFER behind a tensor with storage (reshapes
     /// of it get folded into the graphs that use it), else the tensor's own node.
@@ -408,7 +421,7 @@ impl Tensor {
     }
     fn grads_for(&self, targets: &std::collections::HashSet<UOp>) -> Result<std::collections::HashMap<UOp, UOp>> {
         if self.numel() != 1 {
-            return Err(Error::Invalid(format!("backward: loss must be a scalar, got shape {:?}", self.shape())));
+            return Err(Error::shape("backward", &[&self.shape()], "the loss must be a scalar"));
         }
         let seed = self.seed("backward", None)?.uop();
         Ok(gradient::compute_gradient(&self.uop(), &seed, targets, self.device()))
@@ -417,7 +430,7 @@ impl Tensor {
     /// depends on, as tinygrad does (parameters, inputs and intermediates alike), unless it opted
     /// out (`requires_grad(false)`).
     pub fn backward(&self) -> Tensor {
-        self.backward_with(None).unwrap_or_else(|e| panic!("{e}"))
+        self.backward_with(None).or_panic()
     }
     /// `backward` from `seed` (the gradient of this tensor, of its shape; ones for a tensor of
     /// one element when `None`), with a missing or misshapen seed as the error.
@@ -471,26 +484,27 @@ impl Tensor {
     /// PyTorch; an expanded view of storage cannot be written (its elements share memory
     /// locations), nor padding (realizing such an assignment is an error).
     pub fn assign(&self, value: &Tensor) -> Tensor {
-        assert!(self.shape() == value.shape(), "assign: shapes {:?} and {:?} differ", self.shape(), value.shape());
-        assert!(
-            self.device() == value.device(),
-            "assign: target of shape {:?} is on {}, the value on {}",
-            self.shape(),
-            self.device(),
-            value.device()
-        );
-        let target = self.assign_target();
+        self.try_assign(value).or_panic()
+    }
+    /// `assign`, reporting differing shapes or devices, or a target whose elements share memory
+    /// (an expanded view of storage), as an error.
+    pub fn try_assign(&self, value: &Tensor) -> Result<Tensor> {
+        ensure(self.shape() == value.shape(), || {
+            Error::shape("assign", &[&self.shape(), &value.shape()], "shapes differ")
+        })?;
+        check_devices("assign", &[self, value])?;
+        let target = self.assign_target()?;
         let value = value.cast(self.dtype()).uop();
         let assign = UOp::new(Ops::Assign, target.dtype(), vec![target, value], crate::uop::Arg::None);
         *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = assign;
-        self.clone()
+        Ok(self.clone())
     }
 
     /// What an assignment writes through: this tensor's node once it is storage or a view of it
     /// (RESHAPE, PERMUTE, SHRINK, FLIP, PAD of a BUFFER). A view of something not stored yet
     /// stores that first: the node under the views, or the highest EXPAND among them (`zeros` is
     /// a constant expanded), which is then the storage written.
-    fn assign_target(&self) -> UOp {
+    fn assign_target(&self) -> Result<UOp> {
         let u = self.uop();
         let mut chain = vec![];
         let mut base = &u;
@@ -501,34 +515,31 @@ impl Tensor {
         let expand = chain.iter().find(|n| n.op() == Ops::Expand);
         if base.op() == Ops::Buffer {
             if let Some(e) = expand {
-                panic!(
-                    "assign: the target expands {:?} to {:?}: several of its elements are one memory location",
-                    e.src()[0].sh(),
-                    e.sh()
-                );
+                return Err(Error::shape(
+                    "assign",
+                    &[e.src()[0].sh(), e.sh()],
+                    "the target expands the first shape to the second: several of its elements are one memory location",
+                ));
             }
-            return u;
+            return Ok(u);
         }
         let stored = expand.copied().unwrap_or(base);
-        Tensor::from_uop(stored.clone(), self.device()).realize();
-        self.uop()
+        Tensor::from_uop(stored.clone(), self.device()).try_realize()?;
+        Ok(self.uop())
     }
 
     /// The data as a flat `Vec<T>` in row-major order (`T` must match the dtype).
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
-        self.try_to_vec().unwrap_or_else(|e| match e {
-            Error::Invalid(m) => panic!("{m}"),
-            e => panic!("to_vec: {e}"),
-        })
+        self.try_to_vec().or_panic()
     }
     /// `to_vec`, reporting a dtype mismatch or a failed realize as an error.
     pub fn try_to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype() {
-            return Err(Error::Invalid(format!(
-                "to_vec: tensor is {:?}, asked for {:?} (cast first)",
-                self.dtype(),
-                T::DTYPE
-            )));
+            return Err(Error::DTypes {
+                op: "to_vec",
+                dtypes: vec![self.dtype(), T::DTYPE],
+                reason: "the tensor's dtype is not the one asked for (cast first)".into(),
+            });
         }
         let bytes = self.raw_bytes()?;
         Ok(bytes.chunks_exact(T::DTYPE.itemsize()).map(T::read_le).collect())
@@ -563,8 +574,14 @@ impl Tensor {
     }
     /// The single element of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {
-        assert!(self.numel() == 1, "item: tensor of shape {:?} has {} elements", self.shape(), self.numel());
-        self.to_vec::<T>()[0]
+        self.try_item().or_panic()
+    }
+    /// `item`, reporting a tensor of more or fewer elements, a dtype mismatch or a failed realize
+    /// as an error.
+    pub fn try_item<T: Element>(&self) -> Result<T> {
+        let n = self.numel();
+        ensure(n == 1, || Error::shape("item", &[&self.shape()], format!("the tensor has {n} elements, not one")))?;
+        Ok(self.try_to_vec::<T>()?[0])
     }
 }
 
@@ -582,7 +599,7 @@ fn stored_bytes(view: &UOp) -> Result<Vec<u8>> {
     let full = view.src().first().and_then(view_buffer).filter(|_| view.op() == Ops::Shrink);
     let starts_at_zero = view.src()[1..].iter().step_by(2).all(|s| s.const_int_value() == Some(0));
     let (Some(buf), true) = (full, starts_at_zero) else {
-        return Err(Error::Invalid(format!("a stored tensor of shape {:?} is no buffer view", view.sh())));
+        return Err(Error::shape("raw_bytes", &[view.sh()], "a stored tensor that is no buffer view"));
     };
     let largest = view.src()[0].sh().to_vec();
     let bytes = buf.copyout()?;

@@ -1,25 +1,22 @@
 //! Movement ops: they change how data is indexed, never the data. All lazy and free until a
 //! kernel indexes through them.
 
+use super::check_devices;
 use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::uop::variable::{length, symbolic_shrink};
 use crate::uop::{Arg, Ops, Sint, UOp};
 
-/// Normalize a possibly negative axis for a tensor of rank `ndim`, naming `op` on failure.
-pub fn resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
-    try_resolve_axis(op, axis, ndim, shape).unwrap_or_else(|e| panic!("{e}"))
-}
-/// `resolve_axis`, reporting an out-of-range axis as an error.
-/// A 0-d tensor has one axis to name, `0` or `-1`, as in PyTorch.
-pub fn try_resolve_axis(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> Result<usize> {
+/// A possibly negative axis of a tensor of rank `ndim` (of shape `shape`) as an index, or
+/// `Error::Axis` naming `op`. A 0-d tensor has one axis to name, `0` or `-1`, as in PyTorch.
+pub fn resolve_axis(op: &'static str, axis: isize, ndim: usize, shape: &[usize]) -> Result<usize> {
     let n = (ndim as isize).max(1);
     let a = if axis < 0 { axis + n } else { axis };
     match (0..n).contains(&a) {
         true => Ok(a as usize),
-        false => Err(Error::Invalid(format!("{op}: axis {axis} out of range for shape {shape:?}"))),
+        false => Err(Error::Axis { op, axis, shape: shape.to_vec() }),
     }
 }
 
@@ -58,9 +55,9 @@ impl<const N: usize> SplitSizes for [usize; N] {
     }
 }
 
-/// Panics (naming `op`) for a 0-d tensor, which has no axis to cut or join along.
-fn at_least_1d(op: &str, shape: &[usize]) {
-    assert!(!shape.is_empty(), "{op}: needs a tensor of at least 1 dimension, got shape []");
+/// `Err` (naming `op`) for a 0-d tensor, which has no axis to cut or join along.
+fn at_least_1d(op: &'static str, shape: &[usize]) -> Result<()> {
+    ensure(!shape.is_empty(), || Error::shape(op, &[shape], "needs a tensor of at least 1 dimension"))
 }
 
 /// `shape` with `dim` replaced by `size`.
@@ -105,25 +102,25 @@ impl Tensor {
 
     /// View with a new shape of the same size; one dimension may be `-1` (inferred).
     pub fn reshape<D: Dim>(&self, shape: &[D]) -> Tensor {
-        self.try_reshape(shape).unwrap_or_else(|e| panic!("{e}"))
+        self.try_reshape(shape).or_panic()
     }
     /// `reshape`, reporting a shape of the wrong size as an error.
     pub fn try_reshape<D: Dim>(&self, shape: &[D]) -> Result<Tensor> {
         let shape: Vec<isize> = shape.iter().map(|d| d.dim()).collect();
         let (old, numel) = (self.shape(), self.numel());
-        let err = |m: String| Err(Error::Invalid(format!("reshape: {m}")));
+        let err = |m: String| Err(Error::shape("reshape", &[&old], m));
         if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
-            return err(format!("bad shape {shape:?} for {old:?} (only one -1 allowed)"));
+            return err(format!("bad shape {shape:?} (only one -1 allowed)"));
         }
         let Some(known) = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |n, &d| n.checked_mul(d as usize)) else {
             return err(format!("shape {shape:?} has more elements than usize holds"));
         };
         if shape.contains(&-1) && (known == 0 || !numel.is_multiple_of(known)) {
-            return err(format!("cannot infer -1 in {shape:?} from {old:?}"));
+            return err(format!("cannot infer -1 in {shape:?}"));
         }
         let new: Vec<usize> = shape.iter().map(|&d| if d == -1 { numel / known } else { d as usize }).collect();
         if new.iter().product::<usize>() != numel {
-            return err(format!("{old:?} and {new:?} differ in size"));
+            return err(format!("{new:?} differs in size"));
         }
         if new == old {
             return Ok(self.clone());
@@ -142,26 +139,31 @@ impl Tensor {
     }
     /// Broadcast size-1 dimensions to `shape`, whose sizes may be symbolic (same rank).
     pub fn expand_sym(&self, shape: &[Sint]) -> Tensor {
+        self.try_expand_sym(shape).or_panic()
+    }
+    /// `expand_sym`, reporting sizes it cannot expand to as an error.
+    pub fn try_expand_sym(&self, shape: &[Sint]) -> Result<Tensor> {
         let old = self.dims();
-        assert!(
-            old.len() == shape.len() && old.iter().zip(shape).all(|(o, n)| o == n || *o == Sint::Int(1)),
-            "expand: cannot expand {} to {}",
-            show_dims(&old),
-            show_dims(shape)
-        );
         let bounds: Vec<usize> = shape.iter().map(Sint::max).collect();
+        ensure(old.len() == shape.len() && old.iter().zip(shape).all(|(o, n)| o == n || *o == Sint::Int(1)), || {
+            Error::shape("expand", &[&self.shape(), &bounds], format!("cannot expand to {}", show_dims(shape)))
+        })?;
         if shape.iter().all(|d| d.as_int().is_some()) {
-            return self.expand(&bounds);
+            return self.try_expand(&bounds);
         }
-        super::checked_numel("expand", &bounds, self.dtype());
+        super::checked_numel("expand", &bounds, self.dtype())?;
         let sym = shape.iter().map(|d| d.as_int().is_none().then(|| d.uop())).collect();
-        self.sym_movement(Ops::Expand, Arg::Shape(bounds), sym)
+        Ok(self.sym_movement(Ops::Expand, Arg::Shape(bounds), sym))
     }
     /// Keep `[start, end)` of each axis, where the bounds may be symbolic: `end - start` becomes
     /// the axis' size (its shape holds the largest) and `start` an offset computed when it runs.
     /// An axis of symbolic size is kept whole, or cut to numbers within the size its variables
     /// are bound to now (`t[:i.bind(5)][:2]`).
     pub fn shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Tensor {
+        self.try_shrink_sym(bounds).or_panic()
+    }
+    /// `shrink_sym`, reporting bounds that do not fit as an error.
+    pub fn try_shrink_sym(&self, bounds: &[(Sint, Sint)]) -> Result<Tensor> {
         let shape = self.shape();
         let dims = self.dims();
         let length = |(s, e): &(Sint, Sint)| length(&s.uop(), &e.uop());
@@ -174,7 +176,9 @@ impl Tensor {
                 whole || numeric || within_bound
             });
         let shown: Vec<String> = bounds.iter().map(|(s, e)| format!("({s}, {e})")).collect();
-        assert!(fits, "shrink: bounds [{}] do not fit shape {}", shown.join(", "), show_dims(&dims));
+        ensure(fits, || {
+            Error::shape("shrink", &[&shape], format!("bounds [{}] do not fit {}", shown.join(", "), show_dims(&dims)))
+        })?;
         // a symbolic axis cut to numbers: the other axes first, then these picked out
         let picked: Vec<(usize, (usize, usize))> = (0..dims.len())
             .filter(|&a| dims[a].as_int().is_none() && bounds[a].1 != dims[a])
@@ -183,15 +187,15 @@ impl Tensor {
         if !picked.is_empty() {
             let mut rest = bounds.to_vec();
             picked.iter().for_each(|&(a, _)| rest[a] = (Sint::Int(0), dims[a].clone()));
-            let kept = self.shrink_sym(&rest);
-            return picked.iter().fold(kept, |x, &(a, b)| x.pick_from_symbolic(a, b));
+            let kept = self.try_shrink_sym(&rest)?;
+            return Ok(picked.iter().fold(kept, |x, &(a, b)| x.pick_from_symbolic(a, b)));
         }
         if bounds.iter().all(|b| numbers(b).is_some()) {
             let fixed: Vec<(usize, usize)> = bounds.iter().map(|(s, e)| (s.max(), e.max())).collect();
-            return self.shrink(&fixed);
+            return self.try_shrink(&fixed);
         }
         let bounds: Vec<(UOp, UOp)> = bounds.iter().map(|(s, e)| (s.uop(), e.uop())).collect();
-        self.lift(symbolic_shrink(&self.uop(), &bounds))
+        Ok(self.lift(symbolic_shrink(&self.uop(), &bounds)))
     }
     /// Elements `[start, end)` of `axis`, whose size is symbolic, as an axis of that number of
     /// elements: each picked by a one-hot sum over the axis (a SHRINK would keep the variable as
@@ -209,98 +213,126 @@ impl Tensor {
         let zero = x.const_tensor(Scalar::Int(0), x.dtype());
         positions.eq(&wanted).where_(&x, &zero).sum(axis as isize, false).cast(self.dtype())
     }
-    /// Panics (naming `op`) if any of `axes` has a symbolic size.
-    fn numeric_axes(&self, op: &str, axes: impl IntoIterator<Item = usize>) {
-        if let Some(sym) = self.uop().sym_dims() {
-            if let Some(a) = axes.into_iter().find(|&a| sym[a].is_some()) {
-                panic!("{op}: axis {a} of shape {} is symbolic", show_dims(&self.dims()));
+    /// `Err` (naming `op`) if any of `axes` has a symbolic size.
+    fn numeric_axes(&self, op: &'static str, axes: impl IntoIterator<Item = usize>) -> Result<()> {
+        let u = self.uop();
+        let Some(sym) = u.sym_dims() else { return Ok(()) };
+        match axes.into_iter().find(|&a| sym[a].is_some()) {
+            Some(a) => {
+                Err(Error::shape(op, &[&self.shape()], format!("axis {a} of {} is symbolic", show_dims(&self.dims()))))
             }
+            None => Ok(()),
         }
     }
     /// Broadcast size-1 dimensions to `shape` (same rank).
     pub fn expand(&self, shape: &[usize]) -> Tensor {
+        self.try_expand(shape).or_panic()
+    }
+    /// `expand`, reporting a shape it cannot expand to as an error.
+    pub fn try_expand(&self, shape: &[usize]) -> Result<Tensor> {
         let old = self.shape();
-        assert!(
-            old.len() == shape.len() && old.iter().zip(shape).all(|(&o, &n)| o == n || o == 1),
-            "expand: cannot expand {old:?} to {shape:?}"
-        );
+        ensure(old.len() == shape.len() && old.iter().zip(shape).all(|(&o, &n)| o == n || o == 1), || {
+            Error::shape("expand", &[&old, shape], "cannot expand the first to the second")
+        })?;
         if old == shape {
-            return self.clone();
+            return Ok(self.clone());
         }
-        super::checked_numel("expand", shape, self.dtype());
-        self.movement(Ops::Expand, Arg::Shape(shape.to_vec()))
+        super::checked_numel("expand", shape, self.dtype())?;
+        Ok(self.movement(Ops::Expand, Arg::Shape(shape.to_vec())))
     }
     /// Reorder the axes: output axis `i` is input axis `order[i]`.
     pub fn permute(&self, order: &[isize]) -> Tensor {
+        self.try_permute(order).or_panic()
+    }
+    /// `permute`, reporting an order that is no permutation of the axes as an error.
+    pub fn try_permute(&self, order: &[isize]) -> Result<Tensor> {
         let shape = self.shape();
-        let order: Vec<usize> = order.iter().map(|&a| resolve_axis("permute", a, shape.len(), &shape)).collect();
+        let order: Vec<usize> =
+            order.iter().map(|&a| resolve_axis("permute", a, shape.len(), &shape)).collect::<Result<_>>()?;
         let mut sorted = order.clone();
         sorted.sort();
-        assert!(
-            sorted == (0..shape.len()).collect::<Vec<_>>(),
-            "permute: {order:?} is not a permutation for {shape:?}"
-        );
+        ensure(sorted == (0..shape.len()).collect::<Vec<_>>(), || {
+            Error::shape("permute", &[&shape], format!("{order:?} is not a permutation of the axes"))
+        })?;
         if order.iter().enumerate().all(|(i, &o)| i == o) {
-            return self.clone();
+            return Ok(self.clone());
         }
         // moving only axes of size 1 keeps the elements in order: a reshape
         let moved: Vec<usize> = order.iter().copied().filter(|&a| shape[a] != 1).collect();
         if moved.windows(2).all(|w| w[0] < w[1]) {
-            return self.reshape(&order.iter().map(|&a| shape[a]).collect::<Vec<_>>());
+            return self.try_reshape(&order.iter().map(|&a| shape[a]).collect::<Vec<_>>());
         }
-        self.movement(Ops::Permute, Arg::Axes(order))
+        Ok(self.movement(Ops::Permute, Arg::Axes(order)))
     }
     /// Pad each axis with `(before, after)` zeros.
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
+        self.try_pad(pads).or_panic()
+    }
+    /// `pad`, reporting pads that do not fit the shape as an error.
+    pub fn try_pad(&self, pads: &[(usize, usize)]) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(pads.len() == shape.len(), "pad: {} pairs for shape {shape:?}", pads.len());
+        ensure(pads.len() == shape.len(), || Error::shape("pad", &[&shape], format!("{} pairs of pads", pads.len())))?;
         if pads.iter().all(|&p| p == (0, 0)) {
-            return self.clone();
+            return Ok(self.clone());
         }
-        self.numeric_axes("pad", (0..pads.len()).filter(|&a| pads[a] != (0, 0)));
+        self.numeric_axes("pad", (0..pads.len()).filter(|&a| pads[a] != (0, 0)))?;
         let padded: Option<Vec<usize>> =
             shape.iter().zip(pads).map(|(&s, &(b, a))| s.checked_add(b)?.checked_add(a)).collect();
-        let padded = padded.unwrap_or_else(|| panic!("pad: pads {pads:?} overflow shape {shape:?}"));
-        super::checked_numel("pad", &padded, self.dtype());
-        self.movement(Ops::Pad, Arg::Pairs(pads.to_vec()))
+        let padded = padded.ok_or_else(|| Error::shape("pad", &[&shape], format!("pads {pads:?} overflow")))?;
+        super::checked_numel("pad", &padded, self.dtype())?;
+        Ok(self.movement(Ops::Pad, Arg::Pairs(pads.to_vec())))
     }
     /// Keep `[start, end)` of each axis.
     pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
+        self.try_shrink(bounds).or_panic()
+    }
+    /// `shrink`, reporting bounds that do not fit the shape as an error.
+    pub fn try_shrink(&self, bounds: &[(usize, usize)]) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(
-            bounds.len() == shape.len() && bounds.iter().zip(&shape).all(|(&(s, e), &d)| s <= e && e <= d),
-            "shrink: bounds {bounds:?} do not fit shape {shape:?}"
-        );
+        ensure(bounds.len() == shape.len() && bounds.iter().zip(&shape).all(|(&(s, e), &d)| s <= e && e <= d), || {
+            Error::shape("shrink", &[&shape], format!("bounds {bounds:?} do not fit"))
+        })?;
         if bounds.iter().zip(&shape).all(|(&(s, e), &d)| s == 0 && e == d) {
-            return self.clone();
+            return Ok(self.clone());
         }
-        self.numeric_axes("shrink", (0..bounds.len()).filter(|&a| bounds[a] != (0, shape[a])));
-        self.movement(Ops::Shrink, Arg::Pairs(bounds.to_vec()))
+        self.numeric_axes("shrink", (0..bounds.len()).filter(|&a| bounds[a] != (0, shape[a])))?;
+        Ok(self.movement(Ops::Shrink, Arg::Pairs(bounds.to_vec())))
     }
     /// Reverse the given axes (each at most once).
     pub fn flip(&self, axes: &[isize]) -> Tensor {
+        self.try_flip(axes).or_panic()
+    }
+    /// `flip`, reporting a bad or repeated axis as an error.
+    pub fn try_flip(&self, axes: &[isize]) -> Result<Tensor> {
         let shape = self.shape();
-        let mut axes: Vec<usize> = axes.iter().map(|&a| resolve_axis("flip", a, shape.len(), &shape)).collect();
+        let mut axes: Vec<usize> =
+            axes.iter().map(|&a| resolve_axis("flip", a, shape.len(), &shape)).collect::<Result<_>>()?;
         axes.sort();
-        assert!(axes.windows(2).all(|w| w[0] != w[1]), "flip: an axis is given twice in {axes:?} (shape {shape:?})");
+        ensure(axes.windows(2).all(|w| w[0] != w[1]), || {
+            Error::shape("flip", &[&shape], format!("an axis is given twice in {axes:?}"))
+        })?;
         axes.retain(|&a| shape.get(a).is_some_and(|&n| n > 1)); // flipping 0 or 1 elements changes nothing
         if axes.is_empty() {
-            return self.clone();
+            return Ok(self.clone());
         }
-        self.numeric_axes("flip", axes.iter().copied());
-        self.movement(Ops::Flip, Arg::Axes(axes))
+        self.numeric_axes("flip", axes.iter().copied())?;
+        Ok(self.movement(Ops::Flip, Arg::Axes(axes)))
     }
     /// Swap two axes.
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
+        self.try_transpose(a, b).or_panic()
+    }
+    /// `transpose`, reporting a bad axis as an error.
+    pub fn try_transpose(&self, a: isize, b: isize) -> Result<Tensor> {
         let shape = self.shape();
         let (a, b) =
-            (resolve_axis("transpose", a, shape.len(), &shape), resolve_axis("transpose", b, shape.len(), &shape));
+            (resolve_axis("transpose", a, shape.len(), &shape)?, resolve_axis("transpose", b, shape.len(), &shape)?);
         if shape.is_empty() {
-            return self.clone();
+            return Ok(self.clone());
         }
         let mut order: Vec<isize> = (0..shape.len() as isize).collect();
         order.swap(a, b);
-        self.permute(&order)
+        self.try_permute(&order)
     }
     /// The matrix transpose (last two axes swapped); tinygrad's `.T`.
     #[allow(non_snake_case)]
@@ -309,34 +341,48 @@ impl Tensor {
     }
     /// Merge axes `start..=end` into one.
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
+        self.try_flatten(start, end).or_panic()
+    }
+    /// `flatten`, reporting bad or misordered axes as an error.
+    pub fn try_flatten(&self, start: isize, end: isize) -> Result<Tensor> {
         let shape = self.shape();
         if shape.is_empty() {
-            return self.reshape(&[1]);
+            return self.try_reshape(&[1]);
         }
         let (s, e) =
-            (resolve_axis("flatten", start, shape.len(), &shape), resolve_axis("flatten", end, shape.len(), &shape));
-        assert!(s <= e, "flatten: start axis {start} comes after end axis {end} of shape {shape:?}");
+            (resolve_axis("flatten", start, shape.len(), &shape)?, resolve_axis("flatten", end, shape.len(), &shape)?);
+        ensure(s <= e, || {
+            Error::shape("flatten", &[&shape], format!("start axis {start} comes after end axis {end}"))
+        })?;
         let mut new: Vec<isize> = shape[..s].iter().map(|&d| d as isize).collect();
         new.push(shape[s..=e].iter().product::<usize>() as isize);
         new.extend(shape[e + 1..].iter().map(|&d| d as isize));
-        self.reshape(&new)
+        self.try_reshape(&new)
     }
     /// Remove axis `axis` if it has size 1 (`None`: every size-1 axis). A variable axis stays,
     /// whatever its largest size.
     pub fn squeeze(&self, axis: Option<isize>) -> Tensor {
+        self.try_squeeze(axis).or_panic()
+    }
+    /// `squeeze`, reporting a bad axis as an error.
+    pub fn try_squeeze(&self, axis: Option<isize>) -> Result<Tensor> {
         let (shape, dims) = (self.shape(), self.dims());
-        let axis = axis.map(|a| resolve_axis("squeeze", a, shape.len(), &shape));
+        let axis = axis.map(|a| resolve_axis("squeeze", a, shape.len(), &shape)).transpose()?;
         let kept: Vec<usize> =
             (0..shape.len()).filter(|&i| dims[i] != Sint::Int(1) || axis.is_some_and(|a| a != i)).collect();
-        self.keep_axes(kept.iter().map(|&i| Some(i)).collect())
+        Ok(self.keep_axes(kept.iter().map(|&i| Some(i)).collect()))
     }
     /// Insert a size-1 axis at `axis`.
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
+        self.try_unsqueeze(axis).or_panic()
+    }
+    /// `unsqueeze`, reporting a bad axis as an error.
+    pub fn try_unsqueeze(&self, axis: isize) -> Result<Tensor> {
         let shape = self.shape();
-        let a = resolve_axis("unsqueeze", axis, shape.len() + 1, &shape);
+        let a = resolve_axis("unsqueeze", axis, shape.len() + 1, &shape)?;
         let mut axes: Vec<Option<usize>> = (0..shape.len()).map(Some).collect();
         axes.insert(a, None);
-        self.keep_axes(axes)
+        Ok(self.keep_axes(axes))
     }
     /// A reshape to this tensor's axes `axes` in order (each of them, or `None` for a new one of
     /// size 1, and leaving out only axes of size 1), carrying each variable size with its axis:
@@ -358,22 +404,31 @@ impl Tensor {
     /// tinygrad's `pad_to`: each axis padded at its end to the size `shape` gives (`None` keeps
     /// it), filled with `value`; `shape` has one entry per axis and none may be smaller.
     pub fn pad_to(&self, shape: &[Option<usize>], value: impl Into<Scalar>) -> Tensor {
+        self.try_pad_to(shape, value).or_panic()
+    }
+    /// `pad_to`, reporting sizes that do not fit as an error.
+    pub fn try_pad_to(&self, shape: &[Option<usize>], value: impl Into<Scalar>) -> Result<Tensor> {
         let old = self.shape();
-        assert!(
-            shape.len() == old.len() && shape.iter().zip(&old).all(|(n, &o)| n.is_none_or(|n| n >= o)),
-            "pad_to: {shape:?} is not a size at least as large for each axis of shape {old:?}"
-        );
+        ensure(shape.len() == old.len() && shape.iter().zip(&old).all(|(n, &o)| n.is_none_or(|n| n >= o)), || {
+            Error::shape("pad_to", &[&old], format!("{shape:?} is not a size at least as large for each axis"))
+        })?;
         let pads: Vec<(isize, isize)> =
             shape.iter().zip(&old).map(|(n, &o)| (0, (n.unwrap_or(o) - o) as isize)).collect();
-        self.pad_with(&pads, PadMode::Constant, value)
+        self.try_pad_with(&pads, PadMode::Constant, value)
     }
     /// tinygrad's `shrink_to`: the first `shape[i]` elements of each axis (`None` keeps it);
     /// `shape` has one entry per axis.
     pub fn shrink_to(&self, shape: &[Option<usize>]) -> Tensor {
+        self.try_shrink_to(shape).or_panic()
+    }
+    /// `shrink_to`, reporting sizes that do not fit as an error.
+    pub fn try_shrink_to(&self, shape: &[Option<usize>]) -> Result<Tensor> {
         let old = self.shape();
-        assert!(shape.len() == old.len(), "shrink_to: {shape:?} has not one size for each axis of shape {old:?}");
+        ensure(shape.len() == old.len(), || {
+            Error::shape("shrink_to", &[&old], format!("{shape:?} has not one size for each axis"))
+        })?;
         let bounds: Vec<(usize, usize)> = shape.iter().zip(&old).map(|(n, &o)| (0, n.unwrap_or(o))).collect();
-        self.shrink(&bounds)
+        self.try_shrink(&bounds)
     }
     /// Force the data into its own contiguous buffer at the next realize.
     pub fn contiguous(&self) -> Tensor {
@@ -402,63 +457,75 @@ impl Tensor {
 
     /// Pad each axis by `(before, after)` (negative values crop) with `mode`; `value` is used by `Constant`.
     pub fn pad_with(&self, pads: &[(isize, isize)], mode: PadMode, value: impl Into<Scalar>) -> Tensor {
+        self.try_pad_with(pads, mode, value).or_panic()
+    }
+    /// `pad_with`, reporting pads that do not fit the shape or the mode as an error.
+    pub fn try_pad_with(&self, pads: &[(isize, isize)], mode: PadMode, value: impl Into<Scalar>) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(pads.len() == shape.len(), "pad_with: {} pairs for shape {shape:?}", pads.len());
+        let bad = |reason: String| Err(Error::shape("pad_with", &[&shape], reason));
+        if pads.len() != shape.len() {
+            return bad(format!("{} pairs of pads", pads.len()));
+        }
         let crop = |x: &Tensor| {
             let bounds: Vec<(isize, isize)> =
                 pads.iter().zip(x.shape()).map(|(&(b, a), s)| ((-b).max(0), s as isize + a.min(0))).collect();
-            assert!(bounds.iter().all(|&(s, e)| s <= e), "pad_with: pads {pads:?} crop more than shape {shape:?}");
-            x.shrink(&bounds.iter().map(|&(s, e)| (s as usize, e as usize)).collect::<Vec<_>>())
+            ensure(bounds.iter().all(|&(s, e)| s <= e), || {
+                Error::shape("pad_with", &[&shape], format!("pads {pads:?} crop more than the shape"))
+            })?;
+            x.try_shrink(&bounds.iter().map(|&(s, e)| (s as usize, e as usize)).collect::<Vec<_>>())
         };
         let pos: Vec<(usize, usize)> = pads.iter().map(|&(b, a)| (b.max(0) as usize, a.max(0) as usize)).collect();
         match mode {
             PadMode::Constant => {
-                let (x, v) = (crop(self), value.into());
+                let (x, v) = (crop(self)?, value.into());
                 if x.numel() == 0 {
                     let out: Vec<usize> = x.shape().iter().zip(&pos).map(|(s, (b, a))| s + b + a).collect();
-                    return x.const_tensor(v, x.dtype()).expand(&out);
+                    return x.const_tensor(v, x.dtype()).try_expand(&out);
                 }
-                let base = x.pad(&pos);
+                let base = x.try_pad(&pos)?;
                 if matches!(v, Scalar::Int(0) | Scalar::Bool(false))
                     || matches!(v, Scalar::Float(f) if f.to_bits() == 0)
                 {
-                    return base;
+                    return Ok(base);
                 }
-                x.ones_mask().pad(&pos).where_(&base, x.const_tensor(v, x.dtype()))
+                Ok(x.ones_mask().pad(&pos).where_(&base, x.const_tensor(v, x.dtype())))
             }
             PadMode::Circular => {
-                let x = crop(self);
+                let x = crop(self)?;
                 let xs = x.shape();
-                assert!(
-                    pos.iter().zip(&xs).all(|(&(b, a), &s)| b <= s && a <= s),
-                    "pad_with: circular pads {pads:?} wrap more than once around {xs:?}"
-                );
+                if !pos.iter().zip(&xs).all(|(&(b, a), &s)| b <= s && a <= s) {
+                    return bad(format!("circular pads {pads:?} wrap more than once around the cropped {xs:?}"));
+                }
                 let reps: Vec<usize> = pos.iter().map(|&(b, a)| 1 + usize::from(b > 0) + usize::from(a > 0)).collect();
-                let r = x.repeat(&reps);
+                let r = x.try_repeat(&reps)?;
                 let bounds = pos
                     .iter()
                     .zip(xs.iter().zip(r.shape()))
                     .map(|(&(b, a), (&s, rs))| (if b == 0 { 0 } else { s - b }, if a == 0 { rs } else { rs - s + a }));
-                r.shrink(&bounds.collect::<Vec<_>>())
+                r.try_shrink(&bounds.collect::<Vec<_>>())
             }
             PadMode::Reflect | PadMode::Replicate => {
                 let mut x = self.clone();
                 for (d, &(b, a)) in pos.iter().enumerate().filter(|(_, &p)| p != (0, 0)) {
                     let s = shape[d];
                     let (before, after) = if mode == PadMode::Reflect {
-                        assert!(b < s && a < s, "pad_with: reflect pads {pads:?} must be smaller than shape {shape:?}");
+                        if b >= s || a >= s {
+                            return bad(format!("reflect pads {pads:?} must be smaller than the shape"));
+                        }
                         (
                             x.shrink_dim(d, (1, b + 1)).flip(&[d as isize]),
                             x.shrink_dim(d, (s - 1 - a, s - 1)).flip(&[d as isize]),
                         )
                     } else {
-                        assert!(s > 0, "pad_with: cannot replicate-pad empty axis {d} of {shape:?}");
+                        if s == 0 {
+                            return bad(format!("cannot replicate-pad empty axis {d}"));
+                        }
                         (
-                            x.shrink_dim(d, (0, 1)).expand(&with_dim(&x.shape(), d, b)),
-                            x.shrink_dim(d, (s - 1, s)).expand(&with_dim(&x.shape(), d, a)),
+                            x.shrink_dim(d, (0, 1)).try_expand(&with_dim(&x.shape(), d, b))?,
+                            x.shrink_dim(d, (s - 1, s)).try_expand(&with_dim(&x.shape(), d, a))?,
                         )
                     };
-                    x = Tensor::cat(&[&before, &x, &after], d as isize);
+                    x = Tensor::try_cat(&[&before, &x, &after], d as isize)?;
                 }
                 crop(&x)
             }
@@ -467,32 +534,47 @@ impl Tensor {
 
     /// Split axis `dim` into `sizes` (one may be `-1`); the inverse of `flatten`.
     pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Tensor {
+        self.try_unflatten(dim, sizes).or_panic()
+    }
+    /// `unflatten`, reporting a bad axis or sizes that do not fill it as an error.
+    pub fn try_unflatten(&self, dim: isize, sizes: &[isize]) -> Result<Tensor> {
         let shape = self.shape();
-        let d = resolve_axis("unflatten", dim, shape.len(), &shape);
-        at_least_1d("unflatten", &shape);
+        let d = resolve_axis("unflatten", dim, shape.len(), &shape)?;
+        at_least_1d("unflatten", &shape)?;
         let mut new: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
         new.splice(d..=d, sizes.iter().copied());
-        self.try_reshape(&new).unwrap_or_else(|e| panic!("unflatten: axis {d} of {shape:?} into {sizes:?}: {e}"))
+        self.try_reshape(&new)
+            .map_err(|_| Error::shape("unflatten", &[&shape], format!("axis {d} does not split into sizes {sizes:?}")))
     }
     /// Tile the tensor `repeats[i]` times along axis `i` (`repeats` may add leading axes).
     pub fn repeat(&self, repeats: &[usize]) -> Tensor {
+        self.try_repeat(repeats).or_panic()
+    }
+    /// `repeat`, reporting too few repeats or a result too large as an error.
+    pub fn try_repeat(&self, repeats: &[usize]) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(repeats.len() >= shape.len(), "repeat: {repeats:?} has fewer entries than shape {shape:?}");
+        ensure(repeats.len() >= shape.len(), || {
+            Error::shape("repeat", &[&shape], format!("{repeats:?} has fewer entries than the shape"))
+        })?;
         let base: Vec<usize> = [vec![1; repeats.len() - shape.len()], shape].concat();
         let unsq: Vec<usize> =
             base.iter().zip(repeats).flat_map(|(&s, &r)| if r == 1 { vec![s] } else { vec![1, s] }).collect();
         let exp: Vec<usize> =
             base.iter().zip(repeats).flat_map(|(&s, &r)| if r == 1 { vec![s] } else { vec![r, s] }).collect();
         let fin: Vec<usize> = base.iter().zip(repeats).map(|(&s, &r)| s * r).collect();
-        self.reshape(&unsq).expand(&exp).reshape(&fin)
+        self.try_reshape(&unsq)?.try_expand(&exp)?.try_reshape(&fin)
     }
     /// Repeat each element `repeats` times along `dim` (`None`: of the flattened tensor).
     pub fn repeat_interleave(&self, repeats: usize, dim: Option<isize>) -> Tensor {
+        self.try_repeat_interleave(repeats, dim).or_panic()
+    }
+    /// `repeat_interleave`, reporting a bad axis or a result too large as an error.
+    pub fn try_repeat_interleave(&self, repeats: usize, dim: Option<isize>) -> Result<Tensor> {
         let (x, d) = match dim {
             Some(d) if self.ndim() > 0 => {
-                (self.clone(), resolve_axis("repeat_interleave", d, self.ndim(), &self.shape()))
+                (self.clone(), resolve_axis("repeat_interleave", d, self.ndim(), &self.shape())?)
             }
-            Some(d) => (self.reshape(&[1]), resolve_axis("repeat_interleave", d, 0, &[])),
+            Some(d) => (self.reshape(&[1]), resolve_axis("repeat_interleave", d, 0, &[])?),
             None => (self.flatten(0, -1), 0),
         };
         let shape = x.shape();
@@ -500,54 +582,59 @@ impl Tensor {
         unsq.insert(d + 1, 1);
         let mut exp = shape.clone();
         exp.insert(d + 1, repeats);
-        x.reshape(&unsq).expand(&exp).reshape(&with_dim(&shape, d, shape[d] * repeats))
+        x.reshape(&unsq).try_expand(&exp)?.try_reshape(&with_dim(&shape, d, shape[d] * repeats))
     }
     /// Cut axis `dim` into pieces of the given sizes (one size: equal chunks, the last maybe smaller).
     pub fn split(&self, sizes: impl SplitSizes, dim: isize) -> Vec<Tensor> {
+        self.try_split(sizes, dim).or_panic()
+    }
+    /// `split`, reporting a bad axis or sizes that do not sum to it as an error.
+    pub fn try_split(&self, sizes: impl SplitSizes, dim: isize) -> Result<Vec<Tensor>> {
         let shape = self.shape();
-        let d = resolve_axis("split", dim, shape.len(), &shape);
-        at_least_1d("split", &shape);
+        let d = resolve_axis("split", dim, shape.len(), &shape)?;
+        at_least_1d("split", &shape)?;
         let sizes = sizes.sizes(shape[d]);
-        assert!(sizes.iter().sum::<usize>() == shape[d], "split: sizes {sizes:?} do not sum to axis {d} of {shape:?}");
-        sizes
+        ensure(sizes.iter().sum::<usize>() == shape[d], || {
+            Error::shape("split", &[&shape], format!("sizes {sizes:?} do not sum to axis {d}"))
+        })?;
+        Ok(sizes
             .iter()
             .scan(0, |start, &n| {
                 *start += n;
                 Some(self.shrink_dim(d, (*start - n, *start)))
             })
-            .collect()
+            .collect())
     }
     /// Split axis `dim` into `chunks` pieces of `ceil(size / chunks)` (maybe fewer pieces).
     pub fn chunk(&self, chunks: usize, dim: isize) -> Vec<Tensor> {
-        assert!(chunks > 0, "chunk: chunks must be positive, got 0 for shape {:?}", self.shape());
-        let d = resolve_axis("chunk", dim, self.ndim(), &self.shape());
-        at_least_1d("chunk", &self.shape());
+        self.try_chunk(chunks, dim).or_panic()
+    }
+    /// `chunk`, reporting a bad axis or 0 chunks as an error.
+    pub fn try_chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        ensure(chunks > 0, || Error::value("chunk", "chunks must be positive, got 0"))?;
+        let d = resolve_axis("chunk", dim, self.ndim(), &self.shape())?;
+        at_least_1d("chunk", &self.shape())?;
         match self.shape()[d] {
-            0 => self.split(vec![0; chunks], dim),
-            n => self.split(n.div_ceil(chunks), dim),
+            0 => self.try_split(vec![0; chunks], dim),
+            n => self.try_split(n.div_ceil(chunks), dim),
         }
     }
     /// Join tensors along the existing axis `dim` (dtypes are promoted).
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Tensor {
-        Tensor::try_cat(tensors, dim).unwrap_or_else(|e| panic!("{e}"))
+        Tensor::try_cat(tensors, dim).or_panic()
     }
     /// `cat`, reporting mismatched shapes, devices or a bad axis as an error.
     pub fn try_cat(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
-        let Some(first) = shapes.first() else { return Err(Error::Invalid("cat: no tensors".into())) };
-        let d = try_resolve_axis("cat", dim, first.len(), first)?;
-        if first.is_empty() {
-            return Err(Error::Invalid("cat: 0-d tensors have no axis to join along (stack them)".into()));
-        }
+        let Some(first) = shapes.first() else { return Err(Error::value("cat", "no tensors")) };
+        let d = resolve_axis("cat", dim, first.len(), first)?;
+        let all: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+        ensure(!first.is_empty(), || Error::shape("cat", &all, "0-d tensors have no axis to join along (stack them)"))?;
         let same = |s: &Vec<usize>| {
             s.len() == first.len() && s.iter().zip(first).enumerate().all(|(i, (a, b))| i == d || a == b)
         };
-        if !shapes.iter().all(same) {
-            return Err(Error::Invalid(format!("cat: shapes {shapes:?} differ outside axis {dim}")));
-        }
-        if tensors.iter().any(|t| t.device() != tensors[0].device()) {
-            return Err(Error::Invalid(format!("cat: tensors of shapes {shapes:?} are on different devices")));
-        }
+        ensure(shapes.iter().all(same), || Error::shape("cat", &all, format!("shapes differ outside axis {dim}")))?;
+        check_devices("cat", tensors)?;
         let dtype = tensors.iter().map(|t| t.dtype()).reduce(DType::least_upper).unwrap_or(DType::FLOAT32);
         let total: usize = shapes.iter().map(|s| s[d]).sum();
         let mut start = 0;
@@ -567,16 +654,28 @@ impl Tensor {
     }
     /// Join same-shaped tensors along a new axis `dim`.
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Tensor {
+        Tensor::try_stack(tensors, dim).or_panic()
+    }
+    /// `stack`, reporting differing shapes or devices or a bad axis as an error.
+    pub fn try_stack(tensors: &[&Tensor], dim: isize) -> Result<Tensor> {
         let shapes: Vec<Vec<usize>> = tensors.iter().map(|t| t.shape()).collect();
-        assert!(!shapes.is_empty(), "stack: no tensors");
-        assert!(shapes.iter().all(|s| *s == shapes[0]), "stack: shapes {shapes:?} differ");
-        let d = resolve_axis("stack", dim, shapes[0].len() + 1, &shapes[0]) as isize;
+        let Some(first) = shapes.first() else { return Err(Error::value("stack", "no tensors")) };
+        ensure(shapes.iter().all(|s| s == first), || {
+            Error::shape("stack", &shapes.iter().map(Vec::as_slice).collect::<Vec<_>>(), "shapes differ")
+        })?;
+        let d = resolve_axis("stack", dim, first.len() + 1, first)? as isize;
         let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(d)).collect();
-        Tensor::cat(&parts.iter().collect::<Vec<_>>(), d)
+        Tensor::try_cat(&parts.iter().collect::<Vec<_>>(), d)
     }
     /// Coordinate grids from 1-D tensors; `indexing` is `"ij"` (matrix) or `"xy"` (first two axes swapped).
     pub fn meshgrid(tensors: &[&Tensor], indexing: &str) -> Vec<Tensor> {
-        assert!(indexing == "ij" || indexing == "xy", "meshgrid: indexing must be \"ij\" or \"xy\", got {indexing:?}");
+        Tensor::try_meshgrid(tensors, indexing).or_panic()
+    }
+    /// `meshgrid`, reporting an unknown indexing as an error.
+    pub fn try_meshgrid(tensors: &[&Tensor], indexing: &str) -> Result<Vec<Tensor>> {
+        ensure(indexing == "ij" || indexing == "xy", || {
+            Error::value("meshgrid", format!("indexing must be \"ij\" or \"xy\", got {indexing:?}"))
+        })?;
         let n = tensors.len();
         let mut basis: Vec<usize> = (0..n).collect();
         if indexing == "xy" && n >= 2 {
@@ -585,25 +684,34 @@ impl Tensor {
         let shaped: Vec<Tensor> = tensors
             .iter()
             .zip(&basis)
-            .map(|(t, &b)| t.reshape(&[vec![-1isize], vec![1; n - 1 - b]].concat()))
-            .collect();
+            .map(|(t, &b)| t.try_reshape(&[vec![-1isize], vec![1; n - 1 - b]].concat()))
+            .collect::<Result<_>>()?;
         let shape = shaped
             .iter()
             .try_fold(vec![], |acc, t| super::elementwise::broadcast_shape(&acc, &t.shape()))
             .expect("meshgrid: shapes broadcast");
-        shaped.iter().map(|t| t.broadcast_to(&shape)).collect()
+        Ok(shaped.iter().map(|t| t.broadcast_to(&shape)).collect())
     }
     /// Shift elements circularly by `shifts[i]` along `dims[i]` (empty `dims`: over the flattened tensor).
     pub fn roll(&self, shifts: &[isize], dims: &[isize]) -> Tensor {
+        self.try_roll(shifts, dims).or_panic()
+    }
+    /// `roll`, reporting bad axes or a shift per axis missing as an error.
+    pub fn try_roll(&self, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
         let shape = self.shape();
         if dims.is_empty() {
-            assert!(shifts.len() == 1, "roll: without dims give exactly one shift, got {shifts:?}");
-            return self.flatten(0, -1).roll(shifts, &[0]).reshape(&shape);
+            ensure(shifts.len() == 1, || {
+                Error::value("roll", format!("without dims give exactly one shift, got {shifts:?}"))
+            })?;
+            return self.flatten(0, -1).try_roll(shifts, &[0])?.try_reshape(&shape);
         }
-        assert!(shifts.len() == dims.len(), "roll: {shifts:?} and dims {dims:?} differ in length");
-        let dims: Vec<usize> = dims.iter().map(|&d| resolve_axis("roll", d, shape.len(), &shape)).collect();
+        ensure(shifts.len() == dims.len(), || {
+            Error::value("roll", format!("{shifts:?} and dims {dims:?} differ in length"))
+        })?;
+        let dims: Vec<usize> =
+            dims.iter().map(|&d| resolve_axis("roll", d, shape.len(), &shape)).collect::<Result<_>>()?;
         if shape.is_empty() || shape.contains(&0) {
-            return self.clone();
+            return Ok(self.clone());
         }
         let mut reps = vec![1; shape.len()];
         let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
@@ -611,14 +719,20 @@ impl Tensor {
             let delta = shape[d] - s.rem_euclid(shape[d] as isize) as usize;
             (reps[d], bounds[d]) = (2, (delta, delta + shape[d]));
         }
-        self.repeat(&reps).shrink(&bounds)
+        Ok(self.repeat(&reps).shrink(&bounds))
     }
     /// Sliding windows of `size` every `step` along `dim`: that axis becomes (windows), a new last axis (size).
     pub fn unfold(&self, dim: isize, size: usize, step: usize) -> Tensor {
+        self.try_unfold(dim, size, step).or_panic()
+    }
+    /// `unfold`, reporting a bad axis or windows that do not fit it as an error.
+    pub fn try_unfold(&self, dim: isize, size: usize, step: usize) -> Result<Tensor> {
         let shape = self.shape();
-        let d = resolve_axis("unfold", dim, shape.len(), &shape);
-        at_least_1d("unfold", &shape);
-        assert!(step > 0 && size <= shape[d], "unfold: size {size} step {step} do not fit axis {d} of {shape:?}");
+        let d = resolve_axis("unfold", dim, shape.len(), &shape)?;
+        at_least_1d("unfold", &shape)?;
+        ensure(step > 0 && size <= shape[d], || {
+            Error::shape("unfold", &[&shape], format!("size {size} step {step} do not fit axis {d}"))
+        })?;
         let mut perm: Vec<isize> = (0..shape.len() as isize).filter(|&i| i != d as isize).collect();
         perm.push(d as isize);
         let mut back: Vec<isize> =
@@ -630,7 +744,7 @@ impl Tensor {
         let lead = &x.shape()[..shape.len() - 1];
         let out: Vec<usize> = [lead, &[o, k]].concat();
         if out.contains(&0) {
-            return x.shrink_dim(shape.len() - 1, (0, 0)).reshape(&out).permute(&back);
+            return Ok(x.shrink_dim(shape.len() - 1, (0, 0)).reshape(&out).permute(&back));
         }
         // repeat the row so that window w, offset j sits at flat position j*(n*f+1) + w*step (no padding needed)
         let f = (o * step - 1).div_ceil(n).max(1);
@@ -639,21 +753,31 @@ impl Tensor {
         let x = x.repeat(&reps).shrink_dim(lead.len(), (0, k * l)).reshape(&[lead, &[k, l]].concat());
         let x = x.shrink_dim(lead.len() + 1, (0, o * step)).reshape(&[lead, &[k, o, step]].concat());
         let x = x.shrink_dim(lead.len() + 2, (0, 1)).reshape(&[lead, &[k, o]].concat());
-        x.transpose(-1, -2).permute(&back)
+        Ok(x.transpose(-1, -2).permute(&back))
     }
     /// A square matrix with this 1-D tensor on its diagonal.
     pub fn diag(&self) -> Tensor {
+        self.try_diag().or_panic()
+    }
+    /// `diag`, reporting a tensor that is not 1-D as an error.
+    pub fn try_diag(&self) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(shape.len() == 1, "diag: expected a 1-D tensor, got shape {shape:?}");
+        ensure(shape.len() == 1, || Error::shape("diag", &[&shape], "expected a 1-D tensor"))?;
         let n = shape[0];
-        self.unsqueeze(-1).pad(&[(0, 0), (0, n)]).flatten(0, -1).shrink(&[(0, n * n)]).reshape(&[n, n])
+        self.unsqueeze(-1).pad(&[(0, 0), (0, n)]).flatten(0, -1).shrink(&[(0, n * n)]).try_reshape(&[n, n])
     }
     /// The diagonal of axes `dim1`, `dim2` (above it for `offset > 0`), as a new last axis.
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Tensor {
+        self.try_diagonal(offset, dim1, dim2).or_panic()
+    }
+    /// `diagonal`, reporting bad or equal axes as an error.
+    pub fn try_diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Result<Tensor> {
         let shape = self.shape();
-        let (a, b) =
-            (resolve_axis("diagonal", dim1, shape.len(), &shape), resolve_axis("diagonal", dim2, shape.len(), &shape));
-        assert!(a != b, "diagonal: dim1 and dim2 are both axis {a} of {shape:?}");
+        let (a, b) = (
+            resolve_axis("diagonal", dim1, shape.len(), &shape)?,
+            resolve_axis("diagonal", dim2, shape.len(), &shape)?,
+        );
+        ensure(a != b, || Error::shape("diagonal", &[&shape], format!("dim1 and dim2 are both axis {a}")))?;
         let mut perm: Vec<isize> = (0..shape.len()).filter(|&i| i != a && i != b).map(|i| i as isize).collect();
         perm.extend([a as isize, b as isize]);
         let x = self.permute(&perm);
@@ -667,10 +791,10 @@ impl Tensor {
         let lead = &xs[..r - 2];
         let d = xs[r - 2].min(xs[r - 1]);
         let x = x.shrink_dim(r - 2, (0, d)).shrink_dim(r - 1, (0, d)).flatten(-2, -1);
-        x.pad_dim(r - 2, (0, d))
+        Ok(x.pad_dim(r - 2, (0, d))
             .reshape(&[lead, &[d, d + 1]].concat())
             .shrink_dim(r - 1, (0, 1))
-            .reshape(&[lead, &[d]].concat())
+            .reshape(&[lead, &[d]].concat()))
     }
 }
 
@@ -689,10 +813,11 @@ fn carry_sym_dims(old: &[usize], sym: &[Option<UOp>], new: &[usize]) -> Result<V
     for (a, s) in sym.iter().enumerate() {
         let Some(s) = s else { continue };
         let Some(j) = (0..new.len()).find(|&j| new[j] == old[a] && before(new, j) == before(old, a)) else {
-            return Err(Error::Invalid(format!(
-                "reshape: {old:?} to {new:?} merges or splits symbolic axis {a} ({})",
-                Sint::Sym(s.clone())
-            )));
+            return Err(Error::shape(
+                "reshape",
+                &[old, new],
+                format!("merges or splits symbolic axis {a} ({})", Sint::Sym(s.clone())),
+            ));
         };
         out[j] = Some(s.clone());
     }

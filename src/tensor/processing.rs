@@ -4,23 +4,32 @@
 use super::elementwise::broadcast_shape;
 use super::movement::resolve_axis;
 use super::reduce::{dtype_max, dtype_min};
-use super::{Scalar, Tensor};
+use super::{check_devices, Scalar, Tensor};
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::uop::Call;
 
 impl Tensor {
     /// Matrix product with numpy semantics for 1-D and batched operands.
     pub fn matmul(&self, w: &Tensor) -> Tensor {
+        self.try_matmul(w).or_panic()
+    }
+    /// `matmul`, reporting 0-d operands, inner dimensions that differ, batch dimensions that do
+    /// not broadcast, or different devices as an error.
+    pub fn try_matmul(&self, w: &Tensor) -> Result<Tensor> {
         let (xs, ws) = (self.shape(), w.shape());
         let (dx, dw) = (xs.len(), ws.len());
-        assert!(dx > 0 && dw > 0, "matmul: both operands need at least 1 dimension, got {xs:?} and {ws:?}");
-        let k_axis = dw - dw.min(2);
-        assert!(xs[dx - 1] == ws[k_axis], "matmul: {xs:?} @ {ws:?}: inner dimensions differ");
-        let (bx, bw) = (&xs[..dx.saturating_sub(2)], &ws[..dw.saturating_sub(2)]);
-        assert!(
-            broadcast_shape(bx, bw).is_some(),
-            "matmul: {xs:?} @ {ws:?}: batch dimensions {bx:?} and {bw:?} do not broadcast"
-        );
+        let bad = |reason: &str| Err(Error::shape("matmul", &[&xs, &ws], reason));
+        if dx == 0 || dw == 0 {
+            return bad("both operands need at least 1 dimension");
+        }
+        if xs[dx - 1] != ws[dw - dw.min(2)] {
+            return bad("inner dimensions differ");
+        }
+        if broadcast_shape(&xs[..dx.saturating_sub(2)], &ws[..dw.saturating_sub(2)]).is_none() {
+            return bad("batch dimensions do not broadcast");
+        }
+        check_devices("matmul", &[self, w])?;
         let ones = dx.min(dw).saturating_sub(1).min(1);
         let mut xshape: Vec<isize> = xs[..dx - 1].iter().map(|&d| d as isize).collect();
         xshape.extend(std::iter::repeat_n(1, ones));
@@ -32,14 +41,18 @@ impl Tensor {
         let wt = w.reshape(&wshape).transpose(-1, -(dw.min(2) as isize));
         let product = x.mul(&wt).sum(-1isize, false);
         // a matrix right operand: the scheduler may lay it out for the device (`schedule/layout.rs`)
-        match dw {
+        Ok(match dw {
             2 => product.call(Call::Matmul, vec![], &[self, w]),
             _ => product,
-        }
+        })
     }
     /// Alias of `matmul`.
     pub fn dot(&self, w: &Tensor) -> Tensor {
         self.matmul(w)
+    }
+    /// Alias of `try_matmul`.
+    pub fn try_dot(&self, w: &Tensor) -> Result<Tensor> {
+        self.try_matmul(w)
     }
 }
 
@@ -55,18 +68,23 @@ impl Tensor {
     /// order, broadcast, multiplied, and summed over the letters missing from the output.
     /// Supports `...`, implicit outputs and repeated letters within an operand (diagonals).
     pub fn einsum(formula: &str, operands: &[&Tensor]) -> Tensor {
+        Tensor::try_einsum(formula, operands).or_panic()
+    }
+    /// `einsum`, reporting a formula that does not fit its operands as an error.
+    pub fn try_einsum(formula: &str, operands: &[&Tensor]) -> Result<Tensor> {
+        let shapes: Vec<Vec<usize>> = operands.iter().map(|t| t.shape()).collect();
+        let bad =
+            |reason: String| Error::shape("einsum", &shapes.iter().map(Vec::as_slice).collect::<Vec<_>>(), reason);
+        check_devices("einsum", operands)?;
         let f: String = formula.chars().filter(|c| !c.is_whitespace()).collect();
         let (lhs, rhs) = match f.split_once("->") {
             Some((l, r)) => (l.to_string(), Some(r.to_string())),
             None => (f.clone(), None),
         };
         let mut inputs: Vec<String> = lhs.split(',').map(str::to_string).collect();
-        assert!(
-            inputs.len() == operands.len(),
-            "einsum: {formula:?} names {} operands, got {}",
-            inputs.len(),
-            operands.len()
-        );
+        if inputs.len() != operands.len() || operands.is_empty() {
+            return Err(bad(format!("{formula:?} names {} operands", inputs.len())));
+        }
         let mut ell = String::new();
         if f.contains("...") {
             let spare: Vec<char> = ('a'..='z').chain('A'..='Z').filter(|c| !f.contains(*c)).collect();
@@ -75,7 +93,7 @@ impl Tensor {
                     let n = x
                         .ndim()
                         .checked_sub(named)
-                        .unwrap_or_else(|| panic!("einsum: {inp:?} has more letters than {:?} has axes", x.shape()));
+                        .ok_or_else(|| bad(format!("{inp:?} has more letters than its operand has axes")))?;
                     let fill: String = spare[spare.len() - n..].iter().collect();
                     *inp = inp.replace("...", &fill);
                     if n > ell.len() {
@@ -99,11 +117,15 @@ impl Tensor {
         let mut sizes: std::collections::BTreeMap<char, usize> = Default::default();
         for (inp, x) in inputs.iter().zip(operands) {
             let letters: Vec<char> = inp.chars().collect();
-            assert!(letters.len() == x.ndim(), "einsum: {inp:?} does not match operand of shape {:?}", x.shape());
-            let (x, letters) = x.einsum_diagonals(letters);
+            if letters.len() != x.ndim() {
+                return Err(bad(format!("{inp:?} does not match the rank of its operand")));
+            }
+            let (x, letters) = x.einsum_diagonals(letters).map_err(|e| bad(e.to_string()))?;
             for (c, &n) in letters.iter().zip(&x.shape()) {
                 let e = sizes.entry(*c).or_insert(n);
-                assert!(*e == n || *e == 1 || n == 1, "einsum: letter {c:?} has sizes {e} and {n} in {formula:?}");
+                if *e != n && *e != 1 && n != 1 {
+                    return Err(bad(format!("letter {c:?} has sizes {e} and {n} in {formula:?}")));
+                }
                 *e = (*e).max(n);
             }
             xs.push((x, letters));
@@ -111,10 +133,9 @@ impl Tensor {
         let all: Vec<char> = sizes.keys().copied().collect();
         let full: Vec<usize> = sizes.values().copied().collect();
         let out_chars: Vec<char> = output.chars().collect();
-        assert!(
-            out_chars.iter().all(|c| sizes.contains_key(c)),
-            "einsum: output {output:?} names a letter no input has"
-        );
+        if !out_chars.iter().all(|c| sizes.contains_key(c)) {
+            return Err(bad(format!("output {output:?} names a letter no input has")));
+        }
         let mut product: Option<Tensor> = None;
         for (x, letters) in xs {
             let order: Vec<isize> = argsort_host(&letters).into_iter().map(|i| i as isize).collect();
@@ -132,17 +153,22 @@ impl Tensor {
             all.iter().enumerate().filter(|(_, c)| !out_chars.contains(c)).map(|(i, _)| i as isize).collect();
         let summed = if gone.is_empty() { product } else { product.sum(gone.as_slice(), false) };
         let order: Vec<isize> = argsort_host(&argsort_host(&out_chars)).into_iter().map(|i| i as isize).collect();
-        summed.permute(&order)
+        Ok(summed.permute(&order))
     }
     /// Replace each pair of axes sharing a letter by their diagonal (one axis, last).
-    fn einsum_diagonals(&self, mut letters: Vec<char>) -> (Tensor, Vec<char>) {
+    fn einsum_diagonals(&self, mut letters: Vec<char>) -> Result<(Tensor, Vec<char>)> {
         let mut x = self.clone();
         while let Some((p, q)) =
             (0..letters.len()).find_map(|p| (p + 1..letters.len()).find(|&q| letters[q] == letters[p]).map(|q| (p, q)))
         {
             let shape = x.shape();
             let n = shape[p];
-            assert!(n == shape[q], "einsum: repeated letter {:?} on axes of sizes {n} and {}", letters[p], shape[q]);
+            ensure(n == shape[q], || {
+                Error::value(
+                    "einsum",
+                    format!("repeated letter {:?} on axes of sizes {n} and {}", letters[p], shape[q]),
+                )
+            })?;
             let mut order: Vec<isize> =
                 (0..shape.len() as isize).filter(|&i| i != p as isize && i != q as isize).collect();
             order.extend([p as isize, q as isize]);
@@ -157,21 +183,30 @@ impl Tensor {
             let c = letters[p];
             letters = order[..order.len() - 2].iter().map(|&i| letters[i as usize]).chain([c]).collect();
         }
-        (x, letters)
+        Ok((x, letters))
     }
 
     /// Resize the last `size.len()` axes. `mode` is `"linear"` (with `align_corners`), `"nearest"` or
     /// `"nearest-exact"`; each axis is a contraction with a weight matrix built from index ramps.
     pub fn interpolate(&self, size: &[usize], mode: &str, align_corners: bool) -> Tensor {
+        self.try_interpolate(size, mode, align_corners).or_panic()
+    }
+    /// `interpolate`, reporting a size that does not fit the shape or an unknown mode as an error.
+    pub fn try_interpolate(&self, size: &[usize], mode: &str, align_corners: bool) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(!size.is_empty() && size.len() <= shape.len(), "interpolate: size {size:?} for shape {shape:?}");
-        assert!(["linear", "nearest", "nearest-exact"].contains(&mode), "interpolate: unknown mode {mode:?}");
-        assert!(!align_corners || mode == "linear", "interpolate: align_corners needs mode \"linear\"");
+        ensure(!size.is_empty() && size.len() <= shape.len(), || {
+            Error::shape("interpolate", &[&shape], format!("size {size:?} does not fit"))
+        })?;
+        ensure(["linear", "nearest", "nearest-exact"].contains(&mode), || {
+            Error::value("interpolate", format!("unknown mode {mode:?}"))
+        })?;
+        ensure(!align_corners || mode == "linear", || {
+            Error::value("interpolate", "align_corners needs mode \"linear\"")
+        })?;
         let resized = &shape[shape.len() - size.len()..];
-        assert!(
-            resized.iter().zip(size).all(|(&n_in, &n_out)| n_in > 0 || n_out == 0),
-            "interpolate: cannot resize empty axes of shape {shape:?} to size {size:?}"
-        );
+        ensure(resized.iter().zip(size).all(|(&n_in, &n_out)| n_in > 0 || n_out == 0), || {
+            Error::shape("interpolate", &[&shape], format!("cannot resize empty axes to size {size:?}"))
+        })?;
         let nd = shape.len();
         let mut x = self.clone();
         for j in (nd - size.len()..nd).rev() {
@@ -201,22 +236,23 @@ impl Tensor {
             };
             x = x.transpose(j as isize, -1);
         }
-        x.cast(self.dtype())
+        Ok(x.cast(self.dtype()))
     }
 
     /// Sort along `dim` with a bitonic network of movement and `where` ops (one kernel per
     /// compare stage); returns `(values, indices)`. Equal values keep their order (stable). NaN
     /// sorts above every number, as in PyTorch: last ascending, first descending.
     pub fn sort(&self, dim: isize, descending: bool) -> (Tensor, Tensor) {
+        self.try_sort(dim, descending).or_panic()
+    }
+    /// `sort`, reporting an axis the tensor lacks as an error.
+    pub fn try_sort(&self, dim: isize, descending: bool) -> Result<(Tensor, Tensor)> {
         let shape = self.shape();
-        let d = resolve_axis("sort", dim, shape.len(), &shape);
-        if shape.is_empty() {
-            return (self.clone(), self.full_like(0).cast(DType::INT32));
+        let d = resolve_axis("sort", dim, shape.len(), &shape)?;
+        if shape.is_empty() || shape[d] <= 1 {
+            return Ok((self.clone(), self.full_like(0).cast(DType::INT32)));
         }
         let n = shape[d];
-        if n <= 1 {
-            return (self.clone(), self.full_like(0).cast(DType::INT32));
-        }
         let stages = (usize::BITS - (n - 1).leading_zeros()) as usize;
         // padding sorts last: NaN, above every float, ascending
         let fill = match (descending, self.dtype().is_float()) {
@@ -270,62 +306,92 @@ impl Tensor {
         let hit = same.bitwise_and(c_orig.unsqueeze(d as isize + 1).eq(c_sorted.unsqueeze(d as isize)));
         let pos = self.ramp(n).reshape(&[&[n, 1][..], &tail].concat());
         let idx = hit.where_(&pos, 0).sum(d as isize, false).cast(DType::INT32);
-        (self.gather(d as isize, &idx), idx)
+        Ok((self.gather(d as isize, &idx), idx))
     }
     /// The indices (int32) that sort along `dim`.
     pub fn argsort(&self, dim: isize, descending: bool) -> Tensor {
         self.sort(dim, descending).1
     }
+    /// `argsort`, reporting an axis the tensor lacks as an error.
+    pub fn try_argsort(&self, dim: isize, descending: bool) -> Result<Tensor> {
+        Ok(self.try_sort(dim, descending)?.1)
+    }
     /// The `k` largest (or smallest) values along `dim`, sorted, with their indices.
     pub fn topk(&self, k: usize, dim: isize, largest: bool) -> (Tensor, Tensor) {
+        self.try_topk(k, dim, largest).or_panic()
+    }
+    /// `topk`, reporting an axis the tensor lacks or a `k` above its size as an error.
+    pub fn try_topk(&self, k: usize, dim: isize, largest: bool) -> Result<(Tensor, Tensor)> {
         let shape = self.shape();
-        let d = resolve_axis("topk", dim, shape.len(), &shape);
+        let d = resolve_axis("topk", dim, shape.len(), &shape)?;
         let n = shape.get(d).copied().unwrap_or(1);
-        assert!(k <= n, "topk: k={k} is more than the {n} elements of dim {dim} (shape {shape:?})");
+        ensure(k <= n, || {
+            Error::shape("topk", &[&shape], format!("k={k} is more than the {n} elements of dim {dim}"))
+        })?;
         let (v, i) = self.sort(dim, largest);
         let mut keep: Vec<(usize, usize)> = shape.iter().map(|&s| (0, s)).collect();
         if !shape.is_empty() {
             keep[d] = (0, k);
         }
-        (v.shrink(&keep), i.shrink(&keep))
+        Ok((v.shrink(&keep), i.shrink(&keep)))
     }
     /// The elements where `mask` (broadcast to this shape) is true, flattened. The output size
     /// depends on the data, so the mask count is realized on the host first.
     pub fn masked_select(&self, mask: &Tensor) -> Tensor {
         self.masked_select_sized(mask, None, Scalar::Int(0))
     }
+    /// `masked_select`, reporting a mask that does not broadcast or a failed realize as an error.
+    pub fn try_masked_select(&self, mask: &Tensor) -> Result<Tensor> {
+        self.try_masked_select_sized(mask, None, Scalar::Int(0))
+    }
     /// `masked_select` with tinygrad's `size`: `Some(n)` gives `n` elements, the first `n`
     /// selected ones then `fill_value` (nothing is read on the host, so it can be captured by a
     /// JIT); `None` gives as many as the mask selects.
     pub fn masked_select_sized(&self, mask: &Tensor, size: Option<usize>, fill_value: Scalar) -> Tensor {
+        self.try_masked_select_sized(mask, size, fill_value).or_panic()
+    }
+    /// `masked_select_sized`, reporting a mask that does not broadcast to this shape, a mask on
+    /// another device or a failed realize as an error.
+    pub fn try_masked_select_sized(&self, mask: &Tensor, size: Option<usize>, fill_value: Scalar) -> Result<Tensor> {
         let shape = self.shape();
+        check_devices("masked_select", &[self, mask])?;
         let x = self.flatten(0, -1);
-        let m = mask.cast(DType::BOOL).broadcast_to(&shape).flatten(0, -1);
+        let m = mask.cast(DType::BOOL).try_broadcast_to(&shape)?.flatten(0, -1);
         let n = x.numel();
         let selected = m.sum(None::<isize>, false);
-        let count = size.unwrap_or_else(|| selected.item::<i32>() as usize);
+        let count = match size {
+            Some(n) => n,
+            None => selected.try_item::<i32>()? as usize,
+        };
         if count == 0 {
-            return x.shrink(&[(0, 0)]); // empty, but still a function of `self` (zero gradient)
+            return Ok(x.shrink(&[(0, 0)])); // empty, but still a function of `self` (zero gradient)
         }
         let slot = m.cumsum(0).sub(m.cast(DType::INT32));
         let ramp = self.ramp(count);
         let pick = m.reshape(&[1, n]).bitwise_and(slot.reshape(&[1, n]).eq(ramp.reshape(&[count, 1])));
         let xs = x.reshape(&[1, n]);
         let values = pick.where_(&xs, 0).sum(1isize, false).cast(self.dtype());
-        match size {
+        Ok(match size {
             None => values,
             Some(_) => ramp.lt(&selected).where_(&values, self.const_tensor(fill_value, self.dtype())),
-        }
+        })
     }
     /// The coordinates (int32, one row of `ndim` per element) of the non-zero elements, in
     /// row-major order. As `masked_select`, `size` fixes the row count (padding with
     /// `fill_value`), else the count is read on the host.
     pub fn nonzero(&self, size: Option<usize>, fill_value: Scalar) -> Tensor {
+        self.try_nonzero(size, fill_value).or_panic()
+    }
+    /// `nonzero`, reporting a failed realize of the count as an error.
+    pub fn try_nonzero(&self, size: Option<usize>, fill_value: Scalar) -> Result<Tensor> {
         let shape = self.shape();
         let nonzero = self.ne(0);
         if shape.is_empty() {
-            let rows = size.unwrap_or_else(|| usize::from(nonzero.item::<bool>()));
-            return Tensor::full_dtype(&[rows, 0], 0, DType::INT32).to(self.device());
+            let rows = match size {
+                Some(n) => n,
+                None => usize::from(nonzero.try_item::<bool>()?),
+            };
+            return Ok(Tensor::full_dtype(&[rows, 0], 0, DType::INT32).to(self.device()));
         }
         let nd = shape.len();
         let axes: Vec<Tensor> = shape
@@ -338,7 +404,7 @@ impl Tensor {
             .collect();
         let coords = Tensor::stack(&axes.iter().collect::<Vec<_>>(), -1);
         let m = nonzero.flatten(0, -1).unsqueeze(-1).expand(&coords.shape());
-        coords.masked_select_sized(&m, size.map(|n| n * nd), fill_value).reshape(&[-1, nd as isize])
+        Ok(coords.try_masked_select_sized(&m, size.map(|n| n * nd), fill_value)?.reshape(&[-1, nd as isize]))
     }
 }
 

@@ -13,6 +13,7 @@ use std::f64::consts::PI;
 
 use super::Tensor;
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::helpers::getenv;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
@@ -137,13 +138,21 @@ impl Tensor {
     /// Uniform int32 values in `[low, high)`: 64 random bits modulo the range's size (a bias of
     /// at most 2^-32), so every value of even the whole int32 range is drawn.
     pub fn randint(shape: &[usize], low: i64, high: i64) -> Tensor {
-        assert!(low < high, "randint: empty range [{low}, {high})");
+        Tensor::try_randint(shape, low, high).or_panic()
+    }
+    /// `randint`, reporting an empty range or one outside int32 as an error.
+    pub fn try_randint(shape: &[usize], low: i64, high: i64) -> Result<Tensor> {
+        ensure(low < high, || Error::value("randint", format!("empty range [{low}, {high})")))?;
         let int32 = i32::MIN as i64..=i32::MAX as i64 + 1;
-        assert!(int32.contains(&low) && int32.contains(&high), "randint: [{low}, {high}) is outside int32");
+        ensure(int32.contains(&low) && int32.contains(&high), || Error::Unrepresentable {
+            op: "randint",
+            value: format!("[{low}, {high})"),
+            dtype: DType::INT32,
+        })?;
         let (x0, x1) = Tensor::random_words(shape);
         // low + offset wraps into int32 as uint32 arithmetic does
         let offset = mod_u64(&x0, &x1, (high - low) as u64);
-        (offset + low as u32 as i64).bitcast(DType::INT32).reshape(shape).contiguous()
+        (offset + low as u32 as i64).bitcast(DType::INT32).try_reshape(shape).map(|t| t.contiguous())
     }
     /// Normal float32 values with mean `mean` and standard deviation `std`.
     pub fn normal(shape: &[usize], mean: f64, std: f64) -> Tensor {
@@ -178,36 +187,42 @@ impl Tensor {
     /// Draw `num_samples` category indices (int32) per row of the weights `self` (1-D or 2-D) by
     /// inverse CDF: count how many cumulative-sum thresholds a uniform draw passes.
     pub fn multinomial(&self, num_samples: usize, replacement: bool) -> Tensor {
+        self.try_multinomial(num_samples, replacement).or_panic()
+    }
+    /// `multinomial`, reporting weights that are not 1-D or 2-D or have no categories, no
+    /// samples, or several samples without replacement as an error.
+    pub fn try_multinomial(&self, num_samples: usize, replacement: bool) -> Result<Tensor> {
         let shape = self.shape();
-        assert!(
-            (1..=2).contains(&shape.len()) && num_samples > 0,
-            "multinomial: weights {shape:?} must be 1-D or 2-D, num_samples={num_samples} positive"
-        );
-        assert!(replacement || num_samples == 1, "multinomial: without replacement only num_samples=1 is supported");
+        ensure((1..=2).contains(&shape.len()) && shape.last() != Some(&0), || {
+            Error::shape("multinomial", &[&shape], "weights must be 1-D or 2-D with at least one category")
+        })?;
+        ensure(num_samples > 0, || Error::value("multinomial", "num_samples must be positive"))?;
+        ensure(replacement || num_samples == 1, || {
+            Error::value("multinomial", "without replacement only num_samples=1 is supported")
+        })?;
         let w = if shape.len() == 1 { self.unsqueeze(0) } else { self.clone() };
         let (rows, k) = (w.shape()[0], w.shape()[1]);
-        assert!(k > 0, "multinomial: weights {shape:?} have no categories to draw from");
         let cw = w.cumsum(1).cast(DType::FLOAT32);
         let cdf = cw.div(cw.shrink(&[(0, rows), (k - 1, k)]));
         let u = Tensor::rand(&[num_samples, rows, 1]).to(self.device());
         let idx = u.expand(&[num_samples, rows, k]).ge(&cdf).sum(2isize, false).permute(&[1, 0]).cast(DType::INT32);
-        if shape.len() == 1 {
-            idx.squeeze(Some(0))
-        } else {
-            idx
-        }
+        Ok(if shape.len() == 1 { idx.squeeze(Some(0)) } else { idx })
     }
     /// Zero each element with probability `p` and scale the rest by `1/(1-p)`; only while the
     /// `TRAINING` setting is on (env var or `Context`), else the tensor itself.
     pub fn dropout(&self, p: f64) -> Tensor {
-        assert!((0.0..=1.0).contains(&p), "dropout: p={p} is outside [0, 1]");
+        self.try_dropout(p).or_panic()
+    }
+    /// `dropout`, reporting a probability outside `[0, 1]` as an error.
+    pub fn try_dropout(&self, p: f64) -> Result<Tensor> {
+        ensure((0.0..=1.0).contains(&p), || Error::value("dropout", format!("p={p} is outside [0, 1]")))?;
         if getenv("TRAINING", 0) == 0 || p == 0.0 {
-            return self.clone();
+            return Ok(self.clone());
         }
         if p == 1.0 {
-            return self.zeros_like();
+            return Ok(self.zeros_like());
         }
-        self.rand_like().ge(p).where_(self, 0).div(1.0 - p)
+        Ok(self.rand_like().ge(p).where_(self, 0).div(1.0 - p))
     }
 }
 

@@ -4,47 +4,45 @@ use super::elementwise::Scalar;
 use super::movement::resolve_axis;
 use super::{PadMode, Tensor};
 use crate::dtype::DType;
+use crate::error::{Error, OrPanic, Result};
 use crate::uop::{Arg, Ops, Sint, UOp};
 
 /// Which axes a reduction runs over: one axis, several, or `None` for all of them. A 0-d
 /// tensor's one axis (`0` or `-1`, as in PyTorch) resolves to none: there is nothing to reduce.
 pub trait Axes {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize>;
+    /// The axes as sorted indices into `shape`, or `Error::Axis` naming `op`.
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>>;
 }
 
 impl Axes for isize {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
-        let axis = resolve_axis(op, *self, shape.len(), shape);
-        if shape.is_empty() {
-            vec![]
-        } else {
-            vec![axis]
-        }
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
+        let axis = resolve_axis(op, *self, shape.len(), shape)?;
+        Ok(if shape.is_empty() { vec![] } else { vec![axis] })
     }
 }
 impl Axes for i32 {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
         (*self as isize).resolve(op, shape)
     }
 }
 impl Axes for &[isize] {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
-        let mut v: Vec<usize> = self.iter().flat_map(|a| a.resolve(op, shape)).collect();
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
+        let mut v: Vec<usize> = self.iter().map(|a| a.resolve(op, shape)).collect::<Result<Vec<_>>>()?.concat();
         v.sort();
         v.dedup();
-        v
+        Ok(v)
     }
 }
 impl<const N: usize> Axes for [isize; N] {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
         self.as_slice().resolve(op, shape)
     }
 }
 impl Axes for Option<isize> {
-    fn resolve(&self, op: &str, shape: &[usize]) -> Vec<usize> {
+    fn resolve(&self, op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
         match self {
             Some(a) => a.resolve(op, shape),
-            None => (0..shape.len()).collect(),
+            None => Ok((0..shape.len()).collect()),
         }
     }
 }
@@ -78,45 +76,54 @@ impl Tensor {
     }
     /// Sum over `axes`; ints accumulate in at least 32 bits, half floats in float32.
     pub fn sum(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("sum", &self.shape());
+        self.try_sum(axes, keepdim).or_panic()
+    }
+    /// `sum`; this and every reduction's `try_` form report an axis the tensor lacks as an error.
+    pub fn try_sum(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("sum", &self.shape())?;
         let acc = sum_acc_dtype(self.dtype());
         let out = self.cast(acc).reduce(Ops::Add, axes, keepdim);
         let half = [DType::FLOAT16, DType::BFLOAT16].contains(&self.dtype());
-        if half {
-            out.cast(self.dtype())
-        } else {
-            out
-        }
+        Ok(if half { out.cast(self.dtype()) } else { out })
     }
     /// Largest element over `axes`; over an empty axis the dtype's smallest value (`-inf` for
     /// floats), the identity of the maximum, as in tinygrad.
     pub fn max(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("max", &self.shape());
-        self.reduce(Ops::Max, axes, keepdim)
+        self.try_max(axes, keepdim).or_panic()
+    }
+    pub fn try_max(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("max", &self.shape())?;
+        Ok(self.reduce(Ops::Max, axes, keepdim))
     }
     /// Smallest element over `axes` (the max of the order-reversing `inverse`, exact for every
     /// dtype); over an empty axis the dtype's largest value (`inf` for floats).
     pub fn min(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("min", &self.shape());
-        self.inverse().reduce(Ops::Max, axes, keepdim).inverse()
+        self.try_min(axes, keepdim).or_panic()
+    }
+    pub fn try_min(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("min", &self.shape())?;
+        Ok(self.inverse().reduce(Ops::Max, axes, keepdim).inverse())
     }
     /// `axes`, after checking that none is empty: `op` (an index) has no value for nothing.
-    fn nonempty(&self, op: &str, axes: Vec<usize>) -> Vec<usize> {
+    fn nonempty(&self, op: &'static str, axes: Vec<usize>) -> Result<Vec<usize>> {
         let dims = self.dims();
         // a variable's axis counts at the value it is bound to
         if let Some(a) = axes.iter().find(|&&a| dims[a].value() == 0) {
             let bound = match &dims[*a] {
-                crate::uop::Sint::Sym(_) => format!(", the axis {} bound to 0", dims[*a]),
+                crate::uop::Sint::Sym(_) => format!(", {} bound to 0", dims[*a]),
                 crate::uop::Sint::Int(_) => String::new(),
             };
-            panic!("{op}: cannot reduce axis {a} of size 0 (shape {:?}{bound})", self.shape());
+            return Err(Error::shape(op, &[&self.shape()], format!("cannot reduce axis {a} of size 0{bound}")));
         }
-        axes
+        Ok(axes)
     }
     /// Mean over `axes`, in float (NaN over an empty axis, as torch).
     pub fn mean(&self, axes: impl Axes, keepdim: bool) -> Tensor {
+        self.try_mean(axes, keepdim).or_panic()
+    }
+    pub fn try_mean(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
         let shape = self.shape();
-        let resolved = axes.resolve("mean", &shape);
+        let resolved = axes.resolve("mean", &shape)?;
         let dims = self.dims();
         let count = resolved.iter().fold(crate::uop::Sint::Int(1), |n, &a| {
             crate::uop::Sint::from_uop(&n.uop().alu(Ops::Mul, &[&dims[a].uop()]))
@@ -128,102 +135,143 @@ impl Tensor {
             // a count set by variables is a value of the graph
             crate::uop::Sint::Sym(n) => f.div(f.lift(n).cast(f.dtype())),
         };
-        mean.cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() })
+        Ok(mean.cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() }))
     }
     /// Product over `axes` (a MUL reduce), in this tensor's dtype.
     pub fn prod(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("prod", &self.shape());
-        self.reduce(Ops::Mul, axes, keepdim)
+        self.try_prod(axes, keepdim).or_panic()
+    }
+    pub fn try_prod(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("prod", &self.shape())?;
+        Ok(self.reduce(Ops::Mul, axes, keepdim))
     }
     /// Whether any element over `axes` is non-zero (bool).
     pub fn any(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("any", &self.shape());
-        self.cast(DType::BOOL).reduce(Ops::Max, axes, keepdim)
+        self.try_any(axes, keepdim).or_panic()
+    }
+    pub fn try_any(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("any", &self.shape())?;
+        Ok(self.cast(DType::BOOL).reduce(Ops::Max, axes, keepdim))
     }
     /// Whether every element over `axes` is non-zero (bool).
     pub fn all(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("all", &self.shape());
-        self.logical_not().reduce(Ops::Max, axes, keepdim).logical_not()
+        self.try_all(axes, keepdim).or_panic()
+    }
+    pub fn try_all(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("all", &self.shape())?;
+        Ok(self.logical_not().reduce(Ops::Max, axes, keepdim).logical_not())
     }
     /// Variance over `axes`, dividing by `n - correction` (Bessel's correction is 1).
     pub fn var(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
+        self.try_var(axes, keepdim, correction).or_panic()
+    }
+    pub fn try_var(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
         let shape = self.shape();
-        let ax = axes.resolve("var", &shape);
+        let ax = axes.resolve("var", &shape)?;
         let n: usize = ax.iter().map(|&a| shape[a]).product();
         let ax = isize_axes(&ax);
         let d = self.sub(self.mean(ax.as_slice(), true));
-        d.square().sum(ax.as_slice(), keepdim).div(n.saturating_sub(correction) as f64)
+        Ok(d.square().sum(ax.as_slice(), keepdim).div(n.saturating_sub(correction) as f64))
     }
     /// Standard deviation over `axes` (the square root of `var`).
     pub fn std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
-        let ax = isize_axes(&axes.resolve("std", &self.shape()));
-        self.var(ax.as_slice(), keepdim, correction).sqrt()
+        self.try_std(axes, keepdim, correction).or_panic()
+    }
+    pub fn try_std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
+        let ax = isize_axes(&axes.resolve("std", &self.shape())?);
+        Ok(self.var(ax.as_slice(), keepdim, correction).sqrt())
     }
     /// `(var, mean)` over `axes`.
     pub fn var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
-        let ax = isize_axes(&axes.resolve("var_mean", &self.shape()));
-        (self.var(ax.as_slice(), keepdim, correction), self.mean(ax.as_slice(), keepdim))
+        self.try_var_mean(axes, keepdim, correction).or_panic()
+    }
+    pub fn try_var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<(Tensor, Tensor)> {
+        let ax = isize_axes(&axes.resolve("var_mean", &self.shape())?);
+        Ok((self.var(ax.as_slice(), keepdim, correction), self.mean(ax.as_slice(), keepdim)))
     }
     /// `(std, mean)` over `axes`.
     pub fn std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
-        let ax = isize_axes(&axes.resolve("std_mean", &self.shape()));
+        self.try_std_mean(axes, keepdim, correction).or_panic()
+    }
+    pub fn try_std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<(Tensor, Tensor)> {
+        let ax = isize_axes(&axes.resolve("std_mean", &self.shape())?);
         let (v, m) = self.var_mean(ax.as_slice(), keepdim, correction);
-        (v.sqrt(), m)
+        Ok((v.sqrt(), m))
     }
     /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
-    fn softmax_parts(&self, axis: isize) -> (Tensor, Tensor, Tensor) {
+    fn softmax_parts(&self, op: &'static str, axis: isize) -> Result<(Tensor, Tensor, Tensor)> {
         let x = self.cast(self.dtype().to_float());
         // the reduce itself: an empty axis gives an empty softmax, not an error
-        let m = x.sub(x.reduce(Ops::Max, axis.resolve("softmax", &x.shape()), true).detach());
+        let m = x.sub(x.reduce(Ops::Max, axis.resolve(op, &x.shape())?, true).detach());
         let e = m.exp();
         let s = e.sum(axis, true);
-        (m, e, s)
+        Ok((m, e, s))
     }
     /// `exp(x) / sum(exp(x))` along `axis`, computed stably.
     pub fn softmax(&self, axis: isize) -> Tensor {
-        let (_, e, s) = self.softmax_parts(axis);
-        e.div(&s)
+        self.try_softmax(axis).or_panic()
+    }
+    pub fn try_softmax(&self, axis: isize) -> Result<Tensor> {
+        let (_, e, s) = self.softmax_parts("softmax", axis)?;
+        Ok(e.div(&s))
     }
     /// Lp normalization along `axis` (torch's `normalize`): `self` divided by its `p`-norm over
     /// the axis (the count of non-zeros for `p = 0`), at least `eps`.
     pub fn normalize(&self, p: f64, axis: isize, eps: f64) -> Tensor {
+        self.try_normalize(p, axis, eps).or_panic()
+    }
+    pub fn try_normalize(&self, p: f64, axis: isize, eps: f64) -> Result<Tensor> {
         let norm = match p == 0.0 {
-            true => self.ne(0).sum(axis, true),
-            false => self.abs().pow(p).sum(axis, true).pow(1.0 / p),
-        };
-        self.div(norm.maximum(eps))
+            true => self.ne(0).try_sum(axis, true),
+            false => self.abs().pow(p).try_sum(axis, true).map(|n| n.pow(1.0 / p)),
+        }
+        .map_err(|e| e.for_op("normalize"))?;
+        Ok(self.div(norm.maximum(eps)))
     }
     /// `softmax(-x)` along `axis`: the smallest values weigh most.
     pub fn softmin(&self, axis: isize) -> Tensor {
         self.neg().softmax(axis)
     }
+    pub fn try_softmin(&self, axis: isize) -> Result<Tensor> {
+        self.neg().try_softmax(axis)
+    }
     /// `log(softmax(x))` along `axis`, computed stably.
     pub fn log_softmax(&self, axis: isize) -> Tensor {
-        let (m, _, s) = self.softmax_parts(axis);
-        m.sub(s.log())
+        self.try_log_softmax(axis).or_panic()
+    }
+    pub fn try_log_softmax(&self, axis: isize) -> Result<Tensor> {
+        let (m, _, s) = self.softmax_parts("log_softmax", axis)?;
+        Ok(m.sub(s.log()))
     }
     /// `log(sum(exp(x)))` over `axes`, computed stably.
     pub fn logsumexp(&self, axes: impl Axes, keepdim: bool) -> Tensor {
-        let axes = axes.resolve("logsumexp", &self.shape());
+        self.try_logsumexp(axes, keepdim).or_panic()
+    }
+    pub fn try_logsumexp(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.resolve("logsumexp", &self.shape())?;
         let x = self.cast(self.dtype().to_float());
         // the reduce itself: over an empty axis the sum is 0, its log -inf (as in PyTorch)
         let m = finite_or_zero(&x.reduce(Ops::Max, axes.clone(), true));
         let out = x.sub(&m).exp().sum(isize_axes(&axes).as_slice(), keepdim).log();
-        out.add(&if keepdim { m } else { m.reshape(&out.shape()) })
+        Ok(out.add(&if keepdim { m } else { m.reshape(&out.shape()) }))
     }
     /// Index (int32) of the first largest element along `axis` (`None`: of the flattened tensor);
     /// the first NaN where there is one.
     pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
+        self.try_argmax(axis, keepdim).or_panic()
+    }
+    /// `argmax`, reporting a bad axis or an axis of no elements as an error.
+    pub fn try_argmax(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
         let shape = self.shape();
         let Some(axis) = axis else {
-            let out = self.flatten(0, -1).argmax(Some(0), false);
-            return if keepdim { out.reshape(&vec![1; shape.len()]) } else { out };
+            let out = self.flatten(0, -1).try_argmax(Some(0), false)?;
+            return Ok(if keepdim { out.reshape(&vec![1; shape.len()]) } else { out });
         };
-        let a = resolve_axis("argmax", axis, shape.len(), &shape);
+        let a = resolve_axis("argmax", axis, shape.len(), &shape)?;
         if shape.is_empty() {
-            return self.full_like(0).cast(DType::INT32);
+            return Ok(self.full_like(0).cast(DType::INT32));
         }
-        self.nonempty("argmax", vec![a]);
+        self.nonempty("argmax", vec![a])?;
         let n = shape[a];
         // a NaN is the largest value, as in PyTorch and numpy (the max is NaN then, equal to nothing)
         let hit = match self.dtype().is_float() {
@@ -234,35 +282,42 @@ impl Tensor {
         ramp_shape[0] = n;
         let rev = self.ramp(n).neg().add(n as i64).reshape(&ramp_shape);
         let idx = hit.where_(&rev, 0).max(axis, keepdim);
-        idx.neg().add(n as i64).cast(DType::INT32)
+        Ok(idx.neg().add(n as i64).cast(DType::INT32))
     }
     /// Index (int32) of the first smallest element along `axis` (`None`: of the flattened tensor);
     /// the first NaN where there is one.
     pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Tensor {
-        let shape = self.shape();
+        self.try_argmin(axis, keepdim).or_panic()
+    }
+    /// `argmin`, reporting a bad axis or an axis of no elements as an error.
+    pub fn try_argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
         if let Some(axis) = axis {
-            self.nonempty("argmin", axis.resolve("argmin", &shape));
+            self.nonempty("argmin", axis.resolve("argmin", &self.shape())?)?;
         }
-        self.inverse().argmax(axis, keepdim)
+        self.inverse().try_argmax(axis, keepdim)
     }
     /// Elementwise `|self - other| <= atol + rtol * |other|`; infinities must match exactly and NaNs
     /// count as close only with `equal_nan`.
     pub fn isclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Tensor {
+        self.try_isclose(other, rtol, atol, equal_nan).or_panic()
+    }
+    /// `isclose`, reporting shapes that do not broadcast or different devices as an error.
+    pub fn try_isclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Result<Tensor> {
         let dtype = DType::least_upper(self.dtype(), other.dtype()).to_float();
         let (a, b) = (self.cast(dtype), other.cast(dtype));
-        let near = a.sub(&b).abs().le(b.abs().mul(rtol).add(atol));
+        let near = a.try_sub(&b).map_err(|e| e.for_op("isclose"))?.abs().le(b.abs().mul(rtol).add(atol));
         let finite_close = a.isfinite().bitwise_and(b.isfinite()).bitwise_and(&near);
         let inf_close = a.isinf().bitwise_or(b.isinf()).bitwise_and(a.eq(&b));
         let close = finite_close.bitwise_or(&inf_close);
-        if equal_nan {
-            close.bitwise_or(a.isnan().bitwise_and(b.isnan()))
-        } else {
-            close
-        }
+        Ok(if equal_nan { close.bitwise_or(a.isnan().bitwise_and(b.isnan())) } else { close })
     }
     /// Whether every element `isclose` (realizes; returns a Rust bool).
     pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> bool {
-        self.isclose(other, rtol, atol, equal_nan).all(None::<isize>, false).item::<bool>()
+        self.try_allclose(other, rtol, atol, equal_nan).or_panic()
+    }
+    /// `allclose`, reporting what `try_isclose` does or a failed realize as an error.
+    pub fn try_allclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Result<bool> {
+        self.try_isclose(other, rtol, atol, equal_nan)?.all(None::<isize>, false).try_item::<bool>()
     }
 }
 
@@ -341,16 +396,16 @@ impl Tensor {
         out.transpose(axis as isize, -1)
     }
     /// A scan that splits long axes into blocks of 256: scan the blocks, then add their prefixes.
-    fn split_cumalu(&self, axis: isize, op: Ops, name: &str) -> Tensor {
+    fn split_cumalu(&self, axis: isize, op: Ops, name: &'static str) -> Result<Tensor> {
         let shape = self.shape();
-        let a = resolve_axis(name, axis, shape.len(), &shape);
+        let a = resolve_axis(name, axis, shape.len(), &shape)?;
         if shape.is_empty() || shape.contains(&0) {
-            return self.clone();
+            return Ok(self.clone());
         }
         const SPLIT: usize = 256;
         let s = shape[a];
         if s <= 2 * SPLIT {
-            return self.cumalu(a, op, false);
+            return Ok(self.cumalu(a, op, false));
         }
         let padded = s.div_ceil(SPLIT) * SPLIT;
         let x = self.transpose(a as isize, -1);
@@ -368,50 +423,66 @@ impl Tensor {
             .expand(&ret.shape());
         let fix = |t: &Tensor| t.flatten(-2, -1).shrink_dim(nd - 2, (padded - s, padded)).transpose(a as isize, -1);
         let (r, b) = (fix(&ret), fix(&base));
-        match op {
+        Ok(match op {
             Ops::Add => r.add(&b),
             Ops::Mul => r.mul(&b),
             _ => r.maximum(&b),
-        }
+        })
     }
     /// Running sum along `axis` (ints accumulate as in `sum`).
     pub fn cumsum(&self, axis: isize) -> Tensor {
+        self.try_cumsum(axis).or_panic()
+    }
+    /// `cumsum`; this and every scan's `try_` form report an axis the tensor lacks as an error.
+    pub fn try_cumsum(&self, axis: isize) -> Result<Tensor> {
         self.split_cumalu(axis, Ops::Add, "cumsum")
     }
     /// Running product along `axis`.
     pub fn cumprod(&self, axis: isize) -> Tensor {
+        self.try_cumprod(axis).or_panic()
+    }
+    pub fn try_cumprod(&self, axis: isize) -> Result<Tensor> {
         self.split_cumalu(axis, Ops::Mul, "cumprod")
     }
     /// Running minimum along `axis` and the (last) index where it was attained (int32): the
     /// running maximum of the values in reversed order (negated, or bits inverted for unsigned
     /// integers and bools, where negation wraps).
     pub fn cummin(&self, axis: isize) -> (Tensor, Tensor) {
+        self.try_cummin(axis).or_panic()
+    }
+    pub fn try_cummin(&self, axis: isize) -> Result<(Tensor, Tensor)> {
         let flip =
             |x: &Tensor| if self.dtype().is_unsigned() || self.dtype().is_bool() { x.bitwise_not() } else { x.neg() };
-        let (values, indices) = flip(self).cummax(axis);
-        (flip(&values), indices)
+        let (values, indices) = flip(self).try_cummax(axis).map_err(|e| e.for_op("cummin"))?;
+        Ok((flip(&values), indices))
     }
     /// Running maximum along `axis` and, as torch, the (last) index where it was attained (int32).
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
+        self.try_cummax(axis).or_panic()
+    }
+    pub fn try_cummax(&self, axis: isize) -> Result<(Tensor, Tensor)> {
         let shape = self.shape();
-        let a = resolve_axis("cummax", axis, shape.len(), &shape);
+        let a = resolve_axis("cummax", axis, shape.len(), &shape)?;
         if shape.is_empty() || shape[a] == 0 {
-            return (self.clone(), self.full_like(0).cast(DType::INT32));
+            return Ok((self.clone(), self.full_like(0).cast(DType::INT32)));
         }
-        let values = self.split_cumalu(axis, Ops::Max, "cummax");
+        let values = self.split_cumalu(axis, Ops::Max, "cummax")?;
         let n = shape[a];
         let (x, v) = (self.transpose(a as isize, -1), values.transpose(a as isize, -1));
         let (j, i) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));
         let hit = x.unsqueeze(-1).eq(v.unsqueeze(-2)).bitwise_and(j.le(&i));
         let idx = hit.where_(&j, 0).max(-2isize, false).cast(DType::INT32);
-        (values, idx.transpose(-1, a as isize))
+        Ok((values, idx.transpose(-1, a as isize)))
     }
     /// `log(cumsum(exp(x)))` along `axis`, computed stably.
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
+        self.try_logcumsumexp(axis).or_panic()
+    }
+    pub fn try_logcumsumexp(&self, axis: isize) -> Result<Tensor> {
         let shape = self.shape();
-        let a = resolve_axis("logcumsumexp", axis, shape.len(), &shape) as isize;
+        let a = resolve_axis("logcumsumexp", axis, shape.len(), &shape)? as isize;
         if shape.is_empty() {
-            return self.clone();
+            return Ok(self.clone());
         }
         let x = self.cast(self.dtype().to_float()).transpose(a, -1);
         let n = shape[a as usize];
@@ -422,7 +493,7 @@ impl Tensor {
         let upto = self.ramp(n).reshape(&[1, n]).le(self.ramp(n).reshape(&[n, 1]));
         let shifted = xs.sub(m.unsqueeze(-1));
         let terms = upto.where_(&shifted, dtype_min(shifted.dtype()));
-        terms.exp().sum(-1isize, false).log().add(&m).transpose(-1, a)
+        Ok(terms.exp().sum(-1isize, false).log().add(&m).transpose(-1, a))
     }
 }
 

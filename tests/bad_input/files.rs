@@ -46,7 +46,7 @@ fn load_state_dict_checks_keys_and_shapes_before_writing() {
         ],
         load_state_dict(&layer, &state, true),
     );
-    assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    assert!(matches!(e, Error::Value { op: "load_state_dict", .. }), "{e:?}");
     err_with(&["wrong shape", "`weight`"], load_state_dict(&layer, &state, false));
     assert_eq!(layer.weight.to_vec::<f32>(), before, "nothing is written when loading fails");
     state.insert("weight".into(), Tensor::full(&[2, 3], 7).cast(DType::INT32));
@@ -181,7 +181,7 @@ fn mnist_loading_reports_missing_and_wrong_files() {
     let mut search = MnistSearch::new(false);
     search.env_dir = Some(("MNIST_DIR".into(), dir.path("absent")));
     let e = err_with(&["$MNIST_DIR=", "absent", "can't be used", "unset it"], search.load());
-    assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    assert!(matches!(e, Error::Value { .. }), "{e:?}");
 }
 
 #[test]

@@ -25,7 +25,7 @@ fn layers_check_their_inputs() {
     panics_with(&["conv2d", "[1, 2, 8, 8]", "[4, 3, 3, 3]"], || {
         Conv2d::new(3, 4, 3, ConvOpts::default(), true).forward(&Tensor::zeros(&[1, 2, 8, 8]))
     });
-    panics_with(&["conv_transpose2d", "[1, 2, 8, 8]", "takes 3"], || {
+    panics_with(&["conv_transpose2d", "[1, 2, 8, 8]", "channels are not the weight's"], || {
         ConvTranspose2d::new(3, 4, 3, ConvOpts::default(), true).forward(&Tensor::zeros(&[1, 2, 8, 8]))
     });
     panics_with(&["BatchNorm", "[2, 3, 5]", "[N, 4, ...]"], || {
@@ -76,7 +76,7 @@ fn the_jit_refuses_inputs_that_changed() {
     let input = |shape: &[usize]| Tensor::ones(shape).contiguous().realize();
     jit.call(&[input(&[2, 2])]).unwrap();
     let e = err_with(&["JIT", "inputs changed", "[2, 2]", "[3, 2]"], jit.call(&[input(&[3, 2])]));
-    assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    assert!(matches!(e, Error::Value { op: "JIT", .. }), "{e:?}");
     err_with(&["JIT", "inputs changed", "int"], jit.call(&[input(&[2, 2]).cast(DType::INT32)]));
     err_with(&["JIT", "inputs changed"], jit.call(&[input(&[2, 2]), input(&[2, 2])]));
     err_with(&["JIT", "inputs changed"], jit.call(&[]));

@@ -20,23 +20,25 @@ fn creation_checks_data_lengths_and_shapes() {
     let _d = interp();
     panics_with(&["Tensor::from_slice", "3 elements", "[2, 2]"], || Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[2, 2]));
     panics_with(&["Tensor::from_vec", "5 elements", "[2, 2]"], || Tensor::from_vec(vec![0i32; 5], &[2, 2]));
-    panics_with(&["Tensor::new", "ragged", "[2]", "[1]"], || Tensor::new(vec![vec![1.0f32, 2.0], vec![3.0]]));
+    panics_with(&["Tensor::new", "ragged"], || Tensor::new(vec![vec![1.0f32, 2.0], vec![3.0]]));
     panics_with(&["Tensor::from_bytes", "7 bytes", "[2, 2]", "float"], || {
         Tensor::from_bytes(&[0; 7], &[2, 2], DType::FLOAT32, "INTERP")
     });
-    panics_with(&["Tensor::from_bytes", "unknown device", "NOPE"], || {
+    panics_with(&["device error", "unknown device", "NOPE"], || {
         Tensor::from_bytes(&[0; 4], &[1], DType::FLOAT32, "NOPE")
     });
     // sizes whose bytes overflow usize used to wrap (release builds) into a buffer too small
     let huge = [usize::MAX, 2];
-    panics_with(&["Tensor::empty", "[18446744073709551615, 2]", "more bytes"], || Tensor::empty(&huge, DType::FLOAT32));
+    panics_with(&["Tensor::empty", "[18446744073709551615, 2]", "overflow usize bytes"], || {
+        Tensor::empty(&huge, DType::FLOAT32)
+    });
     panics_with(&["Tensor::empty", "[4611686018427387904]", "float"], || Tensor::empty(&[1 << 62], DType::FLOAT32));
     panics_with(&["Tensor::full", "[18446744073709551615, 2]"], || Tensor::full(&huge, 1.0f32));
     panics_with(&["Tensor::full", "[18446744073709551615, 2]"], || Tensor::zeros(&huge));
     let one = Tensor::ones(&[1, 1]);
-    panics_with(&["expand", "[4611686018427387904, 4]", "more bytes"], || one.expand(&[1 << 62, 4]));
+    panics_with(&["expand", "[4611686018427387904, 4]", "overflow usize bytes"], || one.expand(&[1 << 62, 4]));
     panics_with(&["pad", "overflow", "[1, 1]"], || one.pad(&[(usize::MAX, 0), (0, 0)]));
-    panics_with(&["pad", "[4611686018427387905, 1]", "more bytes"], || one.pad(&[(1 << 62, 0), (0, 0)]));
+    panics_with(&["pad", "[4611686018427387905, 1]", "overflow usize bytes"], || one.pad(&[(1 << 62, 0), (0, 0)]));
     // a size that fits usize but no memory: the allocation fails with an error, not a crash
     let e = err_with(
         &["cannot allocate 1125899906842624 bytes"],
@@ -116,7 +118,7 @@ fn joining_and_splitting_check_shapes_and_axes() {
     panics_with(&["repeat_interleave", "axis 5 out of range", "[2, 3]"], || t.repeat_interleave(2, Some(5)));
     panics_with(&["split", "[1, 1]", "axis 1", "[2, 3]"], || t.split([1, 1], 1));
     panics_with(&["split", "axis 2 out of range", "[2, 3]"], || t.split(1, 2));
-    panics_with(&["chunk", "0", "[2, 3]"], || t.chunk(0, 0));
+    panics_with(&["chunk", "chunks must be positive, got 0"], || t.chunk(0, 0));
     err_with(&["cat", "no tensors"], Tensor::try_cat(&[], 0));
     let other = Tensor::zeros(&[2, 2, 1]);
     err_with(&["cat", "[2, 3]", "[2, 2, 1]"], Tensor::try_cat(&[&t, &other], 0));
@@ -202,7 +204,7 @@ fn gather_scatter_and_one_hot_check_indices() {
     assert_eq!(t.try_gather(0, &idx).unwrap().to_vec::<f32>(), [1.0, 5.0, 3.0]);
     err_with(&["one_hot", "index 3", "0..3"], ints(&[0, 3], &[2]).try_one_hot(3));
     err_with(&["one_hot", "integer tensor", "float"], t.try_one_hot(3));
-    panics_with(&["one_hot", "integer tensor", "float", "[2, 3]"], || t.one_hot(3));
+    panics_with(&["one_hot", "integer tensor", "float"], || t.one_hot(3));
     panics_with(&["one_hot", "index 3", "0..3", "[2]"], || ints(&[0, 3], &[2]).one_hot(3));
     panics_with(&["one_hot", "index -1", "0..3"], || ints(&[-1, 0], &[2]).one_hot(3));
     panics_with(&["masked_fill", "[2]", "[2, 3]"], || t.masked_fill(&Tensor::new([true, false]), 0.0));
@@ -278,13 +280,11 @@ fn elementwise_ops_name_themselves_and_both_shapes() {
         ("copysign", |a, b| a.copysign(b)),
     ];
     for (name, op) in ops {
-        panics_with(&[&format!("{name}: shapes [2, 3] and [4] do not broadcast")], || op(&a, &b));
+        panics_with(&[&format!("{name}: shapes do not broadcast (shapes [2, 3], [4])")], || op(&a, &b));
     }
     panics_with(&["idiv", "[2, 3]", "[4]"], || a.int().idiv(b.int()));
     panics_with(&["where", "[2]", "[2, 3]"], || Tensor::new([true, false]).where_(&a, 0.0));
-    panics_with(&["add", "[2, 3]", "[3]", "different devices", "INTERP", "CPU"], || {
-        &a + &Tensor::zeros(&[3]).to("CPU")
-    });
+    panics_with(&["add", "different devices", "INTERP", "CPU"], || &a + &Tensor::zeros(&[3]).to("CPU"));
     for (name, op) in [
         ("bitwise_and", (|a, b| a.bitwise_and(b)) as Binary),
         ("bitwise_or", |a, b| a.bitwise_or(b)),
@@ -292,10 +292,10 @@ fn elementwise_ops_name_themselves_and_both_shapes() {
         ("lshift", |a, b| a.lshift(b)),
         ("rshift", |a, b| a.rshift(b)),
     ] {
-        panics_with(&[name, "integer", "float", "[2, 3]"], || op(&a, &a));
+        panics_with(&[name, "integer", "float"], || op(&a, &a));
     }
-    panics_with(&["bitwise_not", "float", "[2, 3]"], || a.bitwise_not());
-    panics_with(&["bitcast", "float", "short", "[2, 3]"], || a.bitcast(DType::INT16));
+    panics_with(&["bitwise_not", "float"], || a.bitwise_not());
+    panics_with(&["bitcast", "float", "short", "differ in size"], || a.bitcast(DType::INT16));
     panics_with(&["bitcast", "float.vec(2)", "not a tensor dtype"], || a.double().bitcast(DType::FLOAT32.vec(2)));
     panics_with(&["cast", "void", "not a tensor dtype"], || a.cast(DType::VOID));
     panics_with(&["cast", "float.vec(4)", "not a tensor dtype"], || a.cast(DType::FLOAT32.vec(4)));
@@ -307,14 +307,14 @@ fn elementwise_ops_name_themselves_and_both_shapes() {
 fn matmul_and_einsum_check_operands() {
     let _d = interp();
     let a = m23();
-    panics_with(&["matmul", "[2, 3] @ [2, 3]", "inner dimensions"], || a.matmul(&a));
+    panics_with(&["matmul", "inner dimensions differ (shapes [2, 3], [2, 3])"], || a.matmul(&a));
     panics_with(&["matmul", "[]", "[2, 3]"], || Tensor::new(1.0f32).matmul(&a));
-    panics_with(&["matmul", "[2, 3, 4] @ [5, 4, 6]", "batch dimensions [2] and [5]"], || {
+    panics_with(&["matmul", "batch dimensions do not broadcast", "[2, 3, 4], [5, 4, 6]"], || {
         Tensor::zeros(&[2, 3, 4]).matmul(&Tensor::zeros(&[5, 4, 6]))
     });
     assert_eq!(Tensor::zeros(&[2, 3, 4]).matmul(&Tensor::zeros(&[1, 4, 6])).shape(), [2, 3, 6], "batch dims broadcast");
-    panics_with(&["matmul", "[3] @ [2]"], || Tensor::zeros(&[3]).dot(&Tensor::zeros(&[2])));
-    panics_with(&["einsum", "2 operands, got 1"], || Tensor::einsum("ij,jk->ik", &[&a]));
+    panics_with(&["matmul", "inner dimensions differ", "[3], [2]"], || Tensor::zeros(&[3]).dot(&Tensor::zeros(&[2])));
+    panics_with(&["einsum", "names 2 operands", "[2, 3]"], || Tensor::einsum("ij,jk->ik", &[&a]));
     panics_with(&["einsum", "\"ijk\"", "[2, 3]"], || Tensor::einsum("ijk->i", &[&a]));
     panics_with(&["einsum", "'j'", "3 and 2"], || Tensor::einsum("ij,jk->ik", &[&a, &a]));
     panics_with(&["einsum", "output \"iz\""], || Tensor::einsum("ij->iz", &[&a]));
@@ -338,7 +338,7 @@ fn convolutions_check_channels_kernels_and_options() {
     panics_with(&["conv2d", "[4, 1, 3, 3]", "groups=3"], || {
         conv(&x, &Tensor::zeros(&[4, 1, 3, 3]), ConvOpts::default().groups(3))
     });
-    panics_with(&["conv2d", "kernel [7, 7]", "larger than input [1, 3, 5, 5]"], || {
+    panics_with(&["conv2d", "kernel [7, 7]", "larger than the input", "[1, 3, 5, 5]"], || {
         conv(&x, &Tensor::zeros(&[4, 3, 7, 7]), ConvOpts::default())
     });
     assert_eq!(conv(&x, &Tensor::zeros(&[4, 3, 7, 7]), ConvOpts::default().padding(1)).shape(), [1, 4, 1, 1]);
@@ -354,7 +354,7 @@ fn convolutions_check_channels_kernels_and_options() {
     panics_with(&["conv2d", "padding", "3 values", "2 spatial"], || {
         conv(&x, &w, ConvOpts::default().padding([1, 1, 1]))
     });
-    panics_with(&["conv2d", "bias of shape [3]", "4 output channels"], || {
+    panics_with(&["conv2d", "a bias for 4 output channels", "[3]", "4 output channels"], || {
         x.conv2d(&w, Some(&Tensor::zeros(&[3])), &ConvOpts::default())
     });
 
@@ -363,7 +363,7 @@ fn convolutions_check_channels_kernels_and_options() {
     panics_with(&["conv_transpose2d", "[1, 3, 5]", "same rank"], || {
         convt(&Tensor::zeros(&[1, 3, 5]), &wt, ConvOpts::default())
     });
-    panics_with(&["conv_transpose2d", "[1, 4, 5, 5]", "4 channels", "[3, 2, 3, 3]", "takes 3"], || {
+    panics_with(&["conv_transpose2d", "[1, 4, 5, 5]", "channels are not the weight's", "[3, 2, 3, 3]"], || {
         convt(&Tensor::zeros(&[1, 4, 5, 5]), &wt, ConvOpts::default())
     });
     panics_with(&["conv_transpose2d", "[3, 2, 3, 3]", "2 groups"], || convt(&x, &wt, ConvOpts::default().groups(2)));
@@ -377,7 +377,7 @@ fn convolutions_check_channels_kernels_and_options() {
     panics_with(&["conv_transpose2d", "padding", "output size [-3, -3]"], || {
         convt(&x, &wt, ConvOpts::default().padding(5))
     });
-    panics_with(&["conv_transpose2d", "bias of shape [3]", "2 output channels"], || {
+    panics_with(&["conv_transpose2d", "a bias for 2 output channels", "[3]"], || {
         x.conv_transpose2d(&wt, Some(&Tensor::zeros(&[3])), &ConvOpts::default())
     });
 }
@@ -388,14 +388,14 @@ fn pools_check_kernels_strides_and_ranks() {
     let x = Tensor::zeros(&[1, 1, 3, 3]);
     type Pool = fn(&Tensor, &PoolOpts) -> Tensor;
     for (name, pool) in [("max_pool2d", Tensor::max_pool2d as Pool), ("avg_pool2d", Tensor::avg_pool2d)] {
-        panics_with(&[name, "kernel [5, 5]", "larger than input [1, 1, 3, 3]"], || pool(&x, &PoolOpts::kernel(5)));
+        panics_with(&[name, "kernel [5, 5]", "larger than the input", "[1, 1, 3, 3]"], || {
+            pool(&x, &PoolOpts::kernel(5))
+        });
         panics_with(&[name, "stride [0, 0]", "positive"], || pool(&x, &PoolOpts::kernel(2).stride(0)));
         panics_with(&[name, "stride [0, 0]", "positive"], || pool(&x, &PoolOpts::kernel(2).stride(0).ceil_mode(true)));
         panics_with(&[name, "kernel [0, 0]", "positive"], || pool(&x, &PoolOpts::kernel(0)));
         panics_with(&[name, "dilation [3, 3]", "larger than"], || pool(&x, &PoolOpts::kernel(2).dilation(3)));
-        panics_with(&[name, "input [3]", "fewer than 2 dimensions"], || {
-            pool(&Tensor::zeros(&[3]), &PoolOpts::default())
-        });
+        panics_with(&[name, "fewer than 2 dimensions", "[3]"], || pool(&Tensor::zeros(&[3]), &PoolOpts::default()));
         panics_with(&[name, "stride", "3 values", "2 spatial"], || pool(&x, &PoolOpts::kernel(2).stride([1, 1, 1])));
         assert_eq!(pool(&x, &PoolOpts::kernel(5).padding(1)).shape(), [1, 1, 1, 1], "padding makes room");
     }
@@ -423,12 +423,14 @@ fn sorting_interpolation_and_selection_check_arguments() {
 fn random_draws_check_ranges() {
     let _d = interp();
     panics_with(&["randint", "[5, 5)"], || Tensor::randint(&[2], 5, 5));
-    panics_with(&["randint", "[0, 4294967296)", "int32"], || Tensor::randint(&[2], 0, 1 << 32));
+    panics_with(&["randint", "[0, 4294967296)", "not representable in dtypes.int"], || {
+        Tensor::randint(&[2], 0, 1 << 32)
+    });
     let w = Tensor::ones(&[2, 3]);
     panics_with(&["multinomial", "[2, 2, 2]", "1-D or 2-D"], || Tensor::ones(&[2, 2, 2]).multinomial(1, true));
-    panics_with(&["multinomial", "num_samples=0"], || w.multinomial(0, true));
+    panics_with(&["multinomial", "num_samples must be positive"], || w.multinomial(0, true));
     panics_with(&["multinomial", "without replacement"], || w.multinomial(2, false));
-    panics_with(&["multinomial", "[2, 0]", "no categories"], || Tensor::ones(&[2, 0]).multinomial(1, true));
+    panics_with(&["multinomial", "[2, 0]", "at least one category"], || Tensor::ones(&[2, 0]).multinomial(1, true));
     panics_with(&["dropout", "p=1.5", "[0, 1]"], || w.dropout(1.5));
     panics_with(&["dropout", "p=NaN"], || w.dropout(f64::NAN));
 }
@@ -440,7 +442,7 @@ fn losses_check_labels_and_shapes() {
     let labels = ints(&[1, 2, 3, 4], &[4]);
     let scce = |y: &Tensor, smoothing: f64| logits.sparse_categorical_crossentropy(y, -1, smoothing, Reduction::Mean);
     panics_with(&["sparse_categorical_crossentropy", "[4, 10]", "[5]"], || scce(&ints(&[1; 5], &[5]), 0.0));
-    panics_with(&["sparse_categorical_crossentropy", "integer", "float", "[4]"], || scce(&labels.float(), 0.0));
+    panics_with(&["sparse_categorical_crossentropy", "integer", "float"], || scce(&labels.float(), 0.0));
     panics_with(&["sparse_categorical_crossentropy", "index 10", "0..10"], || scce(&ints(&[1, 2, 3, 10], &[4]), 0.0));
     panics_with(&["sparse_categorical_crossentropy", "label_smoothing"], || scce(&labels, 1.5));
     panics_with(&["sparse_categorical_crossentropy", "class axis"], || {
@@ -456,7 +458,7 @@ fn losses_check_labels_and_shapes() {
     panics_with(&["nll_loss", "[4, 10]", "[3]"], || {
         logits.nll_loss(&ints(&[1, 2, 3], &[3]), None, None, Reduction::Mean)
     });
-    panics_with(&["nll_loss", "weight of shape [3]", "10 classes"], || {
+    panics_with(&["nll_loss", "a weight per class", "[3]", "[4, 10]"], || {
         logits.nll_loss(&labels, Some(&Tensor::ones(&[3])), None, Reduction::Mean)
     });
     panics_with(&["nll_loss", "index 12"], || logits.nll_loss(&ints(&[1, 2, 3, 12], &[4]), None, None, Reduction::Sum));
@@ -468,17 +470,17 @@ fn losses_check_labels_and_shapes() {
         p.binary_crossentropy_logits(&Tensor::zeros(&[3]), Reduction::Mean, None)
     });
     let x = Tensor::zeros(&[2, 4, 3]);
-    panics_with(&["batchnorm", "mean of shape [3]", "[2, 4, 3]"], || {
+    panics_with(&["batchnorm", "statistics that do not fit", "[2, 4, 3], [3]"], || {
         x.batchnorm(None, None, &Tensor::zeros(&[3]), &Tensor::ones(&[4]))
     });
-    panics_with(&["batchnorm", "weight of shape [5]", "[2, 4, 3]"], || {
+    panics_with(&["batchnorm", "statistics that do not fit", "[2, 4, 3], [5]"], || {
         x.batchnorm(Some(&Tensor::ones(&[5])), None, &Tensor::zeros(&[4]), &Tensor::ones(&[4]))
     });
     let (q, k) = (Tensor::zeros(&[2, 3, 4]), Tensor::zeros(&[2, 5, 8]));
     panics_with(&["scaled_dot_product_attention", "[2, 3, 4]", "[2, 5, 8]"], || {
         q.scaled_dot_product_attention(&k, &k, None, false)
     });
-    panics_with(&["scaled_dot_product_attention", "attn_mask of shape [5, 5]", "[2, 3, 3]"], || {
+    panics_with(&["scaled_dot_product_attention", "do not broadcast", "[2, 3, 3], [5, 5]"], || {
         q.scaled_dot_product_attention(&q, &q, Some(&Tensor::ones(&[5, 5]).bool()), false)
     });
     panics_with(&["scaled_dot_product_attention", "exclusive"], || {
@@ -491,16 +493,18 @@ fn data_access_checks_dtypes_shapes_and_devices() {
     let _d = interp();
     let t = m23();
     panics_with(&["to_vec", "float", "asked for", "int"], || t.to_vec::<i32>());
-    assert!(matches!(t.try_to_vec::<i32>(), Err(Error::Invalid(m)) if m.contains("to_vec")));
+    assert!(
+        matches!(t.try_to_vec::<i32>(), Err(Error::DTypes { op: "to_vec", dtypes, .. }) if dtypes == [DType::FLOAT32, DType::INT32])
+    );
     panics_with(&["to_vec", "float", "double"], || t.tolist::<f64>());
     panics_with(&["item", "[2, 3]", "6 elements"], || t.item::<f32>());
     panics_with(&["assign", "[2, 3]", "[3, 2]"], || t.assign(&Tensor::zeros(&[3, 2])));
-    panics_with(&["assign", "[2, 3]", "INTERP", "CPU"], || t.assign(&Tensor::zeros(&[2, 3]).to("CPU")));
+    panics_with(&["assign", "different devices", "INTERP", "CPU"], || t.assign(&Tensor::zeros(&[2, 3]).to("CPU")));
     let row = Tensor::new([1.0f32, 2.0, 3.0]).reshape(&[1, 3]).expand(&[2, 3]);
-    panics_with(&["assign", "expands [1, 3] to [2, 3]"], || row.assign(&m23()));
+    panics_with(&["assign", "target expands", "[1, 3], [2, 3]"], || row.assign(&m23()));
     let lost = t.to("NOPE");
     assert!(matches!(lost.try_realize(), Err(Error::Device(m)) if m.contains("unknown device \"NOPE\"")));
-    panics_with(&["to_vec", "unknown device \"NOPE\""], || lost.to_vec::<f32>());
+    panics_with(&["device error", "unknown device \"NOPE\""], || lost.to_vec::<f32>());
 }
 
 #[test]
