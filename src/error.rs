@@ -2,6 +2,7 @@
 //! mistakes that a `try_` form reports instead of panicking, each as a variant whose fields say
 //! what went wrong (the op, the shapes, the axis, the dtypes) so that a caller can match on it.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use crate::dtype::DType;
@@ -134,6 +135,20 @@ pub(crate) fn ensure(holds: bool, error: impl FnOnce() -> Error) -> Result<()> {
     }
 }
 
+thread_local! {
+    /// The error this thread's last panicking form panicked with (`Error::take_panicked`).
+    static PANICKED: RefCell<Option<Error>> = const { RefCell::new(None) };
+}
+
+impl Error {
+    /// The error a panicking form (`reshape`, not `try_reshape`) last panicked with on this
+    /// thread, taken: a binding that catches the panic (the Python package) raises it as its
+    /// kind, not as text.
+    pub fn take_panicked() -> Option<Error> {
+        PANICKED.take()
+    }
+}
+
 /// The panicking form of a `try_` op: its error's message as the panic's.
 pub(crate) trait OrPanic<T> {
     fn or_panic(self) -> T;
@@ -144,7 +159,11 @@ impl<T> OrPanic<T> for Result<T> {
     fn or_panic(self) -> T {
         match self {
             Ok(t) => t,
-            Err(e) => panic!("{e}"),
+            Err(e) => {
+                let message = e.to_string();
+                PANICKED.set(Some(e));
+                panic!("{message}")
+            }
         }
     }
 }

@@ -1,7 +1,10 @@
-//! Rust failures as the Python exceptions tinygrad raises: a broken precondition of the API (a
-//! panic in the tensor or nn layer, or `Error::Invalid`) is a `ValueError`, a device, compiler or
-//! file failure a `RuntimeError`, and a panic anywhere below the API a `RuntimeError` that says
-//! it is lazygrad's bug. No `PanicException` and no panic report reaches Python.
+//! Rust failures as the Python exceptions tinygrad raises, chosen by the error's kind: an index or
+//! axis out of range an `IndexError`, a number a dtype cannot hold an `OverflowError`, another
+//! broken precondition (shapes, dtypes, devices, values) a `lazygrad.InvalidArgument`, a device,
+//! compiler or file failure a `RuntimeError`. A panicking op's error is recovered from the panic
+//! (`Error::take_panicked`); any other panic in the tensor or nn layer is an `InvalidArgument`
+//! with its message, and one below them a `RuntimeError` that says it is lazygrad's bug. No
+//! `PanicException` and no panic report reaches Python.
 
 use std::cell::{Cell, RefCell};
 
@@ -35,22 +38,26 @@ pub(crate) fn install_panic_hook() {
     }));
 }
 
-/// `f()`, with a panic as a Python exception: a broken precondition of the API (a panic in the
-/// tensor or nn layer: shapes that do not broadcast, a bad axis) a ValueError carrying its
-/// message, a panic below it a RuntimeError naming it a lazygrad bug.
+/// `f()`, with a panic as a Python exception: a panicking op's error as its kind (`error`),
+/// another panic in the tensor or nn layer (a precondition they assert) an InvalidArgument
+/// carrying its message, a panic below them a RuntimeError naming it a lazygrad bug.
 pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
     let outer = GUARDED.replace(true);
+    Error::take_panicked(); // left by a panic someone else caught
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     GUARDED.set(outer);
     result.map_err(|payload| {
+        let file = PANIC_FILE.take();
+        if let Some(e) = Error::take_panicked() {
+            return error(e);
+        }
         let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
             (Some(s), _) => s.clone(),
             (_, Some(s)) => s.to_string(),
             _ => "lazygrad panicked".to_string(),
         };
-        let file = PANIC_FILE.take();
         if API_LAYERS.iter().any(|layer| file.starts_with(layer) || file.contains(&format!("/{layer}"))) {
-            value_error(message)
+            invalid(message)
         } else {
             PyRuntimeError::new_err(format!("internal error in lazygrad (a bug; please report it): {message}"))
         }
@@ -62,13 +69,21 @@ pub(crate) fn checked<T>(f: impl FnOnce() -> ::lazygrad::Result<T>) -> PyResult<
     guard(f)?.map_err(error)
 }
 
-/// An error of the Rust API as the exception tinygrad raises for it: a broken precondition
-/// (`Error::Invalid`) a ValueError (an IndexError for an index out of range), what the world
-/// broke (a device, a compiler, a file) a RuntimeError.
+/// An error of the Rust API as the exception tinygrad raises for its kind: an index or axis out
+/// of range an IndexError (so iteration stops), a number a dtype cannot hold an OverflowError,
+/// another broken precondition an InvalidArgument, what the world broke (a device, a compiler,
+/// a file) a RuntimeError.
 pub(crate) fn error(e: Error) -> PyErr {
+    let message = e.to_string();
     match e {
-        Error::Invalid(message) => value_error(message),
-        other => PyRuntimeError::new_err(other.to_string()),
+        Error::Index { .. } | Error::Axis { .. } => PyIndexError::new_err(message),
+        Error::Unrepresentable { .. } => PyOverflowError::new_err(message),
+        Error::Shape { .. }
+        | Error::DTypes { .. }
+        | Error::Devices { .. }
+        | Error::Value { .. }
+        | Error::Size { .. } => invalid(message),
+        _ => PyRuntimeError::new_err(message),
     }
 }
 
@@ -85,24 +100,6 @@ pub(crate) fn invalid_argument(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         Ok(made.cast_into::<PyType>()?.unbind())
     })?;
     Ok(class.bind(py))
-}
-
-/// A precondition's message as its exception: an index or axis out of range, or an index that is
-/// no index, is an IndexError (so iteration stops), a range a dtype cannot hold an OverflowError;
-/// the rest are InvalidArguments (tinygrad raises
-/// RuntimeError for an integer op on floats, as for most broken preconditions).
-fn value_error(message: String) -> PyErr {
-    let index =
-        ["out of range", "out of bounds", "too many indices", "have no axis", "single ellipsis", "used as indices"];
-    if index.iter().any(|m| message.contains(m)) {
-        PyIndexError::new_err(message)
-    } else if message.contains("not representable") {
-        PyOverflowError::new_err(message)
-    } else if message.contains("only float tensors") {
-        PyRuntimeError::new_err(message)
-    } else {
-        invalid(message)
-    }
 }
 
 /// `lazygrad.InvalidArgument(message)`: a broken precondition found in the conversion of

@@ -136,7 +136,7 @@ class TestMovement(unittest.TestCase):
 class TestErrors(unittest.TestCase):
     def test_programmer_errors_are_value_errors_naming_the_op_and_shapes(self):
         # a Rust panic, raised as pyo3's PanicException, would escape `except Exception`
-        with self.assertRaisesRegex(ValueError, r"add: shapes \[2\] and \[3\] do not broadcast"):
+        with self.assertRaisesRegex(ValueError, r"add: shapes do not broadcast \(shapes \[2\], \[3\]\)"):
             Tensor([1.0, 2.0]) + Tensor([1.0, 2.0, 3.0])
         with self.assertRaisesRegex(ValueError, "reshape"):
             Tensor.zeros(2, 3).reshape(4, 2)
@@ -146,6 +146,32 @@ class TestErrors(unittest.TestCase):
         # what the world breaks (devices, compilers) is a RuntimeError
         with self.assertRaisesRegex(RuntimeError, "unknown device"):
             Tensor([1.0], device="NOSUCHDEVICE").tolist()
+
+    def test_each_kind_of_error_is_its_exception(self):
+        import lazygrad
+
+        t = Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        # a broken precondition is a lazygrad.InvalidArgument: a ValueError and a RuntimeError
+        self.assertTrue(issubclass(lazygrad.InvalidArgument, ValueError))
+        self.assertTrue(issubclass(lazygrad.InvalidArgument, RuntimeError))
+        for kind, op in [("shapes", lambda: t.reshape(4, 2)), ("shapes", lambda: t @ t),
+                         ("dtypes", lambda: t & t), ("devices", lambda: t + Tensor.zeros(2, 3, device="INTERP")),
+                         ("value", lambda: t.chunk(0)), ("value", lambda: t.clamp())]:
+            with self.assertRaises(lazygrad.InvalidArgument, msg=kind):
+                op()
+        # an index or axis out of range is an IndexError, a number a dtype cannot hold an OverflowError
+        for op in [lambda: t[2], lambda: t[0, 0, 0], lambda: t.sum(axis=2), lambda: t.transpose(0, 5),
+                   lambda: t.gather(1, Tensor([[0], [7]]))]:
+            with self.assertRaises(IndexError):
+                op()
+        with self.assertRaises(OverflowError):
+            Tensor.arange(2**31, 2**31 + 2, dtype=dtypes.int32)
+        # no broken precondition is an internal error
+        for op in [lambda: t.reshape(4, 2), lambda: t[2], lambda: t.sum(axis=2)]:
+            try:
+                op()
+            except Exception as e:
+                self.assertNotIn("internal error", str(e))
 
 
 class TestMoreOps(unittest.TestCase):

@@ -629,7 +629,8 @@ impl Tensor {
         let Some(first) = shapes.first() else { return Err(Error::value("cat", "no tensors")) };
         let d = resolve_axis("cat", dim, first.len(), first)?;
         let all: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
-        ensure(!first.is_empty(), || Error::shape("cat", &all, "0-d tensors have no axis to join along (stack them)"))?;
+        // 0-d tensors have no axis to join along (stack them)
+        ensure(!first.is_empty(), || Error::Axis { op: "cat", axis: dim, shape: vec![] })?;
         let same = |s: &Vec<usize>| {
             s.len() == first.len() && s.iter().zip(first).enumerate().all(|(i, (a, b))| i == d || a == b)
         };

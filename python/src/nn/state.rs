@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ::lazygrad::nn::state::{self, Module};
 use ::lazygrad::{Error, Tensor};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -119,10 +119,7 @@ pub(crate) fn load_state_dict(
 ) -> PyResult<()> {
     let state: BTreeMap<String, Tensor> = state_dict.into_iter().map(|(k, t)| (k, t.0)).collect();
     let model = named_of(obj)?;
-    crate::error::guard(|| state::load_state_dict(&model, &state, strict))?.map_err(|e| match e {
-        Error::Invalid(message) => PyValueError::new_err(message),
-        other => runtime(other),
-    })
+    crate::error::checked(|| state::load_state_dict(&model, &state, strict))
 }
 
 /// Save tensors by name to a safetensors file.
