@@ -4,7 +4,7 @@
 
 use ::lazygrad::tensor::{Idx, Operand, Padding, Scalar, Spatial};
 use ::lazygrad::{DType, Tensor};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PySequence, PySlice, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
@@ -93,24 +93,16 @@ impl Operand for Rhs {
 /// Nesting deeper than this is refused (a tensor has far fewer axes).
 const MAX_DEPTH: usize = 64;
 
-/// A value of tensor data: a number (`scalar`), where an int past int64 (up to `2**64 - 1`) is
-/// uint64's 64 bits for a uint64 `dtype`, a float for a float one or none, and an OverflowError
-/// for another integer dtype, which cannot hold it.
+/// A value of tensor data: a number (`scalar`), where an int past int64 (up to `2**64 - 1`, a
+/// uint64's range) is taken wrapped to 64 bits for an integer `dtype` (whose width then wraps it
+/// again, as tinygrad does) and as a float otherwise.
 fn element(x: &Bound<PyAny>, dtype: Option<DType>) -> PyResult<Option<Scalar>> {
     if x.is_instance_of::<PyInt>() && !x.is_instance_of::<PyBool>() && x.extract::<i64>().is_err() {
         let wide: u64 = x.extract().map_err(|_| PyValueError::new_err(format!("{x} does not fit 64 bits")))?;
         return Ok(Some(match dtype {
-            Some(DType::UINT64) => Scalar::Int(wide as i64),
-            Some(d) if d.is_int() => {
-                return Err(PyOverflowError::new_err(format!("Tensor: {x} is not representable in {d:?}")))
-            }
+            Some(d) if d.is_int() => Scalar::Int(wide as i64),
             _ => Scalar::Float(wide as f64),
         }));
-    }
-    let negative = || x.extract::<i64>().is_ok_and(|i| i < 0) && !x.is_instance_of::<PyBool>();
-    if dtype == Some(DType::UINT64) && x.is_instance_of::<PyInt>() && negative() {
-        // the core reads an int's 64 bits as uint64 unsigned: a negative one must stop here
-        return Err(PyOverflowError::new_err(format!("Tensor: {x} is not representable in dtypes.ulong")));
     }
     scalar(x)
 }

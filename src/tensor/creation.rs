@@ -107,12 +107,12 @@ impl Tensor {
     }
     /// A tensor of `shape` on `device` from row-major values of mixed kinds, as tinygrad builds
     /// one from Python numbers: `dtype`, else float32 if any value is a float, int32 if any is an
-    /// int (int64 where a value leaves int32's range, as numpy infers), bool if all are bools, and
-    /// float32 for no values. Each value is converted to the dtype once (a float to float16 rounds
-    /// once, not through float32; a float to an integer dtype truncates toward zero); an integer
-    /// the dtype cannot hold, and NaN or infinity as an integer, is `Error::Unrepresentable`, as
-    /// numpy 2 raises. As uint64 an `Int`'s 64 bits are read unsigned (an i64 holds uint64's
-    /// upper half so).
+    /// int (int64 where a value leaves int32's range, as numpy infers: an inferred dtype never
+    /// wraps a value), bool if all are bools, and float32 for no values. Each value is converted
+    /// to the dtype once (a float to float16 rounds once, not through float32); an integer dtype
+    /// asked for takes a value outside its range wrapped to its width, as tinygrad and torch do
+    /// (`-1` as uint8 is 255, a float truncated toward zero first), and NaN or infinity there is
+    /// `Error::Unrepresentable`.
     pub fn from_scalars(values: &[Scalar], shape: &[usize], dtype: Option<DType>, device: &str) -> Result<Tensor> {
         let dtype = dtype.unwrap_or_else(|| {
             let any = |f: &dyn Fn(&Scalar) -> bool| values.iter().any(f);
@@ -336,18 +336,13 @@ fn f16_rounded_once(x: f64) -> half::f16 {
 /// floats truncated toward zero) wrapped to an integer dtype's width.
 fn write_scalar(v: Scalar, dtype: DType, out: &mut Vec<u8>) -> Result<()> {
     if dtype.is_int() {
-        let unrepresentable = || Error::Unrepresentable { op: "Tensor", value: format!("{v:?}"), dtype };
         let whole = match v {
             Scalar::Float(f) if f.is_finite() => f.trunc() as i128,
-            Scalar::Float(_) => return Err(unrepresentable()),
-            // an i64 holds uint64's upper half as its 64 bits
-            Scalar::Int(i) if dtype == DType::UINT64 => i as u64 as i128,
+            Scalar::Float(_) => return Err(Error::Unrepresentable { op: "Tensor", value: format!("{v:?}"), dtype }),
             Scalar::Int(i) => i as i128,
             Scalar::Bool(b) => b as i128,
         };
-        let (min, max) = dtype.int_range();
-        ensure((min..=max).contains(&whole), unrepresentable)?;
-        // two's complement: the low bytes of the value in every integer width
+        // two's complement: the low bytes are the wrapped value in every integer width
         out.extend_from_slice(&whole.to_le_bytes()[..dtype.itemsize()]);
         return Ok(());
     }
@@ -381,27 +376,20 @@ mod tests {
     }
 
     #[test]
-    fn from_scalars_refuses_integers_the_dtype_cannot_hold() {
+    fn from_scalars_infers_a_dtype_that_holds_them_and_wraps_to_one_asked_for() {
         let inferred = made(&[Scalar::Int(1 << 40), Scalar::Int(5)], None).unwrap();
         assert_eq!((inferred.dtype(), inferred.to_vec::<i64>()), (DType::INT64, vec![1 << 40, 5]));
-        let unrepresentable = |v: Scalar, d: DType| matches!(made(&[v], Some(d)), Err(Error::Unrepresentable { dtype, .. }) if dtype == d);
-        for (v, d) in [
-            (Scalar::Int(1 << 40), DType::INT32),
-            (Scalar::Int(-1), DType::UINT8),
-            (Scalar::Int(256), DType::UINT8),
-            (Scalar::Int(32768), DType::INT16),
-            (Scalar::Float(1.5e10), DType::INT32),
-            (Scalar::Float(f64::NAN), DType::INT32),
-            (Scalar::Float(f64::INFINITY), DType::INT64),
-            (Scalar::Float(-1.5), DType::UINT8),
-        ] {
-            assert!(unrepresentable(v, d), "{v:?} as {d:?}");
+        assert_eq!(made(&[Scalar::Int(-(1 << 31)), Scalar::Int(5)], None).unwrap().dtype(), DType::INT32);
+        let bytes = made(&[Scalar::Int(-1), Scalar::Int(256), Scalar::Float(-1.5)], Some(DType::UINT8)).unwrap();
+        assert_eq!(bytes.to_vec::<u8>(), [255, 0, 255]);
+        let big = made(&[Scalar::Float(1.5e10)], Some(DType::INT32)).unwrap();
+        assert_eq!(big.to_vec::<i32>(), [15_000_000_000i64 as i32]);
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = made(&[Scalar::Float(v)], Some(DType::INT32)).unwrap_err();
+            assert!(matches!(e, Error::Unrepresentable { dtype: DType::INT32, .. }), "{v} as int32: {e:?}");
         }
-        let bytes =
-            made(&[Scalar::Int(0), Scalar::Int(255), Scalar::Float(254.9), Scalar::Float(-0.5)], Some(DType::UINT8));
-        assert_eq!(bytes.unwrap().to_vec::<u8>(), [0, 255, 254, 0]);
-        let edge = made(&[Scalar::Int(-32768), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
-        assert_eq!(edge.to_vec::<i16>(), [-32768, -1]);
+        let edge = made(&[Scalar::Int(255), Scalar::Float(-1.9)], Some(DType::INT16)).unwrap();
+        assert_eq!(edge.to_vec::<i16>(), [255, -1]);
         let wide = made(&[Scalar::Int((1 << 40) + 1), Scalar::Int(-1)], Some(DType::INT64)).unwrap();
         assert_eq!(wide.to_vec::<i64>(), [(1 << 40) + 1, -1]);
         assert_eq!(made(&[Scalar::Int(-1)], Some(DType::UINT64)).unwrap().to_vec::<u64>(), [u64::MAX]);
