@@ -615,7 +615,15 @@ impl Tensor {
         let d = resolve_axis("chunk", dim, self.ndim(), &self.shape())?;
         at_least_1d("chunk", &self.shape())?;
         match self.shape()[d] {
-            0 => self.try_split(vec![0; chunks], dim),
+            // `chunks` empty pieces: a count past memory is an error, not an aborting allocation
+            0 => {
+                let mut empty = vec![];
+                empty
+                    .try_reserve_exact(chunks)
+                    .map_err(|_| Error::value("chunk", format!("{chunks} empty chunks do not fit in memory")))?;
+                empty.resize(chunks, 0);
+                self.try_split(empty, dim)
+            }
             n => self.try_split(n.div_ceil(chunks), dim),
         }
     }
