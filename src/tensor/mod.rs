@@ -490,9 +490,9 @@ impl Tensor {
     /// (RESHAPE, PERMUTE, SHRINK, FLIP, PAD of a BUFFER). A view of something not stored yet
     /// stores that first: the node under the views, or the highest EXPAND among them (`zeros` is
     /// a constant expanded), which is then the storage written. A tensor neither stored nor a
-    /// view is written into new storage, as tinygrad's store into the tensor's graph: its value
-    /// is computed from that graph in the kernel that stores it (`a += b` is `a + b`, bit for
-    /// bit, not `a` stored and then added to).
+    /// view (and of a concrete shape) is written into new storage, as tinygrad's store into the
+    /// tensor's graph: its value is computed from that graph in the kernel that stores it
+    /// (`a += b` is `a + b`, bit for bit, not `a` stored and then added to).
     fn assign_target(&self) -> UOp {
         let u = self.uop();
         let mut chain = vec![];
@@ -512,7 +512,8 @@ impl Tensor {
             }
             return u;
         }
-        if chain.is_empty() {
+        let concrete = self.dims().iter().all(|d| matches!(d, crate::uop::Sint::Int(_)));
+        if chain.is_empty() && concrete {
             let shape = self.shape();
             let storage = Buffer::new(self.device(), checked_numel("assign", &shape, self.dtype()), self.dtype());
             return buffer_view(&Arc::new(storage), &shape);
