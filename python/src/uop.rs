@@ -61,7 +61,10 @@ impl PyUOp {
         }
     }
     fn __repr__(&self) -> String {
-        format!("<UOp {} {:?}>", self.0.op().name(), self.0.sh())
+        match self.0.shape() {
+            Some(shape) => format!("<UOp {} {shape:?}>", self.0.op().name()),
+            None => format!("<UOp {}>", self.0.op().name()),
+        }
     }
 }
 
