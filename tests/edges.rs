@@ -254,6 +254,26 @@ fn assign_through_a_view_writes_the_viewed_tensor() {
     }
 }
 
+/// An assignment to a tensor neither stored nor a view computes the value from the tensor's
+/// graph in one kernel, as tinygrad's: `a += z` with `a = x * y` is `x * y + z`, one fused
+/// multiply-add on CPU, bit for bit what `x * y + z` gives. It stored `x * y` first (rounded)
+/// and then added, which lost the low bit: (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24, and 2^-11 once
+/// the product is rounded to float32.
+#[test]
+fn assign_to_a_lazy_tensor_computes_the_value_from_its_graph() {
+    let _device = DefaultDevice::scoped("CPU");
+    let x = Tensor::new([1.0f32 + 2f32.powi(-12)]).realize();
+    let z = Tensor::new([-1.0f32]).realize();
+    let fused = (&x * &x + &z).to_vec::<f32>();
+    assert_eq!(fused, [2f32.powi(-11) + 2f32.powi(-24)]);
+    let a = &x * &x;
+    let before = &a * 1.0;
+    a.assign(&(&a + &z));
+    assert_eq!(a.to_vec::<f32>(), fused);
+    assert!(a.buffer().is_some(), "the assignment is stored");
+    assert_eq!(before.to_vec::<f32>(), [1.0 + 2f32.powi(-11)], "a tensor built from the old value keeps it");
+}
+
 /// Writing 12 values into a broadcast of 4 stored elements was accepted (and kept the last write).
 #[test]
 #[should_panic(expected = "several of its elements are one memory location (shapes [1, 4], [3, 4])")]

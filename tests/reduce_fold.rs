@@ -523,3 +523,29 @@ fn one_hot_gather_of_int8_values_sums_in_int32() {
         assert_eq!(g.to_vec::<i32>(), want, "on {dev}");
     }
 }
+
+#[test]
+fn an_embedding_lookup_is_one_gather_kernel_without_arithmetic() {
+    // tinygrad's Embedding: Σ_rows where(row == idx, weight, 0), folded to weight[idx] gated by
+    // 0 <= idx < vocab (tinygrad's test_embedding_one_kernel_fused_noopt counts 0 ops)
+    let (vocab, dim) = (5, 3);
+    let ws: Vec<f32> = (0..vocab * dim).map(|v| v as f32 * 0.5 - 2.0).collect();
+    let ids = [[4, 0, 7], [-1, 2, 4]];
+    let row = |e: i32| {
+        (0..dim)
+            .map(move |j| if (0..vocab as i32).contains(&e) { (e as usize * dim + j) as f32 * 0.5 - 2.0 } else { 0.0 })
+    };
+    let want: Vec<f32> = ids.iter().flatten().flat_map(|&e| row(e)).collect();
+    for dev in DEVICES {
+        let _g = DefaultDevice::scoped(dev);
+        let _noopt = lazygrad::Context::new(&[("NOOPT", 1)]);
+        let table = lazygrad::nn::layers::Embedding { weight: Tensor::from_vec(ws.clone(), &[vocab, dim]).realize() };
+        let rows = table.forward(&Tensor::new(ids).realize());
+        let ks = kernels(&rows);
+        assert_eq!(ks.len(), 1, "on {dev}");
+        assert_folded(&ks[0], 3);
+        let spec = get_program(&ks[0], &lazygrad::renderer::listing::ListingRenderer).unwrap();
+        assert_eq!(spec.ops, 0, "on {dev}:\n{}", spec.src);
+        assert_eq!(rows.to_vec::<f32>(), want, "on {dev}");
+    }
+}

@@ -273,6 +273,16 @@ class TestConvolutionsAndInPlace(unittest.TestCase):
         t.assign(t * 2).realize()
         self.assertEqual(t.tolist(), [2.0, 40.0, 60.0])
 
+    def test_plus_equals_on_a_lazy_tensor_is_the_sum_bit_for_bit(self):
+        # (1 + 2**-12)**2 - 1 is 2**-11 + 2**-24 with one rounding (the fused multiply-add inside
+        # one kernel), 2**-11 when the product is stored first
+        x, z = Tensor([1.0 + 2.0**-12]).realize(), Tensor([-1.0]).realize()
+        fused = (x * x + z).tolist()
+        self.assertEqual(fused, [2.0**-11 + 2.0**-24])
+        a = x * x
+        a += z
+        self.assertEqual(a.tolist(), fused)
+
     def test_setitem_writes_tensors_and_numbers_into_views(self):
         x = np.arange(6, dtype=np.float32).reshape(3, 2)
         t = Tensor(x.tolist()).realize()

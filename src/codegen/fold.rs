@@ -10,7 +10,8 @@
 //!    integer equality whose difference is linear in `k` with coefficient ±1). Exactly the one
 //!    term `k = e` survives when `0 <= e < N`, none otherwise:
 //!    `Σ_k v = WHERE(0 <= e < N ∧ C(e), x(e), 0)`. Every load whose index depends on `k` gets
-//!    `0 <= e < N` ANDed into its INDEX gate, so `x(e)` never reads out of bounds.
+//!    `0 <= e < N` ANDed into its INDEX gate, so `x(e)` never reads out of bounds; where `x(e)`
+//!    is such a load and `C` is empty, the load is the sum (a gated load reads 0).
 //! 3. **Counting**: `v = WHERE(A ∧ B, x, 0)` with `x` and `A` independent of `k` and `B` a
 //!    conjunction of bounds `k >= L_i`, `k < U_j` (each a comparison of integers whose difference
 //!    is linear in `k` with coefficient ±1). Then `Σ_k v = WHERE(A, x·count, 0)` with
@@ -136,6 +137,9 @@ fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
         let roots = [vec![x.clone()], others.iter().map(|a| (*a).clone()).collect()].concat();
         let done = substitution(&UOp::new(Ops::Sink, DType::VOID, roots, Arg::None), k, e, gate)?;
         let (x, cs) = done.src().split_first().expect("x is the first root");
+        if cs.is_empty() && reads_zero_unless(x, &valid) {
+            return Some(x.clone());
+        }
         let cond = cs.iter().fold(valid.clone(), |cond, c| cond.alu(Ops::And, &[c]));
         Some(UOp::where_(&cond, x, &zero(d)))
     };
@@ -146,6 +150,13 @@ fn fold_select(atoms: &[UOp], x: &UOp, k: &UOp, d: DType) -> Option<UOp> {
         let clamped = neg_y.alu(Ops::Max, &[&one_minus_n]).alu(Ops::Neg, &[]);
         substitute(&clamped, None)
     })
+}
+
+/// Whether `x` is a load gated by `gate` (alone or as the first conjunct, as `substitution`
+/// gates it): a gated load reads 0 where its gate fails, so `WHERE(gate, x, 0)` is `x`.
+fn reads_zero_unless(x: &UOp, gate: &UOp) -> bool {
+    let load_gate = (x.op() == Ops::Load).then(|| x.src()[0].src().get(2)).flatten();
+    load_gate.is_some_and(|g| g == gate || (g.op() == Ops::And && &g.src()[0] == gate))
 }
 
 /// Rule 3 (counting): `Σ_k WHERE(A ∧ B(k), x, 0)` with `x`, `A` free of `k` and `B` bounds on `k`

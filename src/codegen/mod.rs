@@ -20,6 +20,7 @@ use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::symbolic;
+use crate::uop::uop::UOpSet;
 use crate::uop::Target;
 use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
 use crate::uop::{KernelName, ProgramSpec};
@@ -164,8 +165,12 @@ fn launch_size(uops: &[UOp], workgroups: bool) -> ([usize; 3], Option<[usize; 3]
     (global, workgroups.then_some(local))
 }
 
-/// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts.
+/// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts. As
+/// tinygrad's estimate, what computes an address or a gate (anything an INDEX depends on) is
+/// indexing, not arithmetic, and does not count.
 fn count_ops(uops: &[UOp]) -> u64 {
+    let indexes = uops.iter().filter(|u| u.op() == Ops::Index).cloned().collect();
+    let indexing: UOpSet = UOp::new(Ops::Sink, DType::VOID, indexes, Arg::None).toposort().into_iter().collect();
     let mut trips: Vec<u64> = vec![1];
     let mut total = 0u64;
     for u in uops {
@@ -184,7 +189,7 @@ fn count_ops(uops: &[UOp]) -> u64 {
                     total += trips.last().unwrap() * (2 * m * n * k / crate::uop::wmma::WARP) as u64;
                 }
             }
-            op if op.is_alu() && u.dtype().base() != DType::INDEX => {
+            op if op.is_alu() && u.dtype().base() != DType::INDEX && !indexing.contains(u) => {
                 // a fused multiply-add is two operations
                 let flops = if op == Ops::MulAcc { 2 } else { 1 };
                 total += trips.last().unwrap() * u.dtype().count as u64 * flops

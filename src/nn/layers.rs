@@ -337,7 +337,8 @@ impl Embedding {
     }
     /// Rows of the table for integer indices of any shape (output shape: `[..., embed_size]`).
     /// As in tinygrad, nothing is read on the host: an index outside the table gives a row of
-    /// zeros.
+    /// zeros. The lookup is tinygrad's sum over the rows of `where(row == idx, weight, 0)`,
+    /// which reduce folding turns into a gather (one read per element, no arithmetic).
     pub fn forward(&self, idx: &Tensor) -> Tensor {
         let vocab = self.weight.shape()[0];
         let (dtype, shape) = (idx.dtype(), idx.shape());
@@ -346,8 +347,8 @@ impl Embedding {
             "Embedding of {vocab} rows: indices must be an integer tensor, got {dtype:?} {shape:?}"
         );
         let rows = Tensor::arange(vocab).to(idx.device());
-        let one_hot = idx.unsqueeze(-1).eq(&rows);
-        one_hot.cast(self.weight.dtype()).matmul(&self.weight)
+        let selected = idx.unsqueeze(-1).eq(&rows).unsqueeze(-1);
+        selected.where_(&self.weight, 0.0).sum(-2isize, false)
     }
 }
 

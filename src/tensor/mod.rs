@@ -28,7 +28,7 @@ use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::{create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
+use crate::schedule::{buffer_view, create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
@@ -503,7 +503,10 @@ impl Tensor {
     /// What an assignment writes through: this tensor's node once it is storage or a view of it
     /// (RESHAPE, PERMUTE, SHRINK, FLIP, PAD of a BUFFER). A view of something not stored yet
     /// stores that first: the node under the views, or the highest EXPAND among them (`zeros` is
-    /// a constant expanded), which is then the storage written.
+    /// a constant expanded), which is then the storage written. A tensor neither stored nor a
+    /// view (and of a concrete shape) is written into new storage, as tinygrad's store into the
+    /// tensor's graph: its value is computed from that graph in the kernel that stores it
+    /// (`a += b` is `a + b`, bit for bit, not `a` stored and then added to).
     fn assign_target(&self) -> Result<UOp> {
         let u = self.uop();
         let mut chain = vec![];
@@ -522,6 +525,12 @@ impl Tensor {
                 ));
             }
             return Ok(u);
+        }
+        let concrete = self.dims().iter().all(|d| matches!(d, crate::uop::Sint::Int(_)));
+        if chain.is_empty() && concrete {
+            let shape = self.shape();
+            let storage = Buffer::new(self.device(), checked_numel("assign", &shape, self.dtype())?, self.dtype());
+            return Ok(buffer_view(&Arc::new(storage), &shape));
         }
         let stored = expand.copied().unwrap_or(base);
         Tensor::from_uop(stored.clone(), self.device()).try_realize()?;

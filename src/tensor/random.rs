@@ -1,9 +1,16 @@
-//! Seeded, reproducible random tensors from a counter-based generator (Threefry-2x32).
+//! Seeded, reproducible random tensors from a counter-based generator (Threefry-2x32), drawing
+//! tinygrad's stream: the same seed gives the same numbers as tinygrad's.
 //!
 //! The counter lives on the device (as tinygrad's does): a 64-bit count per device, held as two
 //! uint32 words (low, high) that each draw advances in place, so that devices without 64-bit
 //! integers (WebGPU) draw the same numbers. A JIT captures those advances with the draws, so
 //! every replay of a captured function draws new numbers.
+//!
+//! A device's key is tinygrad's: the seed as the high word, and as the low word the low 32 bits
+//! of SHA-256 of the device's number (0 for the first device drawn from since the seed was set,
+//! as 4 big-endian bytes). A draw of `n` words takes the counter `c` before it, keys Threefry
+//! with Threefry(key, c), and returns the low output words of the counters `i + (i + h) * 2^32`
+//! for `i < h = ceil(n/2)`, then the high ones, the first `n` of those.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,36 +18,45 @@ use std::sync::{LazyLock, Mutex};
 
 use std::f64::consts::PI;
 
+use sha2::{Digest, Sha256};
+
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::helpers::getenv;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
-/// Each device's counter: its next draw starts there.
-static COUNTERS: LazyLock<Mutex<HashMap<String, Tensor>>> = LazyLock::new(Default::default);
+/// Each device's key and counter (its next draw starts there).
+static COUNTERS: LazyLock<Mutex<HashMap<String, (u64, Tensor)>>> = LazyLock::new(Default::default);
 
 /// Threefry-2x32's rotation constants (20 rounds, as in Random123 and JAX).
 const ROT: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
 
 /// Threefry-2x32 with 20 rounds, on the device: a keyed bijection of 64-bit counters given as
-/// their low and high uint32 halves; returns the two uint32 output words. Built from uint32
-/// add/xor/shift ops only, so every backend runs it as ordinary fused arithmetic.
-fn threefry(lo: &Tensor, hi: &Tensor, key: u64) -> (Tensor, Tensor) {
-    let (k0, k1) = (key as u32, (key >> 32) as u32);
-    let ks = [k0, k1, k0 ^ k1 ^ 0x1BD1_1BDA];
+/// their low and high uint32 halves, under the key words `k0` (low) and `k1` (high) of the
+/// counters' shape; returns the two uint32 output words. Built from uint32 add/xor/shift ops
+/// only, so every backend runs it as ordinary fused arithmetic (constant keys fold).
+fn threefry(lo: &Tensor, hi: &Tensor, k0: &Tensor, k1: &Tensor) -> (Tensor, Tensor) {
+    let ks = [k0.clone(), k1.clone(), k0.bitwise_xor(k1).bitwise_xor(0x1BD1_1BDA)];
     let rotl = |x: &Tensor, r: u32| x.lshift(r as i64).bitwise_or(x.rshift(32 - r as i64));
-    let (mut x0, mut x1) = (lo + ks[0] as i64, hi + ks[1] as i64);
+    let (mut x0, mut x1) = (lo + &ks[0], hi + &ks[1]);
     for round in 0..5 {
         for r in 0..4 {
             x0 = &x0 + &x1;
             x1 = rotl(&x1, ROT[(round % 2) * 4 + r]).bitwise_xor(&x0);
         }
         let i = round + 1;
-        x0 = &x0 + ks[i % 3] as i64;
-        x1 = &x1 + ks[(i + 1) % 3].wrapping_add(i as u32) as i64;
+        x0 = &x0 + &ks[i % 3];
+        x1 = &x1 + &ks[(i + 1) % 3] + i as i64;
     }
     (x0, x1)
+}
+
+/// tinygrad's key of the `index`-th device drawn from since the seed was set.
+fn device_key(index: usize, seed: u64) -> u64 {
+    let digest = Sha256::digest((index as u32).to_be_bytes());
+    let low = u32::from_be_bytes(digest[28..].try_into().expect("SHA-256 has 32 bytes"));
+    (seed as u32 as u64) << 32 | low as u64
 }
 
 /// The carry out of the uint32 sum `a + b = sum` (0 or 1), from the top bits alone: bitwise
@@ -84,40 +100,60 @@ impl Tensor {
         SEED.store(seed, Ordering::Relaxed);
         COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
-    /// Uniform floats in `[0, 1)` (float32), generated on the device: the top 24 bits of
-    /// Threefry-2x32 of consecutive counters.
+    /// Uniform floats in `[0, 1)` (float32), generated on the device as tinygrad's: the top 23
+    /// bits of a random word, as the mantissa of a float in `[1, 2)`, minus 1.
     pub fn rand(shape: &[usize]) -> Tensor {
-        let (_, x1) = Tensor::random_words(shape);
+        let bits = Tensor::random_bits(shape.iter().product());
         // its own storage: equal draws (same seed and counter) must stay separate tensors, so
         // that updating one in place (a parameter) never changes the other
-        (x1.rshift(8).cast(DType::FLOAT32) * (1.0 / (1u64 << 24) as f64)).reshape(shape).contiguous()
+        (bits.rshift(9).cast(DType::FLOAT32) * (1.0 / (1u64 << 23) as f64)).reshape(shape).contiguous()
     }
-    /// The two uint32 words of Threefry-2x32 for the next `numel(shape)` counters (flat), on
-    /// the default device.
+    /// Two random uint32 words per element of `shape` (flat), on the default device.
     fn random_words(shape: &[usize]) -> (Tensor, Tensor) {
         let n: usize = shape.iter().product();
-        let base = Tensor::advance_counter(n);
-        let (base_lo, base_hi) = (base.shrink(&[(0, 1)]).expand(&[n]), base.shrink(&[(1, 2)]).expand(&[n]));
-        let index = Tensor::arange(n).cast(DType::UINT32);
-        let lo = &index + &base_lo;
-        let hi = base_hi + carry(&index, &base_lo, &lo);
-        threefry(&lo, &hi, SEED.load(Ordering::Relaxed))
+        let bits = Tensor::random_bits(2 * n);
+        (bits.shrink(&[(0, n)]), bits.shrink(&[(n, 2 * n)]))
     }
-    /// The default device's counter before a draw of `n`, which it then advances by `n`: two
-    /// small kernels run now (the next value into a buffer of its own, copied into the
-    /// counter), and the draw's value reads that buffer. A realize that fails panics, as a draw
-    /// has no error to return; on a device that computes at all, these two do.
-    fn advance_counter(n: usize) -> Tensor {
+    /// The next `n` uint32 words of the default device's stream (the module docs say which).
+    fn random_bits(n: usize) -> Tensor {
+        let (key, counter) = Tensor::advance_counter(n);
+        let host_key = |k: u64| Tensor::full_dtype(&[1], k as u32 as i64, DType::UINT32);
+        let word = |i: usize| counter.shrink(&[(i, i + 1)]);
+        let (k0, k1) = threefry(&word(0), &word(1), &host_key(key), &host_key(key >> 32));
+        // the draw's key in a kernel of its own, not computed again for every element
+        let draw_key = Tensor::cat(&[&k0, &k1], 0).contiguous();
+        // word j < h is the low output word of the counter pair (j, j + h), word j >= h the
+        // high one of (j - h, j): one Threefry per word, in the words' order
+        let h = n.div_ceil(2);
+        let key_word = |i: usize| draw_key.shrink(&[(i, i + 1)]).expand(&[n]);
+        // (the high words' selection in bitwise ops, which vectorize where a comparison would not)
+        let word = Tensor::arange(n).cast(DType::UINT32);
+        let minus_h = word.full_like((h as u32).wrapping_neg() as i64);
+        let high = carry(&word, &minus_h, &(&word + &minus_h));
+        let low = &word - &(&high * h as i64);
+        let (x0, x1) = threefry(&low, &(&low + h as i64), &key_word(0), &key_word(1));
+        let high_mask = &high * u32::MAX as i64;
+        x0.bitwise_xor(x0.bitwise_xor(&x1).bitwise_and(&high_mask))
+    }
+    /// The default device's key, and its counter before a draw of `n`, which it then advances
+    /// by `n`: two small kernels run now (the next value into a buffer of its own, copied into
+    /// the counter), and the draw's value reads that buffer. A realize that fails panics, as a
+    /// draw has no error to return; on a device that computes at all, these two do.
+    fn advance_counter(n: usize) -> (u64, Tensor) {
         let device = crate::runtime::default_device();
         let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
-        let counter = counters
+        let index = counters.len();
+        let (key, counter) = counters
             .entry(device)
-            .or_insert_with(|| Tensor::zeros(&[2]).cast(DType::UINT32).contiguous().realize())
+            .or_insert_with(|| {
+                let counter = Tensor::zeros(&[2]).cast(DType::UINT32).contiguous().realize();
+                (device_key(index, SEED.load(Ordering::Relaxed)), counter)
+            })
             .clone();
         let next = add_u64(&counter, n as u64).contiguous();
         counter.assign(&next);
         Tensor::realize_all(&[next.clone(), counter]).unwrap_or_else(|e| panic!("random counter: {e}"));
-        add_u64(&next, (n as u64).wrapping_neg())
+        (key, add_u64(&next, (n as u64).wrapping_neg()))
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
@@ -263,10 +299,24 @@ mod tests {
         let counters: Vec<u64> = vec![0, 1, 2, 0xffff_ffff, 0x1_0000_0000, 0xdead_beef_cafe_f00d];
         let lo = Tensor::new(counters.iter().map(|&c| c as u32).collect::<Vec<_>>());
         let hi = Tensor::new(counters.iter().map(|&c| (c >> 32) as u32).collect::<Vec<_>>());
-        let (x0, x1) = threefry(&lo, &hi, key);
+        let host_key = |k: u64| Tensor::full_dtype(&[counters.len()], k as u32 as i64, DType::UINT32);
+        let (x0, x1) = threefry(&lo, &hi, &host_key(key), &host_key(key >> 32));
         let want: Vec<(u32, u32)> = counters.iter().map(|&c| threefry_host(key, c)).collect();
         let got: Vec<(u32, u32)> = x0.to_vec::<u32>().into_iter().zip(x1.to_vec::<u32>()).collect();
         assert_eq!(got, want);
+    }
+
+    /// tinygrad's draw of `n` words from the first device after `manual_seed(seed)`, at the
+    /// count `counter`, on the host.
+    fn draw_host(seed: u64, counter: u64, n: usize) -> Vec<u32> {
+        let (k0, k1) = threefry_host(device_key(0, seed), counter);
+        let h = n.div_ceil(2) as u64;
+        let words: Vec<(u32, u32)> =
+            (0..h).map(|i| threefry_host((k1 as u64) << 32 | k0 as u64, i | (i + h) << 32)).collect();
+        words.iter().map(|w| w.0).chain(words.iter().map(|w| w.1)).take(n).collect()
+    }
+    fn unit_float(word: u32) -> f32 {
+        (word >> 9) as f32 / (1u32 << 23) as f32
     }
 
     /// The tests that seed the process-wide stream, one at a time.
@@ -281,30 +331,36 @@ mod tests {
         Tensor::manual_seed(9);
         let n = 4096;
         let r = Tensor::rand(&[n]);
+        // the draw's key, then the numbers
         let kernel = Tensor::schedule(std::slice::from_ref(&r))
             .into_iter()
-            .find_map(|item| match item {
+            .filter_map(|item| match item {
                 crate::schedule::ScheduleItem::Kernel { ast, .. } => Some(ast),
                 _ => None,
             })
-            .expect("one kernel draws the numbers");
+            .last()
+            .expect("a kernel draws the numbers");
         let renderer = crate::renderer::c::CRenderer;
         let spec = crate::codegen::get_program(&kernel, &renderer).unwrap();
         let lanes = crate::renderer::Renderer::target(&renderer).float_lanes();
         // the uint32 rounds on vectors of lanes, and about Threefry's 110 operations per number
-        // (unsigned sums are not flattened into linear forms, which repeated their terms)
+        // and 15 choosing its counter pair and output word (unsigned sums are not flattened into
+        // linear forms, which repeated their terms)
         assert!(spec.src.contains(&format!("uint{lanes} ")), "{}", spec.src);
-        assert!(spec.ops <= 130 * n as u64, "{} operations per number", spec.ops / n as u64);
-        let want: Vec<f32> = (0..n as u64).map(|c| (threefry_host(9, c).1 >> 8) as f32 / (1u32 << 24) as f32).collect();
+        assert!(spec.ops <= 140 * n as u64, "{} operations per number", spec.ops / n as u64);
+        let want: Vec<f32> = draw_host(9, 0, n).into_iter().map(unit_float).collect();
         assert_eq!(r.to_vec::<f32>(), want);
     }
 
     #[test]
-    fn rand_is_the_top_bits_of_threefry() {
+    fn rand_is_tinygrads_stream() {
         let _serial = serial();
         Tensor::manual_seed(5);
-        let r = Tensor::rand(&[2, 3]).to_vec::<f32>();
-        let want: Vec<f32> = (0..6).map(|c| (threefry_host(5, c).1 >> 8) as f32 / (1u32 << 24) as f32).collect();
-        assert_eq!(r, want);
+        let (a, b) = (Tensor::rand(&[2, 3]).to_vec::<f32>(), Tensor::rand(&[3]).to_vec::<f32>());
+        assert_eq!(a, draw_host(5, 0, 6).into_iter().map(unit_float).collect::<Vec<_>>());
+        assert_eq!(b, draw_host(5, 6, 3).into_iter().map(unit_float).collect::<Vec<_>>());
+        // tinygrad's randperm(10) after manual_seed(0)
+        Tensor::manual_seed(0);
+        assert_eq!(Tensor::randperm(10).to_vec::<i32>(), [8, 9, 4, 3, 6, 1, 7, 5, 2, 0]);
     }
 }
