@@ -67,8 +67,7 @@ fn scalar_param(c: &UOp, name: String) -> (UOp, i64) {
 /// the graph, starting with a digit so that no `Variable` can share its name. Panics if one
 /// variable is bound to two values in the same graph.
 pub fn unbind(outputs: &[UOp]) -> (Vec<UOp>, VarVals) {
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    let order = sink.toposort();
+    let order = UOp::toposort_all(outputs);
     let mut ctx = Bindings::default();
     for (i, c) in order.iter().filter(|u| is_scalar_param(u)).enumerate() {
         let name = format!("{i}_scalar");
@@ -79,6 +78,7 @@ pub fn unbind(outputs: &[UOp]) -> (Vec<UOp>, VarVals) {
     if ctx.params.is_empty() && !order.iter().any(|u| u.op() == Ops::Bind) {
         return (outputs.to_vec(), VarVals::new());
     }
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
     let sink = graph_rewrite(&sink, &PM_UNBIND, &mut ctx, "unbind variables", false);
     if let Some((name, a, b)) = ctx.conflict {
         panic!("realize: variable {name} is bound to both {a} and {b} in one graph");
