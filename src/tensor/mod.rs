@@ -269,6 +269,10 @@ impl Tensor {
             }
         }
         let mut all = tensors.to_vec();
+        // no CONTIGUOUS inside (an eager op): no live tensor to look for, and there may be many
+        if !graph.iter().any(|u| u.op() == Ops::Contiguous && !outputs.contains(u)) {
+            return all;
+        }
         let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
         all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
             let u = t.uop();
