@@ -34,8 +34,9 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     std::env::set_var("LAZYGRAD_CACHE", &dir);
     let cpu = get_device("CPU").unwrap();
     let (a, big) = (Tensor::arange(16).float().realize(), Tensor::arange(1 << 16).float().realize());
-    // two kernels named E_16, a reduce, and a vector kernel (compiled with other flags)
-    let graphs = [a.neg(), &a * 3.0, a.sum(None, false), &big * 2.0];
+    // two kernels named E_16, a reduce, and a vector kernel (compiled with other flags); no
+    // float constants, which would be launch values (`schedule/unbind.rs`)
+    let graphs = [a.neg(), &a * &a, a.sum(None, false), &big + &big];
     let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>, UOp)> = graphs.iter().map(kernel).collect();
     assert_eq!(kernels[0].0.name.to_string(), kernels[1].0.name.to_string());
     let vector = format!("vector_size({})", lazygrad::renderer::Renderer::target(&CRenderer).vector_bytes);
@@ -51,7 +52,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
         kernels[i].1[0].copyout().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
     };
     assert_eq!(out(0), (0..16).map(|i| -(i as f32)).collect::<Vec<_>>());
-    assert_eq!(out(1), (0..16).map(|i| 3.0 * i as f32).collect::<Vec<_>>());
+    assert_eq!(out(1), (0..16).map(|i| (i * i) as f32).collect::<Vec<_>>());
     assert_eq!(out(2), vec![120.0]);
     assert_eq!(out(3)[(1 << 16) - 1], 2.0 * 65535.0);
 
@@ -89,7 +90,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     }
     let program = cpu.compile_all(&specs).unwrap().swap_remove(1);
     CompiledKernel::new(&kernels[1].2, &kernels[1].0, program).launch(&kernels[1].1, &[]).unwrap();
-    assert_eq!(out(1), (0..16).map(|i| 3.0 * i as f32).collect::<Vec<_>>());
+    assert_eq!(out(1), (0..16).map(|i| (i * i) as f32).collect::<Vec<_>>());
     CompiledKernel::compile(&*cpu, &good_ast, &good).unwrap().launch(&bufs, &[]).unwrap();
     assert_eq!(cached_objects(&dir), before + 5, "rebuilt in place");
     let _ = std::fs::remove_dir_all(&dir);

@@ -29,7 +29,7 @@ use lazygrad::engine::CompiledKernel;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::runtime::{get_device, Buffer, DefaultDevice};
-use lazygrad::schedule::ScheduleItem;
+use lazygrad::schedule::{ScheduleItem, VarVals};
 use lazygrad::uop::ProgramSpec;
 use lazygrad::uop::{AxisKind, UOp};
 use lazygrad::{Context, DType, Tensor};
@@ -253,6 +253,8 @@ fn random_opts(ast: &UOp, c: &mut Choices) -> Vec<Opt> {
 struct KernelCase {
     ast: UOp,
     bufs: Vec<Arc<Buffer>>,
+    /// The values of the program's scalar parameters (its float constants).
+    vals: VarVals,
     variants: Vec<(String, ProgramSpec, ProgramSpec)>,
 }
 
@@ -276,7 +278,8 @@ fn prepare(p: &Program, list: &[u16]) -> Result<Prepared, String> {
         lazy(p, "CPU")
     };
     let mut kernels = vec![];
-    for item in Tensor::schedule(std::slice::from_ref(&result)) {
+    let (items, vals) = Tensor::linear_with_vars(std::slice::from_ref(&result)).map_err(|e| e.to_string())?;
+    for item in items {
         let ScheduleItem::Kernel { ast, bufs } = item else { continue };
         let generate = |opts: Option<&[Opt]>, r: &dyn lazygrad::renderer::Renderer| {
             match opts {
@@ -295,7 +298,7 @@ fn prepare(p: &Program, list: &[u16]) -> Result<Prepared, String> {
             let (cpu, interp) = (generate(opts.as_deref(), &CRenderer)?, generate(opts.as_deref(), &ListingRenderer)?);
             variants.push((name, cpu, interp));
         }
-        kernels.push(KernelCase { ast: ast.clone(), bufs, variants });
+        kernels.push(KernelCase { ast: ast.clone(), bufs, vals: vals.clone(), variants });
     }
     Ok(Prepared { host, kernels, vector_bytes })
 }
@@ -315,7 +318,9 @@ fn run_kernels(prepared: &Prepared, tolerant: bool) -> Result<(), String> {
             let run = |dev: &Arc<dyn lazygrad::runtime::Device>, spec: &ProgramSpec| {
                 out.copyin(&before).map_err(|e| e.to_string())?;
                 let err = |e: lazygrad::Error| format!("{} {name}: {e}\n{:?}", dev.name(), k.ast);
-                CompiledKernel::compile(&**dev, &k.ast, spec).and_then(|c| c.launch(&k.bufs, &[])).map_err(err)?;
+                let c = CompiledKernel::compile(&**dev, &k.ast, spec).map_err(err)?;
+                let vals: Vec<i64> = c.vars.iter().map(|n| k.vals[n]).collect();
+                c.launch(&k.bufs, &vals).map_err(err)?;
                 out.copyout().map_err(|e| e.to_string())
             };
             let (on_interp, on_cpu) = (run(&interp, interp_spec)?, run(&cpu, cpu_spec)?);

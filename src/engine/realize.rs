@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::ops::{Range, RangeInclusive};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -9,11 +10,12 @@ use std::time::{Duration, Instant};
 use super::search::get_program_for;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
+use crate::helpers::lru::Lru;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner, param_reach};
 use crate::schedule::{ScheduleItem, VarVals};
-use crate::uop::{Arg, KernelName, ProgramSpec, UOp};
+use crate::uop::{Arg, FastHasher, KernelName, ProgramSpec, UOp};
 
 /// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside
 /// its buffers. Made only from the AST it was lowered from, so its reach is the program's.
@@ -110,9 +112,9 @@ impl CompiledKernel {
 }
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
-/// 4096 used last (a JIT holds its own).
+/// 4096 used last (a JIT holds its own). Hashed with `FastHasher`: every eager op looks one up.
 type CacheKey = (String, UOp, (i64, usize, crate::uop::Target));
-type Cache = Mutex<crate::helpers::lru::Lru<CacheKey, Arc<CompiledKernel>>>;
+type Cache = Mutex<Lru<CacheKey, Arc<CompiledKernel>, BuildHasherDefault<FastHasher>>>;
 
 fn program_cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -219,7 +221,6 @@ impl ExecItem {
     /// Run it, account it in `GlobalCounters`, print its DEBUG=2 line; returns seconds taken.
     pub fn run(&self) -> Result<f64> {
         let Some(first) = self.bufs.first() else { return Err(Error::value("run", "a step given no buffers")) };
-        let dev = first.device().to_string();
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
             Runner::Kernel(k) => (Some(&k.name), k.ops, k.launch(&self.bufs, &self.vals)?.as_secs_f64()),
@@ -236,7 +237,8 @@ impl ExecItem {
         if debug() >= 2 {
             let name = name.map_or("copy".to_string(), KernelName::for_debug);
             eprintln!(
-                "*** {dev:<7} {:>4} {} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
+                "*** {:<7} {:>4} {} arg {:2} mem {:8.2} MB tm {:9.2}us/{:9.2}ms ({:8.2} GFLOPS {:7.2} GB/s)",
+                first.device(),
                 GlobalCounters::kernel_count(),
                 pad_to(&name, 26),
                 self.bufs.len(),
@@ -284,7 +286,9 @@ pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<ExecItem>) {
 /// whose search compiles on every core itself and times its candidates on an idle machine.
 fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     let mut phases = Phases::default();
-    if debug() >= 3 || crate::viz::recording() || crate::codegen::opt::search::beam_width() > 0 {
+    // a schedule of one kernel (an eager op) has nothing to compile in parallel
+    let kernels = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
+    if kernels < 2 || debug() >= 3 || crate::viz::recording() || crate::codegen::opt::search::beam_width() > 0 {
         return Ok(phases);
     }
     let mut todo: Vec<(CacheKey, &UOp)> = vec![];

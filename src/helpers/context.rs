@@ -2,32 +2,43 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, Mutex};
 
+use crate::uop::FastHasher;
+
+/// Settings by name, hashed with `FastHasher`: a small eager op asks for a few dozen of them, and
+/// SipHash over each name was a twentieth of its time. The names are the program's and the
+/// environment's own.
+type Settings<V> = HashMap<String, V, BuildHasherDefault<FastHasher>>;
+
 thread_local! {
-    static OVERRIDES: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
+    static OVERRIDES: RefCell<Settings<i64>> = RefCell::new(Settings::default());
 }
 
-/// The environment variables, read once (as tinygrad's cached `getenv`): a small eager op asks
-/// for a dozen settings, and each `std::env::var` locks and copies the environment. Integer values
-/// parsed; the others kept as text, to warn when a setting asked for as an integer is not one.
+/// An environment variable's value: parsed as an integer, else kept as text, to warn when a
+/// setting asked for as an integer is not one.
+enum EnvValue {
+    Integer(i64),
+    Text(String),
+}
+
+/// The environment variables, read once (as tinygrad's cached `getenv`): each `std::env::var`
+/// locks and copies the environment.
 struct Environment {
-    integers: HashMap<String, i64>,
-    others: HashMap<String, String>,
+    values: Settings<EnvValue>,
     /// The settings warned about.
     warned: Mutex<HashSet<String>>,
 }
 
 static ENVIRONMENT: LazyLock<Environment> = LazyLock::new(|| {
-    let (mut integers, mut others) = (HashMap::new(), HashMap::new());
-    for (k, v) in std::env::vars_os() {
-        let (Ok(k), Some(v)) = (k.into_string(), v.to_str()) else { continue };
-        match v.trim().parse() {
-            Ok(i) => integers.insert(k, i),
-            Err(_) => others.insert(k, v.to_string()).map(|_| 0),
-        };
-    }
-    Environment { integers, others, warned: Mutex::default() }
+    let values = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let (k, v) = (k.into_string().ok()?, v.to_str()?.to_string());
+            Some((k, v.trim().parse().map_or(EnvValue::Text(v), EnvValue::Integer)))
+        })
+        .collect();
+    Environment { values, warned: Mutex::default() }
 });
 
 /// An integer setting: a scoped `Context` override if one is active, else the env var (as the
@@ -37,15 +48,16 @@ pub fn getenv(key: &str, default: i64) -> i64 {
     if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
         return v;
     }
-    if let Some(v) = ENVIRONMENT.integers.get(key) {
-        return *v;
-    }
-    if let Some(text) = ENVIRONMENT.others.get(key).filter(|t| !t.trim().is_empty()) {
-        if ENVIRONMENT.warned.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string()) {
-            eprintln!("lazygrad: {key}={text:?} is not an integer; using {default}");
+    match ENVIRONMENT.values.get(key) {
+        Some(EnvValue::Integer(v)) => *v,
+        Some(EnvValue::Text(text)) if !text.trim().is_empty() => {
+            if ENVIRONMENT.warned.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string()) {
+                eprintln!("lazygrad: {key}={text:?} is not an integer; using {default}");
+            }
+            default
         }
+        _ => default,
     }
-    default
 }
 
 /// A string setting from the environment.

@@ -49,8 +49,8 @@ enum Slot {
 struct Template {
     items: Vec<TemplateItem>,
     fresh: Vec<(String, usize, DType)>,
-    /// Per output: the slot it became.
-    becomes: Vec<Option<Slot>>,
+    /// Per output: the slot it became, and whether it has symbolic sizes.
+    becomes: Vec<Option<(Slot, bool)>>,
 }
 
 enum TemplateItem {
@@ -79,8 +79,7 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    let order = sink.toposort();
+    let order = UOp::toposort_all(outputs);
     let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
     let (mut inputs, mut described, mut sources, mut contiguous) = (vec![], vec![], vec![], 0i64);
     let nodes = order
@@ -142,7 +141,7 @@ pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec
     let becomes = outputs
         .iter()
         .zip(&t.becomes)
-        .filter_map(|(o, s)| s.map(|s| (o.clone(), super::kernel::became(o, &buf(&s)))))
+        .filter_map(|(o, s)| s.map(|(s, symbolic)| (o.clone(), super::kernel::became(o, &buf(&s), symbolic))))
         .collect();
     Some((items, becomes))
 }
@@ -170,14 +169,15 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
         .collect();
     let becomes = outputs
         .iter()
-        .map(|o| match o.op() {
-            Ops::Assign => super::kernel::assigned_buffer(o).as_ref().map(&mut slot),
-            // an output of variable shape became a symbolic SHRINK of its buffer
-            _ => becomes
-                .get(o)
-                .and_then(|v| super::view_buffer(v).or_else(|| super::view_buffer(v.src().first()?)))
-                .as_ref()
-                .map(&mut slot),
+        .map(|o| {
+            let buf = match o.op() {
+                Ops::Assign => super::kernel::assigned_buffer(o),
+                // an output of variable shape became a symbolic SHRINK of its buffer
+                _ => {
+                    becomes.get(o).and_then(|v| super::view_buffer(v).or_else(|| super::view_buffer(v.src().first()?)))
+                }
+            };
+            buf.as_ref().map(&mut slot).map(|s| (s, o.op() != Ops::Assign && o.sym_dims().is_some()))
         })
         .collect();
     cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, Template { items, fresh, becomes });

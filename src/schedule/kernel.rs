@@ -144,7 +144,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
     let becomes = outputs
         .iter()
         .zip(&split)
-        .filter_map(|(o, s)| realized.buffers.get(s).map(|b| (o.clone(), became(o, b))))
+        .filter_map(|(o, s)| realized.buffers.get(s).map(|b| (o.clone(), became(o, b, o.sym_dims().is_some()))))
         .collect::<UOpMap<_>>();
     let (nodes, items): (Vec<UOp>, Vec<ScheduleItem>) = steps.into_iter().unzip();
     let order = order_steps(&split, std::mem::take(&mut realized.buffers), &nodes);
@@ -155,13 +155,16 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
 }
 
 /// What output `o`, realized into `buf`, becomes: an assignment its target (a view of the
-/// buffer it wrote), anything else the buffer in `o`'s shape.
-pub(super) fn became(o: &UOp, buf: &Arc<Buffer>) -> UOp {
-    match (o.op(), o.sym_dims()) {
-        (Ops::Assign, _) => o.src()[0].clone(),
-        (_, None) => buffer_view(buf, o.sh()),
+/// buffer it wrote), anything else the buffer in `o`'s shape. `symbolic` says whether `o` has
+/// symbolic sizes: a cached schedule knows, where asking `o` walks its whole graph.
+pub(super) fn became(o: &UOp, buf: &Arc<Buffer>, symbolic: bool) -> UOp {
+    if o.op() == Ops::Assign {
+        return o.src()[0].clone();
+    }
+    match symbolic.then(|| o.sym_dims()).flatten() {
+        None => buffer_view(buf, o.sh()),
         // the buffer holds the largest shape; the view keeps the symbolic sizes
-        (_, Some(sym)) => {
+        Some(sym) => {
             let end = |(s, &d): (&Option<UOp>, &usize)| s.clone().unwrap_or_else(|| UOp::index_const(d as i64));
             let bounds: Vec<(UOp, UOp)> = sym.iter().zip(o.sh()).map(|a| (UOp::index_const(0), end(a))).collect();
             crate::uop::variable::symbolic_shrink(&buffer_view(buf, o.sh()), &bounds)

@@ -243,7 +243,8 @@ impl KernelCtx {
                 self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype())
             }
             (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
-            (Ops::DefineVar, _) => u.clone(),
+            // a scalar parameter's DEVICE stays in the tensor graph
+            (Ops::DefineVar, _) => UOp::new(Ops::DefineVar, u.dtype(), vec![], u.arg().clone()),
             (op, _) if op.is_movement() => match moved_index(u, idx) {
                 (new_idx, None) => site(&u.src()[0], &new_idx, gate),
                 (new_idx, Some(valid)) => {

@@ -5,7 +5,7 @@ use std::panic::Location;
 use std::sync::LazyLock;
 
 use super::pattern::{rule_ctx, PatternMatcher, UPat};
-use super::uop::{UOp, UOpMap};
+use super::uop::{UOp, UOpMap, SMALL_GRAPH};
 use crate::viz::{self, Rewrite};
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
@@ -66,7 +66,7 @@ type Offer<'a> = dyn FnMut(&UOp, &UOp) -> Option<(UOp, &'static Location<'static
 /// One rewrite pass over the graph of `root`, recorded for VIZ when it is on; nodes `settled`
 /// says are final are neither offered nor walked.
 fn run_pass(root: &UOp, name: &str, bottom_up: bool, settled: &dyn Fn(&UOp) -> bool, offer: &mut Offer) -> UOp {
-    let mut map = UOpMap::default();
+    let mut map = UOpMap::with_capacity_and_hasher(2 * SMALL_GRAPH, Default::default());
     let result = match viz::recording() {
         false => {
             rewrite_into(root, settled, offer, bottom_up, &mut map, None);
@@ -110,7 +110,8 @@ fn rewrite_into(
         }
         Some(r)
     };
-    let mut stack = vec![Step::Enter(root.clone())];
+    let mut stack = Vec::with_capacity(SMALL_GRAPH);
+    stack.push(Step::Enter(root.clone()));
     while let Some(step) = stack.pop() {
         match step {
             Step::Enter(n) => {

@@ -93,6 +93,10 @@ static TENSOR_SPEC: LazyLock<PatternMatcher> = LazyLock::new(|| {
         accept(UPat::ops(&[Ops::Buffer]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Buffer(_))),
         accept(UPat::ops(&[Ops::Device]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Str(_))),
         // a tensor's constant is on a device; an index constant (a shape, an offset) is not
+        // (nor is a variable, unless it holds a constant: a scalar parameter, `schedule/unbind.rs`)
+        accept(UPat::ops(&[Ops::DefineVar]), |u| {
+            matches!(u.src(), [d] if d.op() == Ops::Device) && matches!(u.arg(), Arg::Var(_, lo, hi) if lo <= hi)
+        }),
         accept(UPat::ops(&[Ops::Const]), |u| {
             matches!(u.arg(), Arg::Const(_)) && u.src().iter().all(|s| s.op() == Ops::Device)
         }),
