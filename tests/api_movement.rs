@@ -213,7 +213,9 @@ fn index_nd_basic() {
 fn index_errors() {
     let t = ar(&[3, 4]);
     let err = |idx: &[Idx]| match t.try_index(idx) {
-        Err(e @ lazygrad::Error::Index { op: "index", .. }) => e.to_string(),
+        Err(e @ (lazygrad::Error::Index { op: "index", .. } | lazygrad::Error::Value { op: "index", .. })) => {
+            e.to_string()
+        }
         other => panic!("expected an error, got {other:?}"),
     };
     assert!(err(&s![3]).contains("out of bounds"));

@@ -227,7 +227,7 @@ impl Tensor {
                 }
                 &Idx::R(start, stop, step) => {
                     if step == 0 {
-                        return err(format!("slice step of 0 for axis {dim}"));
+                        return Err(Error::value("index", format!("slice step of 0 for axis {dim}")));
                     }
                     (v.lo, v.hi, v.size) = slice_bounds(start, stop, step, n);
                     v.stride = step;

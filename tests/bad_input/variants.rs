@@ -173,6 +173,8 @@ fn indexing_reports_indices_as_index_errors() {
         || t.index(&[Idx::Ellipsis, Idx::Ellipsis]),
     );
     refuses("Index", "index", || t.try_index(&s![Tensor::new([5])]), || t.index(&s![Tensor::new([5])]));
+    // a zero step is no index out of range but a bad value (tinygrad's ValueError)
+    refuses("Value", "index", || t.try_index(&s![..;0]), || t.index(&s![..;0]));
     refuses("Shape", "set", || t.try_set(&s![.., 0], Tensor::zeros(&[4])), || t.set(&s![.., 0], Tensor::zeros(&[4])));
     let idx = Tensor::new([[0i32], [7]]);
     refuses("Index", "gather", || t.try_gather(1, &idx), || t.gather(1, &idx));
