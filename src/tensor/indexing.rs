@@ -4,7 +4,8 @@
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
-pub use super::movement::{PadMode, SplitSizes};
+pub use super::join::SplitSizes;
+pub use super::movement::PadMode;
 
 use super::elementwise::{broadcast_shape, Operand, Scalar};
 use super::movement::resolve_axis;
