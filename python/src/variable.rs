@@ -14,11 +14,11 @@ pub(crate) struct PyVariable(Variable);
 impl PyVariable {
     #[new]
     pub(crate) fn new(name: &str, min: usize, max: usize) -> PyResult<PyVariable> {
-        crate::error::guard(|| PyVariable(Variable::new(name, min, max)))
+        crate::error::checked(|| Variable::try_new(name, min, max)).map(PyVariable)
     }
     /// This variable with `value` for the next run.
     fn bind(&self, value: usize) -> PyResult<PyBoundVar> {
-        crate::error::guard(|| PyBoundVar(self.0.bind(value)))
+        crate::error::checked(|| self.0.try_bind(value)).map(PyBoundVar)
     }
     #[getter]
     fn expr(&self) -> String {

@@ -8,7 +8,7 @@ import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, dtypes
+from lazygrad import Tensor, UOp, dtypes
 
 
 def rand(*shape, seed=0):
@@ -166,8 +166,13 @@ class TestErrors(unittest.TestCase):
                 op()
         with self.assertRaises(OverflowError):
             Tensor.arange(2**31, 2**31 + 2, dtype=dtypes.int32)
+        # a variable bound outside its range, or made with no range, is a broken precondition
+        v = UOp.variable("v", 1, 8)
+        for op in [lambda: v.bind(0), lambda: v.bind(9), lambda: UOp.variable("w", 8, 1)]:
+            with self.assertRaises(lazygrad.InvalidArgument):
+                op()
         # no broken precondition is an internal error
-        for op in [lambda: t.reshape(4, 2), lambda: t[2], lambda: t.sum(axis=2)]:
+        for op in [lambda: t.reshape(4, 2), lambda: t[2], lambda: t.sum(axis=2), lambda: v.bind(0)]:
             try:
                 op()
             except Exception as e:

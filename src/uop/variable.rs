@@ -14,6 +14,7 @@ use super::ops::Ops;
 use super::symbolic::simplify;
 use super::uop::{Arg, ConstValue, UOp};
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 
 /// A symbolic integer with an inclusive range of values.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -23,14 +24,19 @@ impl Variable {
     /// A variable named `name` (letters, digits and `_`, not starting with a digit: it becomes a
     /// kernel parameter's name) taking values in `min..=max`.
     pub fn new(name: &str, min: usize, max: usize) -> Variable {
+        Variable::try_new(name, min, max).or_panic()
+    }
+    /// `new`, reporting a name that is no identifier or an empty or too large range as an error.
+    pub fn try_new(name: &str, min: usize, max: usize) -> Result<Variable> {
         let identifier = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        assert!(identifier, "Variable::new: {name:?} is not a name of letters, digits and _");
-        assert!(
-            min <= max && max <= i32::MAX as usize,
-            "Variable::new: {name}: range {min}..={max} is empty or too large"
-        );
-        Variable(UOp::new(Ops::DefineVar, DType::INDEX, vec![], Arg::Var(name.into(), min as i64, max as i64)))
+        ensure(identifier, || {
+            Error::value("Variable::new", format!("{name:?} is not a name of letters, digits and _"))
+        })?;
+        ensure(min <= max && max <= i32::MAX as usize, || {
+            Error::value("Variable::new", format!("{name}: range {min}..={max} is empty or too large"))
+        })?;
+        Ok(Variable(UOp::new(Ops::DefineVar, DType::INDEX, vec![], Arg::Var(name.into(), min as i64, max as i64))))
     }
     pub fn name(&self) -> &str {
         match self.0.arg() {
@@ -44,9 +50,15 @@ impl Variable {
     }
     /// This variable with `value` for the next run; panics outside its range.
     pub fn bind(&self, value: usize) -> BoundVar {
+        self.try_bind(value).or_panic()
+    }
+    /// `bind`, reporting a value outside the range as an error.
+    pub fn try_bind(&self, value: usize) -> Result<BoundVar> {
         let (min, max) = self.range();
-        assert!((min..=max).contains(&value), "bind: {} = {value} is outside {min}..={max}", self.name());
-        BoundVar(bind(&self.0, value as i64))
+        ensure((min..=max).contains(&value), || {
+            Error::value("bind", format!("{} = {value} is outside {min}..={max}", self.name()))
+        })?;
+        Ok(BoundVar(bind(&self.0, value as i64)))
     }
     /// The DEFINE_VAR.
     pub fn uop(&self) -> &UOp {

@@ -3,7 +3,7 @@
 //! panics with that error's message, so a caller can match on the kind instead of on text.
 
 use lazygrad::tensor::{ConvOpts, Idx, PadMode, PoolOpts, Reduction, Scalar};
-use lazygrad::{s, DType, Error, Tensor};
+use lazygrad::{s, DType, Error, Tensor, Variable};
 
 use crate::{interp, panic_message};
 
@@ -344,4 +344,11 @@ fn losses_creation_and_random_draws_report_their_arguments() {
     refuses("Shape", "item", || m23().try_item::<f32>(), || m23().item::<f32>());
     refuses("DTypes", "to_vec", || m23().try_to_vec::<i32>(), || m23().to_vec::<i32>());
     refuses("Shape", "replace", || m23().try_replace(&p), || m23().replace(&p));
+    // variables: a name that is no identifier, an empty range, a value outside it (the last was a
+    // panic below the tensor layer, which Python raised as an internal error)
+    refuses("Value", "Variable::new", || Variable::try_new("1i", 1, 8), || Variable::new("1i", 1, 8));
+    refuses("Value", "Variable::new", || Variable::try_new("i", 8, 1), || Variable::new("i", 8, 1));
+    let i = Variable::new("i", 1, 8);
+    refuses("Value", "bind", || i.try_bind(0), || i.bind(0));
+    refuses("Value", "bind", || i.try_bind(9), || i.bind(9));
 }
