@@ -8,6 +8,23 @@ use pyo3::prelude::*;
 use crate::dtype::PyDType;
 use crate::error::error;
 
+/// A device spec from Python: a name, or a tuple or list of names (a tensor on several devices).
+pub(crate) fn device_spec(device: &Bound<PyAny>) -> PyResult<String> {
+    match device.extract::<String>() {
+        Ok(name) => Ok(name),
+        Err(_) => Ok(device.extract::<Vec<String>>()?.join(",")),
+    }
+}
+
+/// A device spec as Python sees it: the name, or a tuple of names for several devices.
+pub(crate) fn device_value(py: Python, spec: &str) -> PyResult<Py<PyAny>> {
+    let names = ::lazygrad::runtime::device_list(spec);
+    Ok(match names[..] {
+        [one] => one.into_pyobject(py)?.into_any().unbind(),
+        _ => pyo3::types::PyTuple::new(py, names)?.into_any().unbind(),
+    })
+}
+
 /// The devices by name.
 #[pyclass(name = "Device", module = "lazygrad", frozen)]
 pub(crate) struct PyDevices;

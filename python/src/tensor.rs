@@ -105,9 +105,10 @@ impl PyTensor {
     fn dtype(&self) -> PyDType {
         PyDType(self.0.dtype())
     }
+    /// Where the tensor lives: a name, or a tuple of names for a tensor on several devices.
     #[getter]
-    fn device(&self) -> String {
-        self.0.device().to_string()
+    fn device(&self, py: Python) -> PyResult<Py<PyAny>> {
+        crate::device::device_value(py, self.0.device())
     }
     #[getter]
     fn ndim(&self) -> usize {
@@ -498,16 +499,28 @@ impl PyTensor {
     fn clone_storage(&self, device: Option<&str>) -> PyResult<PyTensor> {
         tensor_result(|| self.0.clone_to(device))
     }
-    fn to(&self, device: Option<&str>) -> PyResult<PyTensor> {
-        tensor_result(|| match device {
-            Some(d) => self.0.to(d),
-            None => self.0.clone(),
-        })
+    /// This tensor on `device`: a name, or a tuple of names to hold a whole copy on each.
+    fn to(&self, device: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        let device = device.map(crate::device::device_spec).transpose()?;
+        tensor_result(|| device.map_or_else(|| self.0.clone(), |d| self.0.to(&d)))
     }
-    /// Move this tensor to `device` in place.
-    fn to_(&self, device: Option<&str>) -> PyResult<PyTensor> {
-        let moved = self.to(device)?;
-        tensor_result(|| self.0.replace(&moved.0))
+    /// Move this tensor (and its gradient) to `device` in place.
+    fn to_(&self, device: Option<&Bound<PyAny>>) -> PyResult<PyTensor> {
+        let device = device.map(crate::device::device_spec).transpose()?;
+        tensor_result(|| device.map_or_else(|| self.0.clone(), |d| self.0.to_(&d)))
+    }
+    /// This tensor split along `axis` over `devices`, a part on each (all of it on each when
+    /// `axis` is None).
+    #[pyo3(signature = (devices, axis=None))]
+    fn shard(&self, devices: Vec<String>, axis: Option<isize>) -> PyResult<PyTensor> {
+        let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
+        checked(|| self.0.try_shard(&devices, axis)).map(PyTensor)
+    }
+    /// `shard` in place.
+    #[pyo3(signature = (devices, axis=None))]
+    fn shard_(&self, devices: Vec<String>, axis: Option<isize>) -> PyResult<PyTensor> {
+        let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
+        checked(|| self.0.try_shard_(&devices, axis)).map(PyTensor)
     }
     fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyTensor> {
         let dtype = dtype_of(dtype)?;

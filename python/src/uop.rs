@@ -44,6 +44,11 @@ impl PyUOp {
         PyString::intern(py, &self.0.op().name())
     }
     /// The node under the movement ops: what this node views.
+    /// The axis a tensor on several devices is split along (None: replicated, or on one device).
+    #[getter]
+    fn axis(&self) -> Option<usize> {
+        ::lazygrad::schedule::multi_axis(&self.0)
+    }
     #[getter]
     fn base(&self) -> PyUOp {
         PyUOp(self.0.base())

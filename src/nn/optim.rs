@@ -19,7 +19,8 @@ impl Params {
     fn new(tensors: &[Tensor], lr: f64) -> Params {
         let (params, buffers): (Vec<Tensor>, Vec<Tensor>) =
             tensors.iter().cloned().partition(|t| t.dtype().is_float() && t.requires_grad_flag() != Some(false));
-        let params = params.iter().map(|p| p.requires_grad(true)).collect();
+        let params: Vec<Tensor> = params.iter().map(|p| p.requires_grad(true)).collect();
+        let _on = on_params_device(&params);
         Params { params, buffers, lr: Tensor::full_dtype(&[], lr, DType::FLOAT32).contiguous().realize() }
     }
     fn grads(&self) -> Vec<Tensor> {
@@ -63,12 +64,20 @@ pub trait Optimizer {
     }
     /// Change the learning rate for the following steps.
     fn set_lr(&self, lr: f64) {
-        self.state().lr.assign(&Tensor::full_dtype(&[], lr, DType::FLOAT32)).realize();
+        let lr_now = &self.state().lr;
+        lr_now.assign(&lr_now.full_like(lr)).realize();
     }
 }
 
+/// New tensors go where the parameters live (the first one's device, as tinygrad's optimizers
+/// take it; a tuple of devices for a replicated model) while the guard lives.
+fn on_params_device(params: &[Tensor]) -> Option<crate::runtime::DefaultDevice> {
+    params.first().map(|p| crate::runtime::DefaultDevice::scoped(p.device()))
+}
+
+/// Zeros of `p`'s shape and dtype, stored where `p` lives.
 fn zeros_like_realized(p: &Tensor) -> Tensor {
-    Tensor::full_dtype(&p.shape(), 0.0, p.dtype()).contiguous().realize()
+    p.zeros_like().contiguous().realize()
 }
 
 /// Stochastic gradient descent with momentum, Nesterov momentum and weight decay; with
@@ -135,6 +144,7 @@ pub struct LAMB {
 impl LAMB {
     pub fn new(params: &[Tensor], lr: f64, b1: f64, b2: f64, eps: f64, weight_decay: f64, adam: bool) -> LAMB {
         let state = Params::new(params, lr);
+        let _on = on_params_device(&state.params);
         let one = || Tensor::full_dtype(&[], 1.0, DType::FLOAT32).contiguous().realize();
         let (m, v) = (
             state.params.iter().map(zeros_like_realized).collect(),
@@ -168,15 +178,14 @@ impl Optimizer for LAMB {
             let m_hat = &m / &(1.0f64 - &b1_t).cast(p.dtype());
             let v_hat = &v / &(1.0f64 - &b2_t).cast(p.dtype());
             let up = &m_hat / &(v_hat.sqrt() + self.eps) + &(p.detach() * self.weight_decay);
-            let ratio = if self.adam {
-                Tensor::full_dtype(&[], 1.0, p.dtype())
-            } else {
+            let mut scale = self.state.lr.cast(p.dtype());
+            if !self.adam {
                 let (r1, r2) = (p.detach().square_sum().sqrt(), up.square_sum().sqrt());
-                r1.gt(0.0).where_(r2.gt(0.0).where_(&r1 / &r2, 1.0), 1.0)
-            };
+                scale = &scale * &r1.gt(0.0).where_(r2.gt(0.0).where_(&r1 / &r2, 1.0), 1.0);
+            }
             out.push(m);
             out.push(v);
-            out.push(p.assign(&(p.detach() - &(&up * &(&self.state.lr.cast(p.dtype()) * &ratio)))));
+            out.push(p.assign(&(p.detach() - &(&up * &scale))));
         }
         out
     }

@@ -236,7 +236,15 @@ pub fn load_state_dict<M: Module + ?Sized>(model: &M, state: &BTreeMap<String, T
     }
     let mut targets = Vec::new();
     for (v, s) in plan {
-        let s = s.to(v.device());
+        // a one-device value is split as the model's tensor is; one on several devices is
+        // resplit by the assignment
+        let s = match (v.devices().len(), s.devices().len()) {
+            (1, _) | (_, 2..) => s.to(v.device()),
+            _ => s.try_shard(
+                &v.devices().iter().map(String::as_str).collect::<Vec<_>>(),
+                v.shard_axis().map(|a| a as isize),
+            )?,
+        };
         if s.uop() == v.uop() {
             continue; // loading a tensor into itself
         }

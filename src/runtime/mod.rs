@@ -16,4 +16,4 @@ pub mod webgpu;
 pub use allocator::{Allocator, AllocatorStats, LruAllocator, RawBuffer};
 pub use buffer::Buffer;
 pub use device::{Compiler, Device, KernelArg, Program};
-pub use registry::{canonical_device, default_device, get_device, DefaultDevice};
+pub use registry::{canonical_device, default_device, device_list, get_device, intern_device, DefaultDevice};

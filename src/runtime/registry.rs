@@ -33,14 +33,42 @@ fn registry() -> &'static Mutex<HashMap<String, Arc<dyn Device>>> {
     DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The canonical name of a device spec: upper case, `:0` dropped.
+/// The canonical name of a device spec: upper case, `:0` dropped; a tuple of devices (`CPU:0,
+/// CPU:1`, where a sharded tensor lives) each of its names so, joined by commas.
 pub fn canonical_device(name: &str) -> String {
-    let up = name.to_ascii_uppercase();
-    up.strip_suffix(":0").unwrap_or(&up).to_string()
+    let one = |n: &str| {
+        let up = n.trim().to_ascii_uppercase();
+        up.strip_suffix(":0").unwrap_or(&up).to_string()
+    };
+    name.split(',').map(one).collect::<Vec<_>>().join(",")
+}
+
+/// `name` as a string that lives as long as the program: a tensor's device can change in place
+/// (`Tensor::to_`) while callers still read the name it had. Each distinct name is kept once, and
+/// a program names few devices.
+pub fn intern_device(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    match names.get(name) {
+        Some(interned) => interned,
+        None => {
+            let interned: &'static str = Box::leak(name.to_string().into_boxed_str());
+            names.insert(interned);
+            interned
+        }
+    }
+}
+
+/// The devices a canonical spec names: several for a tuple (`CPU,CPU:1`), else the one.
+pub fn device_list(spec: &str) -> Vec<&str> {
+    spec.split(',').collect()
 }
 
 /// A device spec's backend and device number: `CL:1` is OpenCL device 1, `CPU` device 0.
 fn parse_device(name: &str) -> Result<(&'static Backend, usize)> {
+    if name.contains(',') {
+        return Err(Error::Device(format!("{name:?} is a tuple of devices: a buffer or program lives on one of them")));
+    }
     let (base, ordinal) = match name.split_once(':') {
         Some((b, n)) => {
             let n = n.parse().map_err(|_| Error::Device(format!("bad device number in {name:?}")))?;

@@ -149,7 +149,12 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
             arg => panic!("gradient: no backward rule for CALL {arg:?}"),
         }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
-        grad_rule(Ops::Copy, |_, s, g| vec![Some(g.to(s[0].device()))]),
+        grad_rule(Ops::Copy, |_, s, g| {
+            let from = crate::schedule::graph_device(&s[0].uop());
+            vec![Some(g.to(&from.unwrap_or_else(|| g.device().to_string())))]
+        }),
+        // the shards of a tensor on several devices are where gradients stop
+        grad_rule(Ops::Multi, |_, s, _| vec![None; s.len()]),
         grad_rule(Ops::Detach, |_, _, _| vec![None]),
         grad_rule(Ops::CmpLt, |_, _, _| vec![None, None]),
         grad_rule(Ops::CmpNe, |_, _, _| vec![None, None]),
@@ -181,6 +186,31 @@ pub fn gradient_graph(root: &UOp) -> Vec<UOp> {
     root.toposort_with(super::origin::origin_of)
 }
 
+/// Where each node of a graph that spans devices (it has a COPY or a MULTI) computes, sources
+/// first in `order`: a COPY's or device constant's device, a buffer's, a MULTI's devices joined,
+/// else its first source's. `None` for a graph on one device: every node is on `root`'s.
+fn node_devices(order: &[UOp]) -> Option<HashMap<UOp, String>> {
+    if !order.iter().any(|u| matches!(u.op(), Ops::Copy | Ops::Multi)) {
+        return None;
+    }
+    let mut devices: HashMap<UOp, String> = HashMap::new();
+    for u in order {
+        let device = match (u.op(), u.arg()) {
+            (Ops::Copy | Ops::Device, Arg::Str(d)) => Some(d.clone()),
+            (Ops::Multi, _) => {
+                u.src().iter().map(|s| devices.get(s).cloned()).collect::<Option<Vec<_>>>().map(|d| d.join(","))
+            }
+            _ => crate::runtime::Buffer::of(u)
+                .map(|b| b.device().to_string())
+                .or_else(|| u.src().iter().find_map(|s| devices.get(s).cloned())),
+        };
+        if let Some(d) = device {
+            devices.insert(u.clone(), d);
+        }
+    }
+    Some(devices)
+}
+
 /// Gradients of `root` (whose own gradient is `root_grad`) with respect to each of `targets`
 /// that `root` depends on. Values realized since they were built are read from their buffers.
 pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, device: &str) -> HashMap<UOp, UOp> {
@@ -199,6 +229,7 @@ pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, dev
             on_path.insert(u.clone());
         }
     }
+    let devices = node_devices(&order);
     let mut grads: HashMap<UOp, UOp> = HashMap::from([(root.clone(), root_grad.clone())]);
     let add = |grads: &mut HashMap<UOp, UOp>, s: &UOp, sg: &UOp| {
         let total = match grads.get(s) {
@@ -218,6 +249,7 @@ pub fn compute_gradient(root: &UOp, root_grad: &UOp, targets: &HashSet<UOp>, dev
         if k.src().is_empty() {
             continue;
         }
+        let device = devices.as_ref().and_then(|d| d.get(k)).map_or(device, String::as_str);
         let mut ctx = GradCtx { grad: g, device: device.to_string() };
         let bundle = PM_GRADIENT
             .rewrite(k, &mut ctx)

@@ -42,8 +42,23 @@ pub struct Jit<F> {
     captured: Option<Captured>,
 }
 
-fn buffer_of(t: &Tensor) -> Result<Arc<Buffer>> {
-    view_buffer(&t.uop()).ok_or_else(|| Error::shape("JIT", &[&t.shape()], "an input that is not a realized buffer"))
+/// An input's buffers: its buffer, or each device's of a tensor on several devices.
+fn buffers_of(t: &Tensor) -> Result<Vec<Arc<Buffer>>> {
+    let u = t.uop();
+    let parts = if u.op() == Ops::Multi { u.src().to_vec() } else { vec![u] };
+    let buffer = |p: &UOp| {
+        view_buffer(p).ok_or_else(|| Error::shape("JIT", &[&t.shape()], "an input that is not a realized buffer"))
+    };
+    parts.iter().map(buffer).collect()
+}
+
+/// The BUFFER nodes an output is stored in: the one under it, or one per device under each
+/// shard of a tensor on several devices; `None` for an output not stored so.
+fn buffers_under(u: &UOp) -> Option<Vec<UOp>> {
+    match u.op() {
+        Ops::Multi => u.src().iter().map(buffer_under).collect(),
+        _ => buffer_under(u).map(|b| vec![b]),
+    }
 }
 
 /// The BUFFER node under `u` when `u` is one or a view of one (RESHAPE, PERMUTE, SHRINK, FLIP,
@@ -82,7 +97,7 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
             }
             _ => {}
         }
-        let in_bufs = tensors.iter().map(buffer_of).collect::<Result<Vec<_>>>()?;
+        let in_bufs: Vec<Arc<Buffer>> = tensors.iter().map(buffers_of).collect::<Result<Vec<_>>>()?.concat();
         let vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
         // a call counts once it succeeded: after an error or a panic (in the function, or in the
         // capture) the next call runs the same stage again
@@ -112,13 +127,13 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 let out_nodes = out
                     .iter()
                     .map(|t| {
-                        buffer_under(&t.uop()).ok_or_else(|| {
+                        buffers_under(&t.uop()).ok_or_else(|| {
                             Error::shape("JIT", &[&t.shape()], "an output that is no realized buffer or view of one")
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let out_bufs: Vec<Arc<Buffer>> =
-                    out_nodes.iter().map(|b| Buffer::of(b).expect("a BUFFER node has its buffer")).collect();
+                    out_nodes.concat().iter().map(|b| Buffer::of(b).expect("a BUFFER node has its buffer")).collect();
                 let jit = CapturedJit::new(items, in_bufs, &out_bufs);
                 if debug() >= 1 {
                     eprintln!("JIT call 2: captured {} kernels with {} inputs", jit.len(), inputs.len());
@@ -145,16 +160,18 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
                 if debug() >= 1 {
                     eprintln!("JIT call {call}: replayed {} kernels in {:.2} ms", cap.jit.len(), seconds * 1e3);
                 }
-                // each output over the buffer the replay wrote it to (an input's, for an
+                // each output over the buffers the replay wrote it to (an input's, for an
                 // assignment into an input), its variable sizes bound to this call's values
-                let over = |b: &Arc<Buffer>, captured: &UOp| {
-                    let mut map = UOpMap::default();
-                    map.insert(buffer_under(captured).expect("checked at capture"), buffer_view(b, &[b.size()]));
+                let mut out_bufs = out_bufs.into_iter();
+                let over = |captured: &UOp, bufs: &mut dyn Iterator<Item = Arc<Buffer>>| {
+                    let nodes = buffers_under(captured).expect("checked at capture");
+                    let mut map: UOpMap<UOp> =
+                        nodes.into_iter().zip(bufs).map(|(n, b)| (n, buffer_view(&b, &[b.size()]))).collect();
                     let (unbound, mut bindings) = unbind(&[substitute(captured, &mut map, "JIT output")]);
                     bindings.extend(vals.iter().map(|(name, &value)| (name.clone(), value)));
                     rebind(&unbound[0], &bindings)
                 };
-                Ok(out_bufs.iter().zip(&cap.outputs).map(|(b, (u, dev))| Tensor::from_uop(over(b, u), dev)).collect())
+                Ok(cap.outputs.iter().map(|(u, dev)| Tensor::from_uop(over(u, &mut out_bufs), dev)).collect())
             }
         }
     }

@@ -10,6 +10,7 @@ mod indexing;
 mod jit;
 mod join;
 mod movement;
+mod multi;
 mod operators;
 mod origin;
 mod processing;
@@ -30,12 +31,15 @@ use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::{buffer_view, create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
+use crate::schedule::{
+    buffer_view, create_schedule, graph_device, lower_multi, rebind, unbind, view_buffer, ScheduleItem, VarVals,
+};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
     uop: RwLock<UOp>,
-    device: String,
+    /// Where the tensor lives; `to_` and `shard_` move it in place.
+    device: RwLock<&'static str>,
     /// `None`: gradients flow if it has storage; `Some(false)`: never; `Some(true)`: always.
     requires_grad: RwLock<Option<bool>>,
     grad: RwLock<Option<Tensor>>,
@@ -61,9 +65,16 @@ impl TensorInner {
 
 /// A tensor-level constant on `device`: a CONST whose source names the device, so that equal
 /// constants on two devices are two nodes (realizing one never hands the other its buffer).
+/// On a tuple of devices, one such constant per device, replicated.
 pub(crate) fn device_const(dtype: DType, value: crate::uop::ConstValue, device: &str) -> UOp {
-    let device = UOp::new(Ops::Device, DType::VOID, vec![], crate::uop::Arg::Str(device.to_string()));
-    UOp::new(Ops::Const, dtype, vec![device], crate::uop::Arg::Const(value))
+    let on = |d: &str| {
+        let device = UOp::new(Ops::Device, DType::VOID, vec![], crate::uop::Arg::Str(d.to_string()));
+        UOp::new(Ops::Const, dtype, vec![device], crate::uop::Arg::Const(value))
+    };
+    match crate::runtime::device_list(device)[..] {
+        [one] => on(one),
+        ref many => crate::schedule::multi(many.iter().map(|d| on(d)).collect(), None),
+    }
 }
 
 /// A lazy n-dimensional array. Cloning shares the tensor: realizing one clone realizes all.
@@ -105,10 +116,13 @@ fn live_tensors() -> &'static Mutex<Vec<Weak<TensorInner>>> {
 impl Tensor {
     /// A tensor over the graph `uop` on `device`.
     pub fn from_uop(uop: UOp, device: &str) -> Tensor {
+        Tensor::on_interned(uop, crate::runtime::intern_device(device))
+    }
+    fn on_interned(uop: UOp, device: &'static str) -> Tensor {
         assert!(uop.shape().is_some(), "Tensor::from_uop: {} has no shape", uop.op().name());
         let inner = Arc::new(TensorInner {
             uop: RwLock::new(uop),
-            device: device.to_string(),
+            device: RwLock::new(device),
             requires_grad: RwLock::new(None),
             grad: RwLock::new(None),
         });
@@ -134,7 +148,7 @@ impl Tensor {
     }
     /// A new tensor on the same device.
     pub(crate) fn lift(&self, uop: UOp) -> Tensor {
-        Tensor::from_uop(uop, &self.0.device)
+        Tensor::on_interned(uop, self.device())
     }
     pub fn shape(&self) -> Vec<usize> {
         self.uop().sh().to_vec()
@@ -158,8 +172,8 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.uop().dtype()
     }
-    pub fn device(&self) -> &str {
-        &self.0.device
+    pub fn device(&self) -> &'static str {
+        *self.0.device.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Compute this tensor now (and every tensor built on what it computes).
@@ -185,37 +199,41 @@ impl Tensor {
     /// their graph (which the schedule holds as variables).
     fn create_schedule(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
         let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let (outputs, vals) = unbind(&bound);
-        let devices: Vec<(UOp, String)> =
-            outputs.iter().zip(tensors).map(|(o, t)| (o.clone(), t.device().to_string())).collect();
-        // an output is on its tensor's device; a node inside the graph, where the first COPY or
-        // buffer among its sources (depth first, not looking past a COPY) puts it
-        let device_of = |u: &UOp| -> String {
-            if let Some((_, d)) = devices.iter().find(|(o, _)| o == u) {
-                return d.clone();
+        let (unbound, vals) = unbind(&bound);
+        let lowered = lower_multi(&unbound)?;
+        // what the scheduler computes: each output, or each shard of an output on several
+        // devices, with its device
+        let mut devices: Vec<(UOp, String)> = vec![];
+        for (o, t) in lowered.iter().zip(tensors) {
+            match o.op() {
+                Ops::Multi => devices.extend(o.src().iter().cloned().zip(t.devices())),
+                _ => devices.push((o.clone(), t.device().to_string())),
             }
-            let (mut stack, mut seen) = (vec![u.clone()], std::collections::HashSet::new());
-            while let Some(n) = stack.pop() {
-                if let (Ops::Copy | Ops::Device, crate::uop::Arg::Str(d)) = (n.op(), n.arg()) {
-                    return d.clone();
-                }
-                if let Some(b) = crate::runtime::Buffer::of(&n) {
-                    return b.device().to_string();
-                }
-                if seen.insert(n.clone()) {
-                    stack.extend(n.src().iter().rev().cloned());
-                }
-            }
-            default_device()
-        };
-        let (items, mut becomes) = create_schedule(&outputs, &device_of)?;
-        if !vals.is_empty() {
-            becomes = bound
-                .iter()
-                .zip(&outputs)
-                .filter_map(|(b, o)| becomes.get(o).map(|v| (b.clone(), rebind(v, &vals))))
-                .collect();
         }
+        let outputs: Vec<UOp> = devices.iter().map(|(o, _)| o.clone()).collect();
+        // a node inside the graph is where its sources put it
+        let device_of = |u: &UOp| -> String {
+            let output = devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone());
+            output.or_else(|| graph_device(u)).unwrap_or_else(default_device)
+        };
+        let (items, stored) = create_schedule(&outputs, &device_of)?;
+        // each tensor's graph becomes what its output (or each of its shards) was stored as
+        let became = |o: &UOp| match o.op() {
+            Ops::Multi => {
+                let shards: Option<Vec<UOp>> = o.src().iter().map(|s| stored.get(s).cloned()).collect();
+                shards.map(|s| crate::schedule::multi(s, crate::schedule::multi_axis(o)))
+            }
+            _ => stored.get(o).cloned(),
+        };
+        let becomes = bound
+            .iter()
+            .zip(&unbound)
+            .zip(&lowered)
+            .filter_map(|((b, u), l)| match vals.is_empty() {
+                true => became(l).map(|v| (u.clone(), v)),
+                false => became(l).map(|v| (b.clone(), rebind(&v, &vals))),
+            })
+            .collect();
         Ok((items, becomes, vals))
     }
 
@@ -314,15 +332,34 @@ impl Tensor {
         }
     }
 
-    /// This tensor on `device` (a lazy copy; the same tensor if already there).
+    /// This tensor on `device` (a lazy copy; the same tensor if already there). A tuple of
+    /// devices (`"CPU:0,CPU:1"`) gets a whole copy on each (tinygrad's `to` a tuple); a tensor on
+    /// several devices copied to one is gathered there.
     pub fn to(&self, device: &str) -> Tensor {
         let device = crate::runtime::canonical_device(device);
         if device == self.device() {
             return self.clone();
         }
+        if device.contains(',') && !self.device().contains(',') {
+            return self.shard(&crate::runtime::device_list(&device), None);
+        }
         let u = self.uop();
         let copy = UOp::new(Ops::Copy, u.dtype(), vec![u], crate::uop::Arg::Str(device.clone()));
         Tensor::from_uop(copy, &device)
+    }
+
+    /// `to` in place (tinygrad's `to_`): this tensor, and its gradient, move to `device`; returns it.
+    pub fn to_(&self, device: &str) -> Tensor {
+        self.become_(&self.to(device), |g| g.to(device))
+    }
+    /// Point this tensor at `moved` (its graph and device) and its gradient at `grad` of it.
+    fn become_(&self, moved: &Tensor, grad: impl Fn(&Tensor) -> Tensor) -> Tensor {
+        if let Some(g) = self.grad() {
+            self.set_grad(Some(grad(&g)));
+        }
+        *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = moved.uop();
+        *self.0.device.write().unwrap_or_else(|e| e.into_inner()) = moved.device();
+        self.clone()
     }
 
     /// Opt this tensor in (`true`) or out (`false`) of gradient computation; returns it.
@@ -518,7 +555,9 @@ impl Tensor {
             base = &base.src()[0];
         }
         let expand = chain.iter().find(|n| n.op() == Ops::Expand);
-        if base.op() == Ops::Buffer {
+        // on several devices, storage is a MULTI of each device's buffer
+        let stored_multi = |b: &UOp| b.op() == Ops::Multi && b.src().iter().all(|s| view_buffer(s).is_some());
+        if base.op() == Ops::Buffer || stored_multi(base) {
             if let Some(e) = expand {
                 return Err(Error::shape(
                     "assign",
@@ -529,7 +568,7 @@ impl Tensor {
             return Ok(u);
         }
         let concrete = self.dims().iter().all(|d| matches!(d, crate::uop::Sint::Int(_)));
-        if chain.is_empty() && concrete {
+        if chain.is_empty() && concrete && !self.device().contains(',') {
             let shape = self.shape();
             let storage = Buffer::new(self.device(), checked_numel("assign", &shape, self.dtype())?, self.dtype());
             return Ok(buffer_view(&Arc::new(storage), &shape));
@@ -557,6 +596,9 @@ impl Tensor {
     }
     /// The contiguous data as little-endian bytes.
     pub fn raw_bytes(&self) -> Result<Vec<u8>> {
+        if let [first, _, ..] = &self.devices()[..] {
+            return self.to(first).raw_bytes();
+        }
         let u = self.uop();
         if view_buffer(&u).is_none() {
             // a fresh CONTIGUOUS is stored for this tensor alone (an equal lazy graph elsewhere,

@@ -96,12 +96,18 @@ pub enum Ops {
     /// A step of the schedule in its kernel graph (`Arg::Int`: the step's index): its sources are
     /// the buffer states it reads, each a BUFFER or the AFTER of the step that wrote it.
     Kernel,
+    // many devices (last, for the same reason)
+    /// A tensor over several devices: one graph per device (`src[i]` on the tuple's `i`th
+    /// device). `Arg::Int(axis)`: split along `axis` into equal shards, the shape the shards'
+    /// joined; `Arg::None`: each device holds all of it (replicated). Lowering before
+    /// scheduling (`schedule/multi.rs`) pushes it up through the ops above it.
+    Multi,
 }
 
 impl Ops {
     /// How many ops there are, one past the last one's discriminant: rule tables index their
     /// rules by op. (A new last op updates it.)
-    pub const COUNT: usize = Ops::Kernel as usize + 1;
+    pub const COUNT: usize = Ops::Multi as usize + 1;
     pub const UNARY: &'static [Ops] = &[Ops::Exp2, Ops::Log2, Ops::Sin, Ops::Sqrt, Ops::Recip, Ops::Trunc, Ops::Neg];
     pub const BINARY: &'static [Ops] = &[
         Ops::Add,

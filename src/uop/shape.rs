@@ -17,6 +17,12 @@ pub fn derive_shape(u: &UOp) -> Option<Vec<usize>> {
         (Ops::ReduceAxis, Arg::ReduceAxis(_, axes)) => {
             src_shape().map(|s| s.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect())
         }
+        (Ops::Multi, arg) => src_shape().map(|mut s| {
+            if let Arg::Int(axis) = arg {
+                s[*axis as usize] *= u.src().len();
+            }
+            s
+        }),
         (Ops::Sink | Ops::Param | Ops::Range | Ops::Index | Ops::Load | Ops::Store | Ops::End, _) => None,
         (Ops::Reduce | Ops::DefineReg | Ops::After | Ops::Special, _) => None,
         _ => u.src().iter().find_map(|s| s.shape()).map(<[usize]>::to_vec),

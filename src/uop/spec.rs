@@ -113,6 +113,16 @@ static TENSOR_SPEC: LazyLock<PatternMatcher> = LazyLock::new(|| {
         accept(UPat::ops(&[Ops::Contiguous, Ops::Detach]), |u| !u.src().is_empty()),
         accept(UPat::ops(&[Ops::Copy]), |u| u.src().len() == 1 && matches!(u.arg(), Arg::Str(_))),
         accept(UPat::ops(&[Ops::Assign]), |u| u.src().len() >= 2 && u.src()[0].dtype() == u.dtype()),
+        accept(UPat::ops(&[Ops::Multi]), |u| {
+            let rank = u.src().first().and_then(UOp::shape).map_or(0, <[usize]>::len);
+            let same = u.src().iter().all(|s| s.dtype() == u.dtype() && s.shape() == u.src()[0].shape());
+            let axis = match u.arg() {
+                Arg::None => true,
+                Arg::Int(a) => (*a as usize) < rank,
+                _ => false,
+            };
+            !u.src().is_empty() && same && axis
+        }),
         accept(UPat::ops(&[Ops::Call]), |u| !u.src().is_empty() && matches!(u.arg(), Arg::Call(..) | Arg::Function(_))),
         accept(UPat::ops(&[Ops::Bind]), |u| {
             u.src().len() == 2 && u.src()[0].op() == Ops::DefineVar && u.src()[1].op() == Ops::Const

@@ -1,0 +1,366 @@
+//! Many devices: lowering MULTI before scheduling. A tensor on a tuple of devices is a MULTI over
+//! one graph per device, sharded along an axis or replicated. The rule table here pushes MULTI
+//! up through every op above it, so that the op runs once per device on that device's shard,
+//! until only the outputs are MULTI and each device's graph is an ordinary one-device graph for
+//! the scheduler. A reduce over the sharded axis ends in an all-reduce, which is itself graph
+//! ops: COPYs between the devices and the reduce's op, scheduled like any kernel.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::helpers::{debug, getenv};
+use crate::runtime::{device_list, Buffer};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+
+/// Set once a MULTI is built: until then lowering has nothing to do and costs nothing.
+static MULTI_BUILT: AtomicBool = AtomicBool::new(false);
+
+/// All-reduces of more elements than this over more than two devices go round a ring.
+const RING_THRESHOLD: usize = 256_000;
+
+/// A MULTI of `shards` (one per device, in the tuple's order): split along `axis`, or
+/// replicated when `None`.
+pub fn multi(shards: Vec<UOp>, axis: Option<usize>) -> UOp {
+    MULTI_BUILT.store(true, Ordering::Relaxed);
+    let dtype = shards[0].dtype();
+    UOp::new(Ops::Multi, dtype, shards, axis.map_or(Arg::None, |a| Arg::Int(a as i64)))
+}
+
+/// The axis a MULTI is split along (`None`: replicated, or not a MULTI).
+pub fn multi_axis(u: &UOp) -> Option<usize> {
+    match (u.op(), u.arg()) {
+        (Ops::Multi, Arg::Int(a)) => Some(*a as usize),
+        _ => None,
+    }
+}
+
+/// The device a tensor graph computes on: where the first COPY, device constant or buffer among
+/// its sources puts it (depth first, not looking past a COPY), the tuple of a MULTI's devices;
+/// `None` for a graph of device-free constants and variables.
+pub fn graph_device(u: &UOp) -> Option<String> {
+    let (mut stack, mut seen) = (vec![u.clone()], crate::uop::uop::UOpSet::default());
+    while let Some(n) = stack.pop() {
+        match (n.op(), n.arg()) {
+            (Ops::Copy | Ops::Device, Arg::Str(d)) => return Some(d.clone()),
+            (Ops::Multi, _) => {
+                let devices: Option<Vec<String>> = n.src().iter().map(graph_device).collect();
+                return devices.map(|d| d.join(","));
+            }
+            _ => {}
+        }
+        if let Some(b) = Buffer::of(&n) {
+            return Some(b.device().to_string());
+        }
+        if seen.insert(n.clone()) {
+            stack.extend(n.src().iter().rev().cloned());
+        }
+    }
+    None
+}
+
+/// `outputs` with every MULTI pushed up to the top: each output is a one-device graph or a MULTI
+/// of them. A sharded tensor an op cannot keep sharded (a reshape moving items between shards,
+/// padding or flipping the sharded axis) is an error naming the op.
+pub fn lower_multi(outputs: &[UOp]) -> Result<Vec<UOp>> {
+    if !MULTI_BUILT.load(Ordering::Relaxed) {
+        return Ok(outputs.to_vec());
+    }
+    static LOWER: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, failed: &mut Option<Error>| {
+            let u = &m["u"];
+            if u.op() == Ops::Sink || !u.src().iter().any(|s| s.op() == Ops::Multi) {
+                return None;
+            }
+            lower_node(u).unwrap_or_else(|e| {
+                failed.get_or_insert(e);
+                None
+            })
+        })])
+    });
+    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+    let mut failed: Option<Error> = None;
+    let lowered = graph_rewrite(&sink, &LOWER, &mut failed, "lower multi", false);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(lowered.src().to_vec()),
+    }
+}
+
+/// `u`, whose sources include a MULTI, as a MULTI of `u` on each device.
+fn lower_node(u: &UOp) -> Result<Option<UOp>> {
+    let first = u.src().iter().find(|s| s.op() == Ops::Multi).expect("a MULTI source");
+    let n = first.src().len();
+    let op_name = op_name(u.op());
+    let rebuild = |src: Vec<UOp>, arg: Arg| UOp::new(u.op(), u.dtype(), src, arg);
+    let lowered = match u.op() {
+        op if op.is_alu() || matches!(op, Ops::Cast | Ops::Bitcast | Ops::Contiguous | Ops::Detach) => {
+            let axis = u.src().iter().find_map(multi_axis);
+            let per_src = u.src().iter().map(|s| shards_along(s, axis, n, op_name)).collect::<Result<Vec<_>>>()?;
+            let shards = (0..n).map(|i| rebuild(per_src.iter().map(|s| s[i].clone()).collect(), u.arg().clone()));
+            multi(shards.collect(), axis)
+        }
+        Ops::Assign => {
+            let target = &u.src()[0];
+            if target.op() != Ops::Multi {
+                return Err(devices_error(op_name, u));
+            }
+            let axis = multi_axis(target);
+            let value = shards_along(&u.src()[1], axis, n, op_name)?;
+            let shards = target.src().iter().zip(value).map(|(t, v)| {
+                let mut src = vec![t.clone(), v];
+                src.extend(u.src()[2..].iter().cloned());
+                rebuild(src, u.arg().clone())
+            });
+            multi(shards.collect(), axis)
+        }
+        Ops::Copy => {
+            let Arg::Str(spec) = u.arg() else { return Ok(None) };
+            copy_multi(first, spec)?
+        }
+        Ops::ReduceAxis => {
+            let Arg::ReduceAxis(op, axes) = u.arg() else { return Ok(None) };
+            let shards: Vec<UOp> = first.src().iter().map(|s| rebuild(vec![s.clone()], u.arg().clone())).collect();
+            match multi_axis(first) {
+                Some(a) if axes.contains(&a) => multi(all_reduce(*op, shards)?, None),
+                axis => multi(shards, axis),
+            }
+        }
+        op if op.is_movement() => {
+            if u.src().len() > 1 {
+                return Err(Error::shape(op_name, &[u.sh()], "symbolic sizes on a tuple of devices"));
+            }
+            let (arg, axis) = movement_arg(u, first)?;
+            multi(first.src().iter().map(|s| rebuild(vec![s.clone()], arg.clone())).collect(), axis)
+        }
+        // a named function's value (its inputs' shards need not compose into its value's)
+        Ops::Call => u.src()[0].clone(),
+        _ => return Err(devices_error(op_name, u)),
+    };
+    Ok(Some(lowered))
+}
+
+fn op_name(op: Ops) -> &'static str {
+    match op {
+        Ops::Reshape => "reshape",
+        Ops::Permute => "permute",
+        Ops::Expand => "expand",
+        Ops::Pad => "pad",
+        Ops::Shrink => "shrink",
+        Ops::Flip => "flip",
+        Ops::Copy => "to",
+        Ops::Assign => "assign",
+        Ops::ReduceAxis => "reduce",
+        _ => "multi-device op",
+    }
+}
+
+fn devices_error(op: &'static str, u: &UOp) -> Error {
+    Error::Devices { op, devices: u.src().iter().filter_map(graph_device).collect() }
+}
+
+/// The argument a movement op `u` of MULTI `m` takes on each shard, and the axis the result is
+/// split along.
+fn movement_arg(u: &UOp, m: &UOp) -> Result<(Arg, Option<usize>)> {
+    let (full, op) = (m.sh(), op_name(u.op()));
+    let Some(axis) = multi_axis(m) else { return Ok((u.arg().clone(), None)) };
+    let n = m.src().len();
+    let shapes = [full, u.sh()];
+    let refuse = |why: &str| Err(Error::shape(op, &shapes, format!("{why} (the tensor is split along axis {axis})")));
+    let per_shard = |mut shape: Vec<usize>, a: usize| {
+        shape[a] /= n;
+        shape
+    };
+    match u.arg() {
+        Arg::Shape(new) if u.op() == Ops::Reshape => {
+            // the split survives where the axes before it keep their element count and the
+            // new axis there still divides into the shards
+            let before: usize = full[..axis].iter().product();
+            let mut acc = 1;
+            let mut found = None;
+            for (a, &d) in new.iter().enumerate() {
+                if acc == before && d.is_multiple_of(n) && d > 0 {
+                    found = Some(a);
+                }
+                acc *= d;
+            }
+            let Some(a) = found else { return refuse("the reshape moves items between shards") };
+            Ok((Arg::Shape(per_shard(new.clone(), a)), Some(a)))
+        }
+        Arg::Shape(new) => Ok((Arg::Shape(per_shard(new.clone(), axis)), Some(axis))),
+        Arg::Axes(order) if u.op() == Ops::Permute => {
+            Ok((u.arg().clone(), Some(order.iter().position(|&a| a == axis).expect("a permutation"))))
+        }
+        Arg::Axes(flipped) => match flipped.contains(&axis) {
+            true => refuse("flipping the sharded axis"),
+            false => Ok((u.arg().clone(), Some(axis))),
+        },
+        Arg::Pairs(pairs) if u.op() == Ops::Pad => match pairs[axis] {
+            (0, 0) => Ok((u.arg().clone(), Some(axis))),
+            _ => refuse("padding the sharded axis"),
+        },
+        Arg::Pairs(pairs) => match pairs[axis] {
+            (0, end) if end == full[axis] => {
+                let mut pairs = pairs.clone();
+                pairs[axis] = (0, full[axis] / n);
+                Ok((Arg::Pairs(pairs), Some(axis)))
+            }
+            _ => refuse("shrinking the sharded axis"),
+        },
+        _ => refuse("an argument this op does not take"),
+    }
+}
+
+/// The graphs of `u` on each of `n` devices, split along `axis` (each whole when `None`). A
+/// MULTI split otherwise is gathered and split again; a graph on no device (constants) is the
+/// same on every device.
+fn shards_along(u: &UOp, axis: Option<usize>, n: usize, op: &'static str) -> Result<Vec<UOp>> {
+    if u.op() != Ops::Multi {
+        if graph_device(u).is_some() {
+            return Err(Error::Devices { op, devices: vec![graph_device(u).unwrap_or_default()] });
+        }
+        return split(vec![u.clone(); n], axis, op);
+    }
+    if u.src().len() != n {
+        return Err(Error::Devices { op, devices: vec![graph_device(u).unwrap_or_default()] });
+    }
+    match (multi_axis(u), axis) {
+        (have, want) if have == want => Ok(u.src().to_vec()),
+        (None, want) => split(u.src().to_vec(), want, op),
+        (Some(_), want) => split(all_gather(u)?, want, op),
+    }
+}
+
+/// Each device's part of `whole` (one full copy per device) along `axis`.
+fn split(whole: Vec<UOp>, axis: Option<usize>, op: &'static str) -> Result<Vec<UOp>> {
+    let Some(a) = axis else { return Ok(whole) };
+    let (n, full) = (whole.len(), whole[0].sh().to_vec());
+    if full.is_empty() {
+        return Ok(whole);
+    }
+    if !full[a].is_multiple_of(n) {
+        return Err(Error::shape(op, &[&full], format!("axis {a} does not split evenly over {n} devices")));
+    }
+    let size = full[a] / n;
+    let part = |(i, w): (usize, UOp)| {
+        let mut bounds: Vec<(usize, usize)> = full.iter().map(|&d| (0, d)).collect();
+        bounds[a] = (i * size, (i + 1) * size);
+        w.movement(Ops::Shrink, Arg::Pairs(bounds))
+    };
+    Ok(whole.into_iter().enumerate().map(part).collect())
+}
+
+/// A copy of `u` on `device`, or `u` itself where it is there already.
+fn copy_to(u: &UOp, device: &str) -> UOp {
+    match graph_device(u).as_deref() == Some(device) {
+        true => u.clone(),
+        false => UOp::new(Ops::Copy, u.dtype(), vec![u.clone()], Arg::Str(device.to_string())),
+    }
+}
+
+/// Each shard's device, in the tuple's order.
+fn shard_devices(m: &UOp) -> Result<Vec<String>> {
+    let devices: Option<Vec<String>> = m.src().iter().map(graph_device).collect();
+    devices.ok_or_else(|| Error::value("to", "a shard on no device"))
+}
+
+/// `pieces` (on one device, each with where it starts along `axis`) joined along `axis` into
+/// one tensor `total` long there: each padded to its place, and the paddings' zeros added.
+fn assemble(pieces: Vec<(UOp, usize)>, axis: usize, total: usize) -> UOp {
+    let combine = if pieces[0].0.dtype().is_bool() { Ops::Or } else { Ops::Add };
+    let placed = pieces.into_iter().map(|(p, start)| {
+        let mut pads = vec![(0, 0); p.sh().len()];
+        pads[axis] = (start, total - start - p.sh()[axis]);
+        p.movement(Ops::Pad, Arg::Pairs(pads))
+    });
+    placed.reduce(|acc, p| acc.alu(combine, &[&p])).expect("at least one piece")
+}
+
+/// Equal `pieces` (one per shard, on one device) joined along `axis` into the whole tensor.
+fn join(pieces: Vec<UOp>, axis: usize) -> UOp {
+    let (n, size) = (pieces.len(), pieces[0].sh()[axis]);
+    assemble(pieces.into_iter().enumerate().map(|(i, p)| (p, i * size)).collect(), axis, n * size)
+}
+
+/// A whole copy of MULTI `m` on each of its devices: every shard copied to every other device
+/// and the pieces joined.
+fn all_gather(m: &UOp) -> Result<Vec<UOp>> {
+    let Some(axis) = multi_axis(m) else { return Ok(m.src().to_vec()) };
+    let devices = shard_devices(m)?;
+    Ok(devices.iter().map(|d| join(m.src().iter().map(|s| copy_to(s, d)).collect(), axis)).collect())
+}
+
+/// MULTI `m` copied to `spec`: one device gets the whole tensor (gathered from the shards, or
+/// the replica already there); a tuple of as many devices gets shard `i` on device `i`.
+fn copy_multi(m: &UOp, spec: &str) -> Result<UOp> {
+    let targets = device_list(spec);
+    let devices = shard_devices(m)?;
+    if let [one] = targets[..] {
+        return Ok(match multi_axis(m) {
+            Some(axis) => join(m.src().iter().map(|s| copy_to(s, one)).collect(), axis),
+            None => {
+                let here = devices.iter().position(|d| d == one);
+                copy_to(&m.src()[here.unwrap_or(0)], one)
+            }
+        });
+    }
+    if targets.len() != devices.len() {
+        return Err(Error::Devices { op: "to", devices: vec![devices.join(","), spec.to_string()] });
+    }
+    Ok(multi(m.src().iter().zip(&targets).map(|(s, d)| copy_to(s, d)).collect(), multi_axis(m)))
+}
+
+/// Every device's `shards` combined with `op` (ADD, MUL or MAX), the result on each device. Over
+/// two devices, or few elements, each device reads every other shard (n(n-1) copies); otherwise
+/// round a ring, as a reduce-scatter then an all-gather over `n` chunks (2n(n-1) copies, each a
+/// chunk). `RING=0` never uses the ring, `RING=2` always.
+fn all_reduce(op: Ops, shards: Vec<UOp>) -> Result<Vec<UOp>> {
+    let n = shards.len();
+    let devices = shards.iter().map(graph_device).collect::<Option<Vec<String>>>();
+    let devices = devices.ok_or_else(|| Error::value("reduce", "a shard on no device"))?;
+    let numel: usize = shards[0].sh().iter().product();
+    let ring =
+        n > 1 && numel >= n && (getenv("RING", 1) >= 2 || (getenv("RING", 1) >= 1 && n > 2 && numel > RING_THRESHOLD));
+    if debug() >= 2 {
+        let kind = if ring { "ring" } else { "naive" };
+        eprintln!(
+            "all-reduce ({kind}) {} of {numel} {} over {}",
+            op.name(),
+            shards[0].dtype().name(),
+            devices.join(",")
+        );
+    }
+    let combine = |a: UOp, b: UOp| a.alu(op, &[&b]);
+    if !ring {
+        let on = |(i, d): (usize, &String)| {
+            let others = (0..n).filter(|&j| j != i).map(|j| copy_to(&shards[j], d));
+            others.fold(shards[i].clone(), &combine)
+        };
+        return Ok(devices.iter().enumerate().map(on).collect());
+    }
+    // each shard flat and cut into n chunks differing in length by at most one
+    let shape = shards[0].sh().to_vec();
+    let bounds = |k: usize| k * numel / n..(k + 1) * numel / n;
+    let flat: Vec<UOp> = shards.iter().map(|s| s.movement(Ops::Reshape, Arg::Shape(vec![numel]))).collect();
+    let piece = |s: &UOp, k: usize| s.movement(Ops::Shrink, Arg::Pairs(vec![(bounds(k).start, bounds(k).end)]));
+    // reduce-scatter: chunk k starts on device k and takes in each next device's part of it
+    let mut chunks_on: Vec<Vec<(UOp, usize)>> = vec![Vec::with_capacity(n); n];
+    for k in 0..n {
+        let mut acc = piece(&flat[k], k);
+        for step in 1..n {
+            let d = (k + step) % n;
+            acc = combine(copy_to(&acc, &devices[d]), piece(&flat[d], k));
+        }
+        // all-gather: the reduced chunk passes on round the ring to every other device
+        let owner = (k + n - 1) % n;
+        chunks_on[owner].push((acc.clone(), bounds(k).start));
+        for step in 1..n {
+            let d = (owner + step) % n;
+            acc = copy_to(&acc, &devices[d]);
+            chunks_on[d].push((acc.clone(), bounds(k).start));
+        }
+    }
+    let whole = |chunks| assemble(chunks, 0, numel).movement(Ops::Reshape, Arg::Shape(shape.clone()));
+    Ok(chunks_on.into_iter().map(whole).collect())
+}

@@ -1,0 +1,115 @@
+//! Data-parallel training: weights replicated, the batch split along axis 0. The gradients come
+//! out all-reduced with no code of their own, and ten steps follow the one-device run.
+
+use lazygrad::nn::layers::Linear;
+use lazygrad::nn::optim::{adam, Optimizer, SGD};
+use lazygrad::nn::state::get_parameters;
+use lazygrad::tensor::Reduction;
+use lazygrad::{module, Context, DType, Jit, Tensor};
+
+struct Mlp {
+    l1: Linear,
+    l2: Linear,
+}
+module!(Mlp { l1, l2 });
+
+impl Mlp {
+    fn new() -> Mlp {
+        Tensor::manual_seed(7);
+        Mlp { l1: Linear::new(6, 16, true), l2: Linear::new(16, 3, true) }
+    }
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.l2.forward(&self.l1.forward(x).relu())
+    }
+}
+
+/// The random stream is process-wide: tests that seed it run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Batch `i`: 8 rows of 6 features and their labels, the same on every run.
+fn batch(i: usize) -> (Tensor, Tensor) {
+    let x: Vec<f32> = (0..48).map(|j| ((i * 48 + j) as f32 * 0.37).sin()).collect();
+    let y: Vec<i32> = (0..8).map(|j| ((i * 8 + j) * 7 % 3) as i32).collect();
+    (Tensor::from_slice(&x, &[8, 6]), Tensor::from_slice(&y, &[8]))
+}
+
+/// One training step on batch `xy` (inputs, labels): the loss, and the tensors the step assigns.
+fn train_step(model: &Mlp, opt: &mut dyn Optimizer, xy: &[Tensor]) -> Vec<Tensor> {
+    opt.zero_grad();
+    let loss = model.forward(&xy[0]).sparse_categorical_crossentropy(&xy[1], -1, 0.0, Reduction::Mean);
+    loss.backward();
+    let mut step = vec![loss];
+    step.extend(opt.schedule_step());
+    Tensor::realize_all(&step).unwrap();
+    step
+}
+
+/// The losses of ten steps of `make_opt` on `Mlp`, with parameters on `devices` (replicated) and
+/// each batch split over them; with `jit`, each step through one `Jit` (replayed from the third).
+fn losses(devices: &[&str], make_opt: fn(&[Tensor]) -> Box<dyn Optimizer>, jit: bool) -> Vec<f32> {
+    let _one_at_a_time = serial();
+    let model = Mlp::new();
+    let params = get_parameters(&model);
+    if devices.len() > 1 {
+        params.iter().for_each(|p| {
+            p.shard_(devices, None).realize();
+        });
+    }
+    let mut opt = make_opt(&params);
+    let _training = Context::new(&[("TRAINING", 1)]);
+    let batch_on = |i: usize| {
+        let (x, y) = batch(i % 2);
+        match devices.len() {
+            1 => [x, y],
+            _ => [x.shard(devices, Some(0)), y.shard(devices, Some(0))],
+        }
+    };
+    let loss = |out: Vec<Tensor>| out[0].cast(DType::FLOAT32).item::<f32>();
+    if jit {
+        let mut step = Jit::new(|xy: &[Tensor]| train_step(&model, opt.as_mut(), xy));
+        (0..10).map(|i| loss(step.call(&batch_on(i)).unwrap())).collect()
+    } else {
+        (0..10).map(|i| loss(train_step(&model, opt.as_mut(), &batch_on(i)))).collect()
+    }
+}
+
+fn sgd(params: &[Tensor]) -> Box<dyn Optimizer> {
+    Box::new(SGD::new(params, 0.1, 0.9, 0.0, false))
+}
+
+fn adam_opt(params: &[Tensor]) -> Box<dyn Optimizer> {
+    Box::new(adam(params, 0.01))
+}
+
+#[test]
+fn data_parallel_training_follows_one_device_over_ten_steps() {
+    for make_opt in [sgd as fn(&[Tensor]) -> Box<dyn Optimizer>, adam_opt] {
+        let single = losses(&["CPU"], make_opt, false);
+        assert!(single[9] < single[0], "the one-device run learns: {single:?}");
+        for (devices, jit) in
+            [(&["CPU", "CPU:1"][..], false), (&["CPU", "CPU:1", "CPU:2", "CPU:3"], false), (&["CPU", "CPU:1"], true)]
+        {
+            let parallel = losses(devices, make_opt, jit);
+            for (step, (p, s)) in parallel.iter().zip(&single).enumerate() {
+                assert!((p - s).abs() <= 1e-5 * s.abs().max(1.0), "step {step} on {devices:?} (jit {jit}): {p} vs {s}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_replicated_weights_gradient_is_the_sum_over_the_sharded_batch() {
+    let _one_at_a_time = serial();
+    let (x, _) = batch(0);
+    let w = Tensor::from_slice(&(0..18).map(|i| i as f32 * 0.1).collect::<Vec<_>>(), &[6, 3]);
+    let expect = x.matmul(&w).relu().sum(None, false).gradient_with(&[&w], None).unwrap()[0].to_vec::<f32>();
+    let devices = ["CPU", "CPU:1", "CPU:2", "CPU:3"];
+    let (xs, ws) = (x.shard(&devices, Some(0)), w.shard(&devices, None).realize());
+    let g = xs.matmul(&ws).relu().sum(None, false).gradient_with(&[&ws], None).unwrap().remove(0);
+    assert_eq!((g.device(), g.shard_axis()), ("CPU,CPU:1,CPU:2,CPU:3", None));
+    let got = g.to_vec::<f32>();
+    assert!(got.iter().zip(&expect).all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0)), "{got:?} vs {expect:?}");
+}
