@@ -8,7 +8,9 @@
 //! Fashion-MNIST), `SGD=1` / `MUON=1` (optimizer; Adam by default), `LR`,
 //! `TARGET_EVAL_ACC_PCT` (exit non-zero below it), `SEED`, `INIT` (a safetensors file of initial
 //! weights and each step's batch indices, `samples`, written by tools/mnist_torch.py's
-//! `SAVE_INIT`: both frameworks then train from the same start on the same batches). Prints its
+//! `SAVE_INIT`: both frameworks then train from the same start on the same batches), `GPUS` (1:
+//! with n > 1, data parallel over the default device's numbers 0..n, as tinygrad's multi-GPU
+//! example: the model replicated, each batch split along axis 0). Prints its
 //! figures as `key value` lines (tools/mnist_compare.sh puts them beside PyTorch's).
 
 use std::io::Write;
@@ -17,7 +19,7 @@ use std::time::Instant;
 use lazygrad::helpers::{getenv, getenv_str, peak_rss_bytes, GlobalCounters};
 use lazygrad::nn::datasets::mnist;
 use lazygrad::nn::optim::{adam, muon, Optimizer, SGD};
-use lazygrad::nn::state::{get_parameters, load_state_dict, safe_load};
+use lazygrad::nn::state::{get_parameters, get_state_dict, load_state_dict, safe_load};
 use lazygrad::tensor::Idx;
 use lazygrad::{DType, Jit, Tensor};
 
@@ -67,6 +69,20 @@ fn run() -> lazygrad::Result<()> {
         }
         None => None,
     };
+    // data parallel: every tensor of the model on each device (before the optimizer, which keeps
+    // its state where the parameters are), each batch split over them
+    let gpus = getenv("GPUS", 1).max(1) as usize;
+    let base = lazygrad::runtime::default_device();
+    let base = base.split(':').next().unwrap_or_default();
+    let devices: Vec<String> = (0..gpus).map(|i| format!("{base}:{i}")).collect();
+    let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
+    let spread = |t: Tensor| if gpus > 1 { t.try_shard(&devices, Some(0)) } else { Ok(t) };
+    if bs % gpus != 0 {
+        return Err(lazygrad::Error::value("beautiful_mnist", format!("BS={bs} does not split over GPUS={gpus}")));
+    }
+    if gpus > 1 {
+        get_state_dict(&model).values().try_for_each(|t| t.try_shard_(&devices, None).map(|_| ()))?;
+    }
     let params = get_parameters(&model);
     let lr = |default: f64| getenv_str("LR").and_then(|v| v.parse().ok()).unwrap_or(default);
     let mut opt: Box<dyn Optimizer> = if getenv("SGD", 0) != 0 {
@@ -84,6 +100,8 @@ fn run() -> lazygrad::Result<()> {
         let samples = train.get(2).cloned().unwrap_or_else(|| Tensor::randint(&[bs], 0, n_train));
         let x = train[0].index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
         let y = train[1].index(&[Idx::Tensor(samples)]).cast(DType::INT32);
+        let (x, y) =
+            (spread(x).expect("BS splits over GPUS (checked)"), spread(y).expect("BS splits over GPUS (checked)"));
         train_step(&|x| model.forward(x), opt.as_mut(), &x, &y)
     });
     // the test set in equal chunks, each a JIT'd call counting its correct predictions
@@ -97,9 +115,10 @@ fn run() -> lazygrad::Result<()> {
         .map(|c| {
             let rows = [(c * eval_bs, (c + 1) * eval_bs)];
             let x = data.x_test.shrink(&[rows[0], (0, 1), (0, 28), (0, 28)]).cast(DType::FLOAT32);
-            [x.contiguous().realize(), data.y_test.shrink(&rows).cast(DType::INT32).contiguous().realize()]
+            let y = data.y_test.shrink(&rows).cast(DType::INT32);
+            Ok([spread(x.contiguous())?.realize(), spread(y.contiguous())?.realize()])
         })
-        .collect();
+        .collect::<lazygrad::Result<_>>()?;
     let mut test_acc = || -> lazygrad::Result<f32> {
         let mut correct = 0;
         for chunk in &chunks {

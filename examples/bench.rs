@@ -282,6 +282,28 @@ fn median_step_seconds(
 
 /// The latency of one small eager op, `relu(a + b)` on 64x64 realized on its own (no JIT): graph,
 /// schedule (cached after the first), launch and wait; the median of `EAGER_OPS` calls.
+/// Many devices: an all-reduce (the sum of two shards) of `STREAM_LEN` floats over CPU:0 and
+/// CPU:1, beside a plain copy of as many from one to the other; GB/s of the tensor (NCCL's
+/// algorithm bandwidth), the best of at least 10 runs each.
+fn all_reduce() -> lazygrad::Result<()> {
+    let devices = ["CPU", "CPU:1"];
+    let shards = Tensor::rand(&[2, STREAM_LEN]).try_shard(&devices, Some(0))?.realize();
+    let one = realized_rand(&[STREAM_LEN]);
+    let reduce = || shards.sum(0, false);
+    let copy = || one.to("CPU:1");
+    let workloads: [(&str, &dyn Fn() -> Tensor); 2] = [("all_reduce_cpu2", &reduce), ("copy_cpu_cpu1", &copy)];
+    for (name, build) in workloads {
+        build().try_realize()?;
+        let (first, mut runs, mut best) = (Instant::now(), 0, f64::INFINITY);
+        while runs < 10 || first.elapsed().as_secs_f64() < MIN_SPAN_S {
+            best = best.min(kernel_seconds(&build, None)?);
+            runs += 1;
+        }
+        report(name, (STREAM_LEN * 4) as f64 / best * 1e-9, "GB/s");
+    }
+    Ok(())
+}
+
 fn eager_op() -> lazygrad::Result<()> {
     let (a, b) = (realized_rand(&[64, 64]), realized_rand(&[64, 64]));
     let mut times: Vec<f64> = (0..EAGER_OPS + 50)
@@ -408,6 +430,7 @@ const WORKLOADS: &[Workload] = &[
     ("matvec", matvec),
     ("conv2d", conv2d),
     ("eager_op", eager_op),
+    ("all_reduce", all_reduce),
     ("mnist_step", mnist_step),
     ("mlp_step", mlp_step),
     ("gpt_step", gpt_step),

@@ -64,6 +64,8 @@ ROWS = [
     ("matvec_49152x576", "matvec 1x576 @ (49152x576).T, weight from DRAM (SmolLM2's output)", "GB/s"),
     ("conv2d", "conv2d 3x3 16x64x32x32 -> 64", "GFLOP/s"),
     ("eager_op", "eager relu(a + b) on 64x64, realized alone", "us"),
+    ("all_reduce_cpu2", "all-reduce (sum) of 16M floats over CPU:0..1, GB/s of the tensor", "GB/s"),
+    ("copy_cpu_cpu1", "copy of 16M floats from CPU:0 to CPU:1", "GB/s"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("gpt_step", "GPT train step: 2 layers 256 wide, 4 x 256 tokens, AdamW (PyTorch eager)", "ms"),

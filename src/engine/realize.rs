@@ -229,7 +229,7 @@ impl ExecItem {
                     return Err(Error::value("run", format!("a copy takes 2 buffers, given {}", self.bufs.len())));
                 };
                 let start = Instant::now();
-                dst.copyin(&src.copyout()?)?;
+                dst.copy_from(src)?;
                 (None, 0, start.elapsed().as_secs_f64())
             }
         };

@@ -163,6 +163,39 @@ pub fn host_ptr(raw: &dyn RawBuffer) -> Result<*mut u8> {
     host_block(raw).map(HostBlock::ptr)
 }
 
+/// Copy the first `bytes` bytes of `src` to `dst` where one side or both are host memory: one
+/// copy, with no staging vector on the host (a CPU buffer to another CPU device, or straight
+/// between a GPU buffer and host memory through the GPU allocator's `copyin`/`copyout`). `None`
+/// when neither is host memory.
+pub fn copy_through_host(
+    dst: (&dyn RawBuffer, &dyn Allocator),
+    src: (&dyn RawBuffer, &dyn Allocator),
+    bytes: usize,
+) -> Option<Result<()>> {
+    let (host_dst, host_src) = (host_block(dst.0).ok(), host_block(src.0).ok());
+    let fit = |b: &HostBlock| fits(b, bytes, "a copy");
+    Some(match (host_dst, host_src) {
+        (None, None) => return None,
+        (Some(d), Some(s)) => fit(d).and_then(|()| fit(s)).map(|()| {
+            // SAFETY: both blocks hold at least `bytes` bytes (checked) and stay allocated while
+            // borrowed; `copy` allows the ranges to overlap (two views of one block).
+            unsafe { std::ptr::copy(s.ptr(), d.ptr(), bytes) }
+        }),
+        (Some(d), None) => fit(d).and_then(|()| {
+            // SAFETY: the block holds `bytes` bytes (checked) and stays allocated while borrowed;
+            // no Rust reference into host memory a buffer owns lives outside a call like this one
+            // (kernels and copies reach it through raw pointers, one step at a time).
+            let out = unsafe { std::slice::from_raw_parts_mut(d.ptr(), bytes) };
+            src.1.copyout(src.0, out)
+        }),
+        (None, Some(s)) => fit(s).and_then(|()| {
+            // SAFETY: as above; the bytes are initialized (zeroed when allocated, else written).
+            let data = unsafe { std::slice::from_raw_parts(s.ptr(), bytes) };
+            dst.1.copyin(dst.0, data)
+        }),
+    })
+}
+
 /// `Err` unless `bytes` bytes fit in `block` (`what` names the access).
 fn fits(block: &HostBlock, bytes: usize, what: &'static str) -> Result<()> {
     match bytes <= block.len {

@@ -139,6 +139,21 @@ impl Buffer {
     pub fn host_ptr(&self) -> Result<*mut u8> {
         host_ptr(self.raw()?)
     }
+    /// Copy all of `src` (as many bytes) into this buffer: in one copy where either side is host
+    /// memory (see `copy_through_host`), else through a host vector.
+    pub fn copy_from(&self, src: &Buffer) -> Result<()> {
+        if src.nbytes() != self.nbytes() {
+            return Err(Error::Size { op: "a copy", bytes: src.nbytes(), capacity: self.nbytes() });
+        }
+        let (dst_device, src_device) = (get_device(&self.device)?, get_device(&src.device)?);
+        let (dst_raw, src_raw) = (self.raw()?, src.raw()?);
+        let direct = super::allocator::copy_through_host(
+            (dst_raw, dst_device.allocator()),
+            (src_raw, src_device.allocator()),
+            self.nbytes(),
+        );
+        direct.unwrap_or_else(|| self.copyin(&src.copyout()?))
+    }
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {
         if data.len() != self.nbytes() {
