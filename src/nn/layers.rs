@@ -188,22 +188,47 @@ impl BatchNorm {
             size.map_or("C".into(), |n| n.to_string())
         );
         let training = getenv("TRAINING", 0) != 0;
-        let axes: Vec<isize> = (0..x.ndim() as isize).filter(|&a| a != 1).collect();
+        // a batch split over n devices: each device's own statistics (tinygrad's unsynced
+        // batchnorm), over the axes of `x` as [n, N/n, C, ...], unless SYNCBN=1 asks for the whole
+        // batch's (which a reduce over the split axis all-reduces)
+        let devices = x.devices().len();
+        let per_device = training && devices > 1 && getenv("SYNCBN", 0) == 0 && x.shard_axis() == Some(0);
+        let (x_stats, channel) = match per_device {
+            true => {
+                let split: Vec<isize> =
+                    [devices, xs[0] / devices].iter().chain(&xs[1..]).map(|&d| d as isize).collect();
+                (x.reshape(&split), 2)
+            }
+            false => (x.clone(), 1),
+        };
+        let axes: Vec<isize> =
+            (0..x_stats.ndim() as isize).filter(|&a| a != channel && !(per_device && a == 0)).collect();
         let (mean, var) = match (&self.running_mean, &self.running_var, training) {
             (Some(m), Some(v), false) => (m.clone(), v.clone()),
             _ => {
-                let mean = x.mean(axes.as_slice(), false);
+                let mean = x_stats.mean(axes.as_slice(), per_device);
                 // the variance's gradient does not flow into the mean
-                let y = x - &channel_view(&mean.detach(), x.ndim());
-                (mean, (&y * &y).mean(axes.as_slice(), false))
+                let centered = match per_device {
+                    true => &x_stats - &mean.detach(),
+                    false => &x_stats - &channel_view(&mean.detach(), x.ndim()),
+                };
+                (mean, (&centered * &centered).mean(axes.as_slice(), per_device))
             }
         };
         if let (Some(rm), Some(rv), true) = (&self.running_mean, &self.running_var, training) {
-            let n = x.numel() as f64;
+            let n = (x.numel() / if per_device { devices } else { 1 }) as f64;
             let unbiased = n / (n - x.shape()[1] as f64).max(1.0);
-            rm.assign(&(rm * (1.0 - self.momentum) + &(mean.detach() * self.momentum)));
-            rv.assign(&(rv * (1.0 - self.momentum) + &(var.detach() * (self.momentum * unbiased))));
+            // per device, the running statistics follow the devices' average
+            let across = |s: &Tensor| if per_device { s.mean(0, false).reshape(&[xs[1] as isize]) } else { s.clone() };
+            rm.assign(&(rm * (1.0 - self.momentum) + &(across(&mean.detach()) * self.momentum)));
+            rv.assign(&(rv * (1.0 - self.momentum) + &(across(&var.detach()) * (self.momentum * unbiased))));
             self.num_batches_tracked.assign(&(&self.num_batches_tracked + 1));
+        }
+        if per_device {
+            let normalized = (&x_stats - &mean) * (var + self.eps).rsqrt();
+            let out = normalized.reshape(&xs.iter().map(|&d| d as isize).collect::<Vec<_>>());
+            let out = self.weight.as_ref().map_or(out.clone(), |w| &out * &channel_view(w, x.ndim()));
+            return self.bias.as_ref().map_or(out.clone(), |b| &out + &channel_view(b, x.ndim()));
         }
         x.batchnorm(self.weight.as_ref(), self.bias.as_ref(), &mean, &(var + self.eps).rsqrt())
     }

@@ -113,3 +113,42 @@ fn a_replicated_weights_gradient_is_the_sum_over_the_sharded_batch() {
     let got = g.to_vec::<f32>();
     assert!(got.iter().zip(&expect).all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0)), "{got:?} vs {expect:?}");
 }
+
+#[test]
+fn batchnorm_over_a_split_batch_uses_each_devices_statistics_unless_syncbn() {
+    use lazygrad::nn::layers::BatchNorm;
+    let _one_at_a_time = serial();
+    let _training = Context::new(&[("TRAINING", 1)]);
+    let x = Tensor::from_slice(&(0..96).map(|i| ((i * 37 % 23) as f32).sqrt()).collect::<Vec<_>>(), &[8, 3, 2, 2]);
+    let devices = ["CPU", "CPU:1"];
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0));
+    let layer = |on: Option<&[&str]>| {
+        let bn = BatchNorm::with_size(3);
+        if let Some(d) = on {
+            lazygrad::nn::state::get_state_dict(&bn).values().for_each(|t| {
+                t.shard_(d, None);
+            });
+        }
+        bn
+    };
+    // each device normalizes its half as one device would
+    let halves: Vec<(Vec<f32>, Vec<f32>)> = [(0, 4), (4, 8)]
+        .iter()
+        .map(|&rows| {
+            let bn = layer(None);
+            let out = bn.forward(&x.shrink(&[rows, (0, 3), (0, 2), (0, 2)])).to_vec::<f32>();
+            (out, bn.running_mean.as_ref().unwrap().to_vec::<f32>())
+        })
+        .collect();
+    let bn = layer(Some(&devices));
+    let out = bn.forward(&x.shard(&devices, Some(0))).to_vec::<f32>();
+    assert!(close(&out, &[halves[0].0.clone(), halves[1].0.clone()].concat()), "per device");
+    let average: Vec<f32> = halves[0].1.iter().zip(&halves[1].1).map(|(a, b)| (a + b) / 2.0).collect();
+    assert!(close(&bn.running_mean.as_ref().unwrap().to_vec::<f32>(), &average), "running mean");
+    // SYNCBN=1: the whole batch's statistics, as on one device
+    let whole = layer(None).forward(&x).to_vec::<f32>();
+    let _sync = Context::new(&[("SYNCBN", 1)]);
+    let synced = layer(Some(&devices)).forward(&x.shard(&devices, Some(0))).to_vec::<f32>();
+    assert!(close(&synced, &whole), "synced");
+    assert!(!close(&out, &whole), "the per-device statistics differ from the whole batch's");
+}
