@@ -153,8 +153,26 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
             let from = crate::schedule::graph_device(&s[0].uop());
             vec![Some(g.to(&from.unwrap_or_else(|| g.device().to_string())))]
         }),
-        // the shards of a tensor on several devices are where gradients stop
-        grad_rule(Ops::Multi, |_, s, _| vec![None; s.len()]),
+        // each shard's gradient is its device's part of the whole gradient; the copies of a
+        // replicated tensor are one value, whose gradient goes to the first
+        grad_rule(Ops::Multi, |k, s, g| {
+            let axis = crate::schedule::multi_axis(&k.uop());
+            let part = |(i, shard): (usize, &Tensor)| {
+                let device = crate::schedule::graph_device(&shard.uop())?;
+                let whole = g.to(&device);
+                Some(match axis {
+                    None if i > 0 => return None,
+                    None => whole,
+                    Some(a) => {
+                        let size = shard.shape()[a];
+                        let mut bounds: Vec<(usize, usize)> = whole.shape().iter().map(|&d| (0, d)).collect();
+                        bounds[a] = (i * size, (i + 1) * size);
+                        whole.shrink(&bounds)
+                    }
+                })
+            };
+            s.iter().enumerate().map(part).collect()
+        }),
         grad_rule(Ops::Detach, |_, _, _| vec![None]),
         grad_rule(Ops::CmpLt, |_, _, _| vec![None, None]),
         grad_rule(Ops::CmpNe, |_, _, _| vec![None, None]),

@@ -152,3 +152,19 @@ fn batchnorm_over_a_split_batch_uses_each_devices_statistics_unless_syncbn() {
     assert!(close(&synced, &whole), "synced");
     assert!(!close(&out, &whole), "the per-device statistics differ from the whole batch's");
 }
+
+#[test]
+fn gradients_flow_back_through_a_shard_to_the_one_device_tensor_it_split() {
+    let _one_at_a_time = serial();
+    let x = Tensor::from_slice(&(0..12).map(|i| i as f32 - 5.0).collect::<Vec<_>>(), &[4, 3]).requires_grad(true);
+    for axis in [Some(0), None] {
+        x.set_grad(None);
+        let y = x.shard(&["CPU", "CPU:1"], axis);
+        (&y * &y).sum(None, false).backward();
+        let g = x.grad().expect("x has a gradient");
+        assert_eq!(g.device(), "CPU");
+        // replicated, the copies are one value: its gradient counts once
+        let twice: Vec<f32> = x.to_vec::<f32>().iter().map(|v| 2.0 * v).collect();
+        assert_eq!(g.to_vec::<f32>(), twice, "axis {axis:?}");
+    }
+}
