@@ -3,5 +3,7 @@
 
 #[path = "multi/ops.rs"]
 mod ops;
+#[path = "multi/sweep.rs"]
+mod sweep;
 #[path = "multi/train.rs"]
 mod train;

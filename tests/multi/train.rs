@@ -168,3 +168,36 @@ fn gradients_flow_back_through_a_shard_to_the_one_device_tensor_it_split() {
         assert_eq!(g.to_vec::<f32>(), twice, "axis {axis:?}");
     }
 }
+
+#[test]
+fn model_parallel_layers_split_along_their_weights_axes_equal_one_device() {
+    let _one_at_a_time = serial();
+    let model = Mlp::new();
+    let (x, y) = batch(0);
+    let loss =
+        |m: &Mlp, x: &Tensor, y: &Tensor| m.forward(x).sparse_categorical_crossentropy(y, -1, 0.0, Reduction::Mean);
+    let want = loss(&model, &x, &y);
+    let params = get_parameters(&model);
+    let want_grads: Vec<Vec<f32>> = want
+        .gradient_with(&params.iter().collect::<Vec<_>>(), None)
+        .unwrap()
+        .iter()
+        .map(|g| g.to_vec::<f32>())
+        .collect();
+    let want = want.item::<f32>();
+    // the first layer split along its outputs (weight [16, 6] on axis 0, bias too), the second along
+    // its inputs (weight [3, 16] on axis 1, its partial sums all-reduced); the batch on each device
+    let devices = ["CPU", "CPU:1"];
+    model.l1.weight.shard_(&devices, Some(0));
+    model.l1.bias.as_ref().unwrap().shard_(&devices, Some(0));
+    model.l2.weight.shard_(&devices, Some(1));
+    model.l2.bias.as_ref().unwrap().shard_(&devices, None);
+    let got = loss(&model, &x.to("CPU,CPU:1"), &y.to("CPU,CPU:1"));
+    let grads = got.gradient_with(&params.iter().collect::<Vec<_>>(), None).unwrap();
+    let got = got.item::<f32>();
+    assert!((got - want).abs() <= 1e-5 * want.abs(), "{got} vs {want}");
+    for (g, w) in grads.iter().zip(&want_grads) {
+        let g = g.to_vec::<f32>();
+        assert!(g.iter().zip(w).all(|(g, w)| (g - w).abs() <= 1e-5 * w.abs().max(1.0)), "{g:?} vs {w:?}");
+    }
+}
