@@ -38,6 +38,11 @@ ls /usr/lib/*/libvulkan.so.1 >/dev/null 2>&1 || need+=(libvulkan1)
 # (MSL_CHECK, src/runtime/metal.rs); clang-16 brings only the versioned `clang++-16` command, so
 # the CPU device's compiler (`clang` else gcc) stays as it was
 compgen -c clang++-1 | grep -E '^clang\+\+-1[5-9]$' >/dev/null || need+=(clang-16)
+# Open MPI for the `mpi` feature (collectives across processes, tools/mpi_check.sh), and libclang,
+# which the mpi crate's build opens to read mpi.h
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+ls /usr/lib/*/openmpi/include/mpi.h >/dev/null 2>&1 || need+=(libopenmpi-dev)
+ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang-*.so* >/dev/null 2>&1 || need+=(libclang1-16)
 if [ "${1:-}" = "--demo" ]; then
   [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

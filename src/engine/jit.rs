@@ -126,7 +126,9 @@ impl CapturedJit {
                 continue;
             }
             let copy = Arc::new(Buffer::new(b.device(), b.size(), b.dtype()));
-            seconds += ExecItem { runner: Runner::Copy, bufs: vec![copy.clone(), b.clone()], vals: vec![] }.run()?;
+            seconds +=
+                ExecItem { runner: Runner::Copy { ranks: None }, bufs: vec![copy.clone(), b.clone()], vals: vec![] }
+                    .run()?;
             own.push(copy);
         }
         let inputs = &own;
@@ -139,7 +141,7 @@ impl CapturedJit {
                 Runner::Kernel(k) => {
                     k.vars.iter().zip(&item.vals).map(|(n, &v)| vals.get(n).copied().unwrap_or(v)).collect()
                 }
-                Runner::Copy => vec![],
+                Runner::Copy { .. } => vec![],
             };
             let bufs = slots.iter().map(resolve).collect();
             seconds += ExecItem { runner: item.runner.clone(), bufs, vals }.run()?;

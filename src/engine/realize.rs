@@ -15,7 +15,7 @@ use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner, param_reach};
 use crate::schedule::{ScheduleItem, VarVals};
-use crate::uop::{Arg, FastHasher, KernelName, ProgramSpec, UOp};
+use crate::uop::{Arg, FastHasher, KernelName, Ops, ProgramSpec, UOp};
 
 /// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside
 /// its buffers. Made only from the AST it was lowered from, so its reach is the program's.
@@ -187,7 +187,10 @@ fn cache_program(key: CacheKey, ast: &UOp, spec: &ProgramSpec, program: Arc<dyn 
 #[derive(Clone)]
 pub enum Runner {
     Kernel(Arc<CompiledKernel>),
-    Copy,
+    /// A copy; with `ranks`, an all-reduce over the job's processes with that op.
+    Copy {
+        ranks: Option<Ops>,
+    },
 }
 
 /// A step ready to run: compiled, with its buffers and its variables' values bound (what the JIT
@@ -224,12 +227,19 @@ impl ExecItem {
         let bytes: u64 = self.bufs.iter().map(|b| b.nbytes() as u64).sum();
         let (name, ops, elapsed) = match &self.runner {
             Runner::Kernel(k) => (Some(&k.name), k.ops, k.launch(&self.bufs, &self.vals)?.as_secs_f64()),
-            Runner::Copy => {
+            Runner::Copy { ranks } => {
                 let [dst, src] = &self.bufs[..] else {
                     return Err(Error::value("run", format!("a copy takes 2 buffers, given {}", self.bufs.len())));
                 };
                 let start = Instant::now();
-                dst.copy_from(src)?;
+                match ranks {
+                    None => dst.copy_from(src)?,
+                    Some(op) => {
+                        let mut data = src.copyout()?;
+                        crate::runtime::collective::world()?.all_reduce(&mut data, src.dtype(), *op)?;
+                        dst.copyin(&data)?;
+                    }
+                }
                 (None, 0, start.elapsed().as_secs_f64())
             }
         };
@@ -367,7 +377,9 @@ pub fn run_schedule(items: Vec<ScheduleItem>, vals: &VarVals) -> Result<()> {
                 let runner = Runner::Kernel(get_runner_timed(bufs[0].device(), &ast, &mut phases)?);
                 ExecItem { vals: runner.var_vals(vals)?, runner, bufs }
             }
-            ScheduleItem::Copy { dst, src } => ExecItem { runner: Runner::Copy, bufs: vec![dst, src], vals: vec![] },
+            ScheduleItem::Copy { dst, src, ranks } => {
+                ExecItem { runner: Runner::Copy { ranks }, bufs: vec![dst, src], vals: vec![] }
+            }
         };
         phases.run += exec.run()?;
         CAPTURE.with(|c| c.borrow_mut().as_mut().map(|v| v.push(exec)));

@@ -25,10 +25,15 @@ pub const MAX_THREADS: usize = 256;
 /// What a program's `main` returns for `result`: success, or the error on one line of stderr
 /// (`error: ...`, no backtrace) and a failing exit code. The examples open their device first
 /// (`runtime::get_device`), so an unavailable one ends them here.
+/// Set when the program is ending with an error (`exit_code` of an error, or a panic in an MPI
+/// job): the other ranks of a job must then be stopped, not waited for.
+pub static FAILING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 pub fn exit_code(result: crate::error::Result<()>) -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            FAILING.store(true, std::sync::atomic::Ordering::Relaxed);
             eprintln!("error: {e}");
             std::process::ExitCode::FAILURE
         }

@@ -49,7 +49,7 @@ pub trait Optimizer {
             getenv("TRAINING", 0) != 0,
             "optimizer step outside training: wrap it in Context::new(&[(\"TRAINING\", 1)])"
         );
-        let grads = self.state().grads();
+        let grads = across_ranks(self.state().grads());
         let mut out = self.updates(&grads);
         out.extend(self.state().buffers.iter().cloned());
         out
@@ -66,6 +66,16 @@ pub trait Optimizer {
     fn set_lr(&self, lr: f64) {
         let lr_now = &self.state().lr;
         lr_now.assign(&lr_now.full_like(lr)).realize();
+    }
+}
+
+/// The gradients averaged over the job's processes when it has several (data parallel across
+/// processes: each rank's gradient is of its part of the batch); alone, as they are.
+fn across_ranks(grads: Vec<Tensor>) -> Vec<Tensor> {
+    let world = crate::runtime::collective::world().unwrap_or_else(|e| panic!("optimizer: {e}"));
+    match world.size() {
+        1 => grads,
+        n => grads.iter().map(|g| g.all_reduce_ranks(crate::uop::Ops::Add) / n as f64).collect(),
     }
 }
 

@@ -3,11 +3,14 @@
 
 pub mod allocator;
 pub mod buffer;
+pub mod collective;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod interp;
 pub mod metal;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod opencl;
 pub mod pool;
 pub mod registry;

@@ -55,7 +55,7 @@ struct Template {
 
 enum TemplateItem {
     Kernel { ast: UOp, bufs: Vec<Slot> },
-    Copy { dst: Slot, src: Slot },
+    Copy { dst: Slot, src: Slot, ranks: Option<Ops> },
 }
 
 static HITS: AtomicUsize = AtomicUsize::new(0);
@@ -135,7 +135,9 @@ pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec
             TemplateItem::Kernel { ast, bufs } => {
                 ScheduleItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(buf).collect() }
             }
-            TemplateItem::Copy { dst, src } => ScheduleItem::Copy { dst: buf(dst), src: buf(src) },
+            TemplateItem::Copy { dst, src, ranks } => {
+                ScheduleItem::Copy { dst: buf(dst), src: buf(src), ranks: *ranks }
+            }
         })
         .collect();
     let becomes = outputs
@@ -164,7 +166,9 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
             ScheduleItem::Kernel { ast, bufs } => {
                 TemplateItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(&mut slot).collect() }
             }
-            ScheduleItem::Copy { dst, src } => TemplateItem::Copy { dst: slot(dst), src: slot(src) },
+            ScheduleItem::Copy { dst, src, ranks } => {
+                TemplateItem::Copy { dst: slot(dst), src: slot(src), ranks: *ranks }
+            }
         })
         .collect();
     let becomes = outputs

@@ -22,8 +22,9 @@ use crate::uop::{Arg, Ops, UOp, UOpMap};
 pub enum ScheduleItem {
     /// Run the kernel `ast` with `bufs` bound to its PARAMs.
     Kernel { ast: UOp, bufs: Vec<Arc<Buffer>> },
-    /// Copy `src` into `dst` (across devices).
-    Copy { dst: Arc<Buffer>, src: Arc<Buffer> },
+    /// Copy `src` into `dst` (across devices); with `ranks`, `dst` gets `src` combined with that
+    /// op over every process of the job (an ALLREDUCE).
+    Copy { dst: Arc<Buffer>, src: Arc<Buffer>, ranks: Option<Ops> },
 }
 
 /// The kernels and copies that compute `outputs`, and what each output node became (a BUFFER,
@@ -56,8 +57,9 @@ pub fn create_schedule(
                     let name = crate::uop::KernelName::of(ast).for_debug();
                     eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
                 }
-                ScheduleItem::Copy { dst, src } => {
-                    eprintln!("  {i:3} copy   {} -> {} ({} bytes)", src.device(), dst.device(), dst.nbytes())
+                ScheduleItem::Copy { dst, src, ranks } => {
+                    let across = ranks.map_or(String::new(), |op| format!(" {} over the ranks", op.name()));
+                    eprintln!("  {i:3} copy   {} -> {} ({} bytes){across}", src.device(), dst.device(), dst.nbytes())
                 }
             }
         }
@@ -95,14 +97,18 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
     for u in &points {
         let new_buffer = || Arc::new(Buffer::new(&device_of(u), u.sh().iter().product(), u.dtype()));
         let buf = match u.op() {
-            Ops::Copy => {
+            Ops::Copy | Ops::AllReduce => {
                 let src = &u.src()[0];
                 let src_buf = match realized.buffers.get(src) {
                     Some(b) => b.clone(),
                     None => view_buffer(src).expect("COPY source is realized or a buffer").clone(),
                 };
                 let buf = new_buffer();
-                steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf }));
+                let ranks = match u.arg() {
+                    Arg::Reduce(op) => Some(*op),
+                    _ => None,
+                };
+                steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf, ranks }));
                 buf
             }
             Ops::Assign => {

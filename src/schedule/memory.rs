@@ -225,7 +225,7 @@ pub fn memory_planner(mut items: Vec<ScheduleItem>, keep: &HashSet<u64>) -> Vec<
                 ScheduleItem::Kernel { ast, bufs } => {
                     Step { bufs: bufs.iter().collect(), reads_output: loads_output(ast) }
                 }
-                ScheduleItem::Copy { dst, src } => Step { bufs: vec![dst, src], reads_output: false },
+                ScheduleItem::Copy { dst, src, .. } => Step { bufs: vec![dst, src], reads_output: false },
             })
             .collect();
         plan_memory(&steps, keep, "")
@@ -233,7 +233,7 @@ pub fn memory_planner(mut items: Vec<ScheduleItem>, keep: &HashSet<u64>) -> Vec<
     for item in &mut items {
         match item {
             ScheduleItem::Kernel { bufs, .. } => replace_planned(bufs, &plan),
-            ScheduleItem::Copy { dst, src } => {
+            ScheduleItem::Copy { dst, src, .. } => {
                 replace_planned(std::slice::from_mut(dst), &plan);
                 replace_planned(std::slice::from_mut(src), &plan);
             }

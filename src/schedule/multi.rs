@@ -95,7 +95,9 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
     let op_name = op_name(u.op());
     let rebuild = |src: Vec<UOp>, arg: Arg| UOp::new(u.op(), u.dtype(), src, arg);
     let lowered = match u.op() {
-        op if op.is_alu() || matches!(op, Ops::Cast | Ops::Bitcast | Ops::Contiguous | Ops::Detach) => {
+        op if op.is_alu()
+            || matches!(op, Ops::Cast | Ops::Bitcast | Ops::Contiguous | Ops::Detach | Ops::AllReduce) =>
+        {
             let axis = u.src().iter().find_map(multi_axis);
             let per_src = u.src().iter().map(|s| shards_along(s, axis, n, op_name)).collect::<Result<Vec<_>>>()?;
             let shards = (0..n).map(|i| rebuild(per_src.iter().map(|s| s[i].clone()).collect(), u.arg().clone()));

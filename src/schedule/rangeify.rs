@@ -34,7 +34,9 @@ pub(super) fn is_arange(u: &UOp) -> bool {
 
 /// Whether computing `u` loads from any buffer.
 pub(super) fn reads_memory(u: &UOp) -> bool {
-    u.toposort().iter().any(|n| matches!(n.op(), Ops::Buffer | Ops::Copy | Ops::Contiguous | Ops::Assign))
+    u.toposort()
+        .iter()
+        .any(|n| matches!(n.op(), Ops::Buffer | Ops::Copy | Ops::AllReduce | Ops::Contiguous | Ops::Assign))
 }
 
 /// Row-major strides of `shape`.

@@ -47,7 +47,7 @@ pub fn realize_points(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option
                 r.nodes.insert(m["u"].clone());
                 None
             }),
-            rule_ctx(UPat::ops(&[Ops::Copy]).named("u"), |m, r: &mut Realize| {
+            rule_ctx(UPat::ops(&[Ops::Copy, Ops::AllReduce]).named("u"), |m, r: &mut Realize| {
                 r.nodes.insert(m["u"].clone());
                 if !is_buffer_view(&m["u"].src()[0]) {
                     r.nodes.insert(m["u"].src()[0].clone());

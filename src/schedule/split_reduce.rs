@@ -113,7 +113,9 @@ fn is_broadcast(x: &UOp, axis: usize) -> bool {
 fn uses_arange(x: &UOp) -> bool {
     let (mut stack, mut seen) = (vec![x.clone()], std::collections::HashSet::new());
     while let Some(n) = stack.pop() {
-        if !seen.insert(n.clone()) || matches!(n.op(), Ops::Buffer | Ops::Contiguous | Ops::Assign | Ops::Copy) {
+        if !seen.insert(n.clone())
+            || matches!(n.op(), Ops::Buffer | Ops::Contiguous | Ops::Assign | Ops::Copy | Ops::AllReduce)
+        {
             continue;
         }
         if is_arange(&n) {

@@ -149,6 +149,16 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
             arg => panic!("gradient: no backward rule for CALL {arg:?}"),
         }),
         grad_rule(Ops::Contiguous, |_, _, g| vec![Some(g.clone())]),
+        // each rank's input reaches every rank's output: its gradient sums theirs, times how
+        // the output moves with it (for MAX where it is the maximum, for MUL the others' product)
+        grad_rule(Ops::AllReduce, |k, s, g| {
+            let summed = g.all_reduce_ranks(Ops::Add);
+            vec![Some(match k.uop().arg() {
+                Arg::Reduce(Ops::Max) => s[0].eq(k).where_(&summed, 0.0),
+                Arg::Reduce(Ops::Mul) => &summed * &(k / &s[0]),
+                _ => summed,
+            })]
+        }),
         grad_rule(Ops::Copy, |_, s, g| {
             let from = crate::schedule::graph_device(&s[0].uop());
             vec![Some(g.to(&from.unwrap_or_else(|| g.device().to_string())))]

@@ -15,6 +15,7 @@ mod operators;
 mod origin;
 mod processing;
 mod random;
+mod ranks;
 mod reduce;
 mod transcendental;
 

@@ -102,12 +102,15 @@ pub enum Ops {
     /// joined; `Arg::None`: each device holds all of it (replicated). Lowering before
     /// scheduling (`schedule/multi.rs`) pushes it up through the ops above it.
     Multi,
+    /// `src[0]` combined over every process of the job (`Arg::Reduce(op)`: ADD, MUL or MAX): a
+    /// copy step the schedule runs through the job's collective (`runtime/collective.rs`).
+    AllReduce,
 }
 
 impl Ops {
     /// How many ops there are, one past the last one's discriminant: rule tables index their
     /// rules by op. (A new last op updates it.)
-    pub const COUNT: usize = Ops::Multi as usize + 1;
+    pub const COUNT: usize = Ops::AllReduce as usize + 1;
     pub const UNARY: &'static [Ops] = &[Ops::Exp2, Ops::Log2, Ops::Sin, Ops::Sqrt, Ops::Recip, Ops::Trunc, Ops::Neg];
     pub const BINARY: &'static [Ops] = &[
         Ops::Add,
@@ -163,6 +166,7 @@ impl Ops {
             Ops::DefineReg => "DEFINE_REG".into(),
             Ops::DefineLocal => "DEFINE_LOCAL".into(),
             Ops::DefineVar => "DEFINE_VAR".into(),
+            Ops::AllReduce => "ALLREDUCE".into(),
             _ => format!("{self:?}").to_ascii_uppercase(),
         }
     }

@@ -113,6 +113,9 @@ static TENSOR_SPEC: LazyLock<PatternMatcher> = LazyLock::new(|| {
         accept(UPat::ops(&[Ops::Contiguous, Ops::Detach]), |u| !u.src().is_empty()),
         accept(UPat::ops(&[Ops::Copy]), |u| u.src().len() == 1 && matches!(u.arg(), Arg::Str(_))),
         accept(UPat::ops(&[Ops::Assign]), |u| u.src().len() >= 2 && u.src()[0].dtype() == u.dtype()),
+        accept(UPat::ops(&[Ops::AllReduce]), |u| {
+            u.src().len() == 1 && matches!(u.arg(), Arg::Reduce(Ops::Add | Ops::Mul | Ops::Max))
+        }),
         accept(UPat::ops(&[Ops::Multi]), |u| {
             let rank = u.src().first().and_then(UOp::shape).map_or(0, <[usize]>::len);
             let same = u.src().iter().all(|s| s.dtype() == u.dtype() && s.shape() == u.src()[0].shape());

@@ -130,3 +130,24 @@ fn shards_on_different_backends_compute_the_same() {
         }
     }
 }
+
+#[test]
+fn alone_a_job_of_one_process_all_reduces_to_the_tensor_itself() {
+    let world = lazygrad::runtime::collective::world().unwrap();
+    assert_eq!((world.rank(), world.size()), (0, 1));
+    let a = arange(&[4, 3]);
+    let r = a.all_reduce_ranks(lazygrad::Ops::Add);
+    let items = Tensor::schedule(std::slice::from_ref(&r));
+    assert!(
+        items.iter().any(|i| matches!(i, ScheduleItem::Copy { ranks: Some(lazygrad::Ops::Add), .. })),
+        "a step of its own"
+    );
+    assert_eq!(r.to_vec::<f32>(), a.to_vec::<f32>());
+    // on several devices, each device's part
+    let s = a.shard(&FOUR[..2], Some(0)).all_reduce_ranks(lazygrad::Ops::Max);
+    assert_eq!(s.to_vec::<f32>(), a.to_vec::<f32>());
+    assert!(a.try_all_reduce_ranks(lazygrad::Ops::Sub).is_err(), "not a reduce op");
+    let x = a.requires_grad(true);
+    let g = x.all_reduce_ranks(lazygrad::Ops::Add).sum(None, false).gradient_with(&[&x], None).unwrap();
+    assert_eq!(g[0].to_vec::<f32>(), vec![1.0; 12]);
+}
