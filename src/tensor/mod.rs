@@ -219,28 +219,23 @@ impl Tensor {
         Ok((items, becomes, vals))
     }
 
-    /// Whether the graph of `tensors` has a tensor of at least `THREAD_MIN_WORK` elements.
-    fn threadable(tensors: &[Tensor]) -> bool {
-        let mut stack: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let mut seen: crate::uop::uop::UOpSet = stack.iter().cloned().collect();
-        while let Some(u) = stack.pop() {
-            if u.shape().is_some_and(|s| s.iter().product::<usize>() >= crate::codegen::opt::heuristic::THREAD_MIN_WORK)
-            {
-                return true;
-            }
-            stack.extend(u.src().iter().filter(|s| seen.insert((*s).clone())).cloned());
-        }
-        false
+    /// Whether `graph` has a tensor of at least `THREAD_MIN_WORK` elements.
+    fn threadable(graph: &[UOp]) -> bool {
+        let min_work = crate::codegen::opt::heuristic::THREAD_MIN_WORK;
+        graph.iter().any(|u| u.shape().is_some_and(|s| s.iter().product::<usize>() >= min_work))
     }
 
     /// Compute several tensors in one schedule.
     pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let graph = UOp::toposort_all(&outputs);
         // only graphs with a tensor large enough to be split over the threads: a worker woken
         // for every small eager op would spin between them for good
-        if Tensor::threadable(tensors) {
+        if Tensor::threadable(&graph) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        let (items, becomes, vals) =
+            Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors, &outputs, &graph))?;
         // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
         // was once skipped, its kernel never run
         if items.is_empty() && becomes.is_empty() {
@@ -258,7 +253,10 @@ impl Tensor {
     /// shares what is stored) point at the buffers these items fill from now on, so running them
     /// (`run_linear`) realizes the tensors.
     pub fn linear_with_vars(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
-        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let graph = UOp::toposort_all(&outputs);
+        let (items, becomes, vals) =
+            Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors, &outputs, &graph))?;
         origin::record(&becomes);
         Tensor::apply_becomes(becomes);
         Ok((items, vals))
@@ -272,28 +270,25 @@ impl Tensor {
     /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
     /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
     /// realized node back to its tensors) instead of computing it again when it is used next.
-    fn with_contiguous_inside(tensors: &[Tensor]) -> Vec<Tensor> {
-        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let mut graph = crate::uop::uop::UOpSet::default();
-        let mut stack = outputs.clone();
-        while let Some(u) = stack.pop() {
-            if graph.insert(u.clone()) {
-                stack.extend(u.src().iter().cloned());
-            }
-        }
+    /// `outputs` are the tensors' nodes, `graph` every node under them. Only a graph with such a
+    /// CONTIGUOUS looks at the live tensors (an eager op has none; there may be many of them).
+    fn with_contiguous_inside(tensors: &[Tensor], outputs: &[UOp], graph: &[UOp]) -> Vec<Tensor> {
+        let inside: crate::uop::uop::UOpSet =
+            graph.iter().filter(|u| u.op() == Ops::Contiguous && !outputs.contains(u)).cloned().collect();
         let mut all = tensors.to_vec();
+        if inside.is_empty() {
+            return all;
+        }
         let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
-            let u = t.uop();
-            u.op() == Ops::Contiguous && graph.contains(&u) && !outputs.contains(&u)
-        }));
+        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| inside.contains(&t.uop())));
         all
     }
 
-    /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
-    /// all their graphs together (a subgraph they share is walked once) that skips every node
-    /// older than the oldest realized one (it cannot hold one; a gradient accumulated over many
-    /// steps is a long chain of them).
+    /// Replace realized subgraphs by their buffers in every live tensor: a tensor that is itself
+    /// a realized node takes its buffer directly (an eager op's output: nothing to walk), the
+    /// others go through one substitution over all their graphs together (a subgraph they share
+    /// is walked once) that skips every node older than the oldest realized one (it cannot hold
+    /// one; a gradient accumulated over many steps is a long chain of them).
     fn apply_becomes(mut map: crate::uop::UOpMap<UOp>) {
         let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
         let young = |u: &UOp| u.serial() >= oldest;
@@ -302,10 +297,16 @@ impl Tensor {
             let Some(t) = w.upgrade() else { return false };
             let u = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
             if young(&u) {
-                live.push((t, u));
+                match map.get(&u) {
+                    Some(realized) => t.replace_uop(&u, realized.clone()),
+                    None => live.push((t, u)),
+                }
             }
             true
         });
+        if live.is_empty() {
+            return;
+        }
         let all =
             UOp::new(Ops::Sink, DType::VOID, live.iter().map(|(_, u)| u.clone()).collect(), crate::uop::Arg::None);
         let replaced = substitute_outside(&all, &mut map, "becomes", &|u| !young(u));
@@ -655,10 +656,13 @@ mod tests {
 
     #[test]
     fn only_graphs_with_a_large_tensor_wake_the_workers() {
+        let threadable = |tensors: &[Tensor]| {
+            Tensor::threadable(&UOp::toposort_all(&tensors.iter().map(Tensor::uop).collect::<Vec<_>>()))
+        };
         let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
-        assert!(!Tensor::threadable(&[(&a + &b).relu()]), "a small eager op");
+        assert!(!threadable(&[(&a + &b).relu()]), "a small eager op");
         let big = Tensor::rand(&[512, 512]).realize();
-        assert!(Tensor::threadable(&[big.sum(None, false)]), "a small result of a large input");
-        assert!(Tensor::threadable(&[a.clone(), (&a + 1.0).reshape(&[1, 4096]).expand(&[16, 4096])]), "a large result");
+        assert!(threadable(&[big.sum(None, false)]), "a small result of a large input");
+        assert!(threadable(&[a.clone(), (&a + 1.0).reshape(&[1, 4096]).expand(&[16, 4096])]), "a large result");
     }
 }
