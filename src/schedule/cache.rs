@@ -74,12 +74,12 @@ fn cache() -> &'static Mutex<Cache> {
     &CACHE
 }
 
-/// The key of `outputs` and the graph's input buffers in key order; `None` when caching is off.
-pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
+/// The key of `outputs` (every node under them in `order`, sources first) and the graph's input
+/// buffers in key order; `None` when caching is off.
+pub fn key(outputs: &[UOp], order: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
-    let order = UOp::toposort_all(outputs);
     let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
     let (mut inputs, mut described, mut sources, mut contiguous) = (vec![], vec![], vec![], 0i64);
     let nodes = order

@@ -13,4 +13,4 @@ pub mod unbind;
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
 pub use layout::lay_out;
 pub use memory::memory_planner;
-pub use unbind::{rebind, unbind, VarVals};
+pub use unbind::{rebind, unbind, unbind_graph, VarVals};

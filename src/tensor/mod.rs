@@ -30,7 +30,7 @@ use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::{buffer_view, create_schedule, rebind, unbind, view_buffer, ScheduleItem, VarVals};
+use crate::schedule::{buffer_view, create_schedule, rebind, unbind_graph, view_buffer, ScheduleItem, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
@@ -178,14 +178,19 @@ impl Tensor {
     }
     /// `schedule`, with a malformed graph (spec checks, `uop/spec.rs`) as the error.
     pub fn try_schedule(tensors: &[Tensor]) -> Result<Vec<ScheduleItem>> {
-        Ok(Tensor::create_schedule(tensors)?.0)
+        let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        Ok(Tensor::create_schedule(tensors, &bound, &UOp::toposort_all(&bound))?.0)
     }
 
-    /// The schedule of `tensors`, what each became, and the values of the variables bound in
-    /// their graph (which the schedule holds as variables).
-    fn create_schedule(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
-        let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let (outputs, vals) = unbind(&bound);
+    /// The schedule of `tensors` (whose nodes are `bound`, every node under them `graph`, sources
+    /// first: one walk serves unbinding and the schedule cache's key), what each became, and the
+    /// values of the variables bound in their graph (which the schedule holds as variables).
+    fn create_schedule(
+        tensors: &[Tensor],
+        bound: &[UOp],
+        graph: &[UOp],
+    ) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
+        let (outputs, vals) = unbind_graph(bound, graph);
         let devices: Vec<(UOp, String)> =
             outputs.iter().zip(tensors).map(|(o, t)| (o.clone(), t.device().to_string())).collect();
         // an output is on its tensor's device; a node inside the graph, where the first COPY or
@@ -208,7 +213,8 @@ impl Tensor {
             }
             default_device()
         };
-        let (items, mut becomes) = create_schedule(&outputs, &device_of)?;
+        let unbound = (outputs != bound).then(|| UOp::toposort_all(&outputs));
+        let (items, mut becomes) = create_schedule(&outputs, unbound.as_deref().unwrap_or(graph), &device_of)?;
         if !vals.is_empty() {
             becomes = bound
                 .iter()
@@ -234,8 +240,8 @@ impl Tensor {
         if Tensor::threadable(&graph) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) =
-            Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors, &outputs, &graph))?;
+        let (tensors, outputs) = Tensor::with_contiguous_inside(tensors, outputs, &graph);
+        let (items, becomes, vals) = Tensor::create_schedule(&tensors, &outputs, &graph)?;
         // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
         // was once skipped, its kernel never run
         if items.is_empty() && becomes.is_empty() {
@@ -255,8 +261,8 @@ impl Tensor {
     pub fn linear_with_vars(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let graph = UOp::toposort_all(&outputs);
-        let (items, becomes, vals) =
-            Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors, &outputs, &graph))?;
+        let (tensors, outputs) = Tensor::with_contiguous_inside(tensors, outputs, &graph);
+        let (items, becomes, vals) = Tensor::create_schedule(&tensors, &outputs, &graph)?;
         origin::record(&becomes);
         Tensor::apply_becomes(becomes);
         Ok((items, vals))
@@ -270,18 +276,25 @@ impl Tensor {
     /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
     /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
     /// realized node back to its tensors) instead of computing it again when it is used next.
-    /// `outputs` are the tensors' nodes, `graph` every node under them. Only a graph with such a
-    /// CONTIGUOUS looks at the live tensors (an eager op has none; there may be many of them).
-    fn with_contiguous_inside(tensors: &[Tensor], outputs: &[UOp], graph: &[UOp]) -> Vec<Tensor> {
+    /// `outputs` are the tensors' nodes, `graph` every node under them; returns the tensors and
+    /// their nodes. Only a graph with such a CONTIGUOUS looks at the live tensors (an eager op has
+    /// none; there may be many of them).
+    fn with_contiguous_inside(tensors: &[Tensor], mut outputs: Vec<UOp>, graph: &[UOp]) -> (Vec<Tensor>, Vec<UOp>) {
         let inside: crate::uop::uop::UOpSet =
             graph.iter().filter(|u| u.op() == Ops::Contiguous && !outputs.contains(u)).cloned().collect();
         let mut all = tensors.to_vec();
         if inside.is_empty() {
-            return all;
+            return (all, outputs);
         }
         let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| inside.contains(&t.uop())));
-        all
+        for t in live.iter().filter_map(Weak::upgrade).map(Tensor) {
+            let u = t.uop();
+            if inside.contains(&u) {
+                all.push(t);
+                outputs.push(u);
+            }
+        }
+        (all, outputs)
     }
 
     /// Replace realized subgraphs by their buffers in every live tensor: a tensor that is itself
