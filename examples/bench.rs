@@ -57,10 +57,6 @@ const LINEAR: (usize, usize, usize) = (256, 768, 768);
 const MATVECS: [(usize, usize); 2] = [(1536, 576), (49152, 576)];
 /// Tokens of the LLaMA prefill (ids `LLAMA_FIRST_ID..`, as tools/llama_bench_torch.py feeds
 /// transformers) and of its greedy decode after it.
-/// The GPT step's model: 2 layers 256 wide in 4 heads, a 1024-token vocabulary.
-const GPT: GptConfig = GptConfig { vocab: 1024, context: 256, layers: 2, heads: 4, width: 256 };
-/// The GPT step's batch: sequences and tokens in each.
-const GPT_BATCH: (usize, usize) = (4, 256);
 const GPT_STEPS: usize = 5;
 const LLAMA_PREFILL: usize = 256;
 const LLAMA_DECODE: usize = 64;
@@ -265,6 +261,17 @@ fn median_step_seconds(
     batch: &[Tensor; 2],
     steps: usize,
 ) -> lazygrad::Result<f64> {
+    Ok(step_seconds(forward, opt, batch, steps)?.1)
+}
+
+/// The wall time in seconds of the first training step (the JIT's plain run) and the median of
+/// `steps` JIT-replayed ones after the capture and a first replay.
+fn step_seconds(
+    forward: &dyn Fn(&Tensor) -> Tensor,
+    opt: &mut dyn Optimizer,
+    batch: &[Tensor; 2],
+    steps: usize,
+) -> lazygrad::Result<(f64, f64)> {
     let mut step = Jit::new(|b: &[Tensor]| train_step(forward, opt, &b[0], &b[1]));
     let mut times = vec![];
     for i in 0..3 + steps {
@@ -277,7 +284,7 @@ fn median_step_seconds(
     }
     let mut replayed = times.split_off(3);
     replayed.sort_by(f64::total_cmp);
-    Ok(replayed[replayed.len() / 2])
+    Ok((times[0], replayed[replayed.len() / 2]))
 }
 
 /// The latency of one small eager op, `relu(a + b)` on 64x64 realized on its own (no JIT): graph,
@@ -330,17 +337,30 @@ fn mnist_step() -> lazygrad::Result<()> {
     Ok(())
 }
 
-/// One AdamW training step of a small GPT (`GPT`'s sizes) on random tokens, next-token loss over
-/// every position; the median of `GPT_STEPS` JIT'd steps.
+/// The GPT step's model and batch (sequences, tokens in each): by default 2 layers 256 wide in 4
+/// heads, a 1024-token vocabulary, 4 sequences of 256 tokens; env `GPT_LAYERS`, `GPT_WIDTH`,
+/// `GPT_HEADS`, `GPT_SEQ` and `GPT_BATCH` set other shapes (tools/bench_compare.py's peer reads
+/// the same).
+fn gpt_shape() -> (GptConfig, usize, usize) {
+    let knob = |name: &str, default: i64| lazygrad::helpers::getenv(name, default).max(1) as usize;
+    let (seq, batch) = (knob("GPT_SEQ", 256), knob("GPT_BATCH", 4));
+    let (layers, heads, width) = (knob("GPT_LAYERS", 2), knob("GPT_HEADS", 4), knob("GPT_WIDTH", 256));
+    (GptConfig { vocab: 1024, context: seq, layers, heads, width }, batch, seq)
+}
+
+/// One AdamW training step of a small GPT (`gpt_shape`) on random tokens, next-token loss over
+/// every position; the median of `GPT_STEPS` JIT'd steps, and the first step's time (graph,
+/// schedule, codegen and compiles, or the kernel cache's programs when it is warm).
 fn gpt_step() -> lazygrad::Result<()> {
-    let model = Gpt::new(GPT);
-    let (b, t) = GPT_BATCH;
-    let tokens = |n: usize| Tensor::randint(&[n], 0, GPT.vocab as i64).realize();
+    let (config, b, t) = gpt_shape();
+    let model = Gpt::new(config);
+    let tokens = |n: usize| Tensor::randint(&[n], 0, config.vocab as i64).realize();
     let batch = [tokens(b * t).reshape(&[b, t]).realize(), tokens(b * t)];
     let mut opt = adamw(&get_parameters(&model), 3e-4, 0.1);
-    let forward = |x: &Tensor| model.forward(x).reshape(&[b * t, GPT.vocab]);
-    let seconds = median_step_seconds(&forward, &mut opt, &batch, GPT_STEPS)?;
-    report("gpt_step", seconds * 1e3, "ms");
+    let forward = |x: &Tensor| model.forward(x).reshape(&[b * t, config.vocab]);
+    let (first, median) = step_seconds(&forward, &mut opt, &batch, GPT_STEPS)?;
+    report("gpt_step", median * 1e3, "ms");
+    report("gpt_first_step", first, "s");
     Ok(())
 }
 

@@ -47,9 +47,23 @@ EAGER_OPS = 1000  # timed calls of the eager op (examples/bench.rs EAGER_OPS)
 LINEAR = (256, 768, 768)  # x @ w.T: batch, input and output features (examples/bench.rs LINEAR)
 MATVECS = ((1536, 576), (49152, 576))  # one row through x @ w.T: w's (out, in) (examples/bench.rs MATVECS)
 MNIST_BATCH, MLP_BATCH = 512, 128
-# the GPT step's model and batch (examples/bench.rs GPT, GPT_BATCH, GPT_STEPS)
-GPT = dict(vocab=1024, context=256, layers=2, heads=4, width=256)
-GPT_BATCH, GPT_STEPS = (4, 256), 5
+GPT_STEPS = 5
+
+
+def gpt_shape():
+    """The GPT step's model and batch (sequences, tokens), by default 2 layers 256 wide in 4 heads
+    over 4 x 256 tokens; env GPT_LAYERS, GPT_WIDTH, GPT_HEADS, GPT_SEQ, GPT_BATCH set other shapes
+    (examples/bench.rs gpt_shape reads the same)."""
+
+    def knob(name, default):
+        return max(1, int(os.environ.get(name) or default))
+
+    seq, batch = knob("GPT_SEQ", 256), knob("GPT_BATCH", 4)
+    config = dict(vocab=1024, context=seq, layers=knob("GPT_LAYERS", 2), heads=knob("GPT_HEADS", 4),
+                  width=knob("GPT_WIDTH", 256))
+    return config, (batch, seq)
+
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (name, label, unit): the table's rows, in order
@@ -70,6 +84,7 @@ ROWS = [
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("gpt_step", "GPT train step: 2 layers 256 wide, 4 x 256 tokens, AdamW (PyTorch eager)", "ms"),
     ("gpt_step_compiled", "the GPT step, PyTorch under torch.compile (lazygrad: its JIT, as above)", "ms"),
+    ("gpt_first_step", "the GPT step's first call (lazygrad: kernel cache as the last run left it)", "s"),
     ("mnist_schedule_codegen", "mnist step schedule+codegen (warm cache)", "ms"),
     ("mnist_cold_start", "mnist step cold start (empty cache)", "s"),
     ("llama_prefill", "SmolLM2-135M prefill, 256 tokens (PyTorch: transformers; both peers batched)", "tok/s"),
@@ -253,10 +268,13 @@ def run_torch_gpt():
 
     torch.manual_seed(0)
     torch.set_num_threads(THREADS)
-    (b, t), vocab = GPT_BATCH, GPT["vocab"]
+    config, (b, t) = gpt_shape()
+    vocab = config["vocab"]
     tokens, targets = torch.randint(0, vocab, (b, t)), torch.randint(0, vocab, (b * t,))
-    for name, compiled in (("gpt_step", False), ("gpt_step_compiled", True)):
-        step = train_step(Gpt(**GPT), compiled)
+    # GPT_COMPILED=0: PyTorch eager alone (torch.compile takes a minute or more per shape)
+    variants = (("gpt_step", False), ("gpt_step_compiled", True))[: 1 if os.environ.get("GPT_COMPILED") == "0" else 2]
+    for name, compiled in variants:
+        step = train_step(Gpt(**config), compiled)
         report(name, median_seconds(lambda: step(tokens, targets), GPT_STEPS, 3) * 1e3, "ms")
 
 

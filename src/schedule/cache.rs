@@ -8,7 +8,7 @@
 //! the rewrites scheduling runs.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -22,13 +22,20 @@ use crate::uop::{Arg, FastHasher, Ops, UOp, UOpMap};
 /// Entries kept, the least recently used dropped first (a program builds few distinct graphs).
 const MAX_ENTRIES: usize = 256;
 
-/// One node of a normalized graph: op, dtype, argument (buffers and CONTIGUOUS ids replaced by
-/// positions) and how many sources it has (they follow in `Key::sources`, by index).
-type NodeKey = (Ops, DType, Arg, u32);
+/// One node of a normalized graph.
+#[derive(PartialEq, Eq, Hash)]
+enum NodeKey {
+    /// A node with no BUFFER or CONTIGUOUS under it: the interned node itself stands for its
+    /// whole subgraph (no argument copied; the key keeps it, so an equal one is the same node).
+    Fixed(UOp),
+    /// Op, dtype, argument (buffers and CONTIGUOUS ids replaced by positions) and how many
+    /// sources it has (they follow in `Key::sources`, by index).
+    Normalized(Ops, DType, Arg, u32),
+}
 
 /// A graph's normalized form, its input buffers' device, size and dtype, the devices of its
 /// outputs and the scheduling settings.
-#[derive(PartialEq, Eq, Hash)]
+#[derive(PartialEq, Eq)]
 pub struct Key {
     nodes: Vec<NodeKey>,
     sources: Vec<u32>,
@@ -36,6 +43,25 @@ pub struct Key {
     outputs: Vec<u32>,
     devices: Vec<String>,
     split_reduceop: i64,
+}
+
+/// Hashes the graph's shape (ops, sources, fixed nodes by address) and its inputs' sizes, not the
+/// normalized arguments and names (most of the cost of hashing a key on every eager op): keys
+/// that differ only there are told apart by `==`.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for node in &self.nodes {
+            match node {
+                NodeKey::Fixed(u) => u.hash(state),
+                NodeKey::Normalized(op, _, _, sources) => state.write_u64(*op as u64 | (*sources as u64) << 32),
+            }
+        }
+        self.sources.hash(state);
+        self.outputs.hash(state);
+        for (_, size, _) in &self.inputs {
+            state.write_usize(*size);
+        }
+    }
 }
 
 /// A buffer of a cached schedule: the graph's `n`th input buffer, or the `n`th fresh one.
@@ -74,17 +100,26 @@ fn cache() -> &'static Mutex<Cache> {
     &CACHE
 }
 
-/// The key of `outputs` and the graph's input buffers in key order; `None` when caching is off.
-pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
+/// The key of `outputs` (every node under them in `order`, sources first) and the graph's input
+/// buffers in key order; `None` when caching is off.
+pub fn key(outputs: &[UOp], order: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
-    let order = UOp::toposort_all(outputs);
     let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
-    let (mut inputs, mut described, mut sources, mut contiguous) = (vec![], vec![], vec![], 0i64);
+    let (mut inputs, mut described, mut contiguous) = (vec![], vec![], 0i64);
+    let mut sources = Vec::with_capacity(2 * order.len());
+    // per node in `order`: whether it is a `NodeKey::Fixed`
+    let mut fixed = Vec::with_capacity(order.len());
     let nodes = order
         .iter()
         .map(|u| {
+            let is_fixed =
+                !matches!(u.op(), Ops::Buffer | Ops::Contiguous) && u.src().iter().all(|s| fixed[index[s] as usize]);
+            fixed.push(is_fixed);
+            if is_fixed {
+                return NodeKey::Fixed(u.clone());
+            }
             let arg = match (u.op(), u.arg()) {
                 (Ops::Buffer, Arg::Buffer(_)) => {
                     let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
@@ -99,7 +134,7 @@ pub fn key(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, 
                 (_, arg) => arg.clone(),
             };
             sources.extend(u.src().iter().map(|s| index[s]));
-            (u.op(), u.dtype(), arg, u.src().len() as u32)
+            NodeKey::Normalized(u.op(), u.dtype(), arg, u.src().len() as u32)
         })
         .collect();
     let key = Key {

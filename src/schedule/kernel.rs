@@ -27,15 +27,16 @@ pub enum ScheduleItem {
     Copy { dst: Arc<Buffer>, src: Arc<Buffer>, ranks: Option<Ops> },
 }
 
-/// The kernels and copies that compute `outputs`, and what each output node became (a BUFFER,
-/// reshaped to the node's shape).
+/// The kernels and copies that compute `outputs` (every node under them in `order`, sources
+/// first), and what each output node became (a BUFFER, reshaped to the node's shape).
 /// With spec checks on (`uop/spec.rs`), a malformed tensor graph or kernel is the error.
 pub fn create_schedule(
     outputs: &[UOp],
+    order: &[UOp],
     device_of: &dyn Fn(&UOp) -> String,
 ) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let start = Instant::now();
-    let key = super::cache::key(outputs, device_of);
+    let key = super::cache::key(outputs, order, device_of);
     let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
     let hit = cached.is_some();
     let (items, becomes) = match cached {

@@ -15,4 +15,4 @@ pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
 pub use layout::lay_out;
 pub use memory::memory_planner;
 pub use multi::{graph_device, lower_multi, multi, multi_axis};
-pub use unbind::{rebind, unbind, VarVals};
+pub use unbind::{rebind, unbind, unbind_graph, VarVals};

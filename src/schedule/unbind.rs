@@ -67,7 +67,11 @@ fn scalar_param(c: &UOp, name: String) -> (UOp, i64) {
 /// the graph, starting with a digit so that no `Variable` can share its name. Panics if one
 /// variable is bound to two values in the same graph.
 pub fn unbind(outputs: &[UOp]) -> (Vec<UOp>, VarVals) {
-    let order = UOp::toposort_all(outputs);
+    unbind_graph(outputs, &UOp::toposort_all(outputs))
+}
+
+/// `unbind`, given the graph's nodes (`order`, the `UOp::toposort_all` of `outputs`).
+pub fn unbind_graph(outputs: &[UOp], order: &[UOp]) -> (Vec<UOp>, VarVals) {
     let mut ctx = Bindings::default();
     for (i, c) in order.iter().filter(|u| is_scalar_param(u)).enumerate() {
         let name = format!("{i}_scalar");

@@ -145,6 +145,16 @@ impl Tensor {
         let u = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(vec![1; self.ndim()]));
         self.lift(u)
     }
+    /// The node of `const_tensor(s, dtype)` broadcast to this tensor's shape (no tensor made).
+    fn broadcast_const(&self, s: Scalar, dtype: DType) -> UOp {
+        let shape = self.shape();
+        let c = super::device_const(dtype, s.value(), self.device());
+        let ones = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(vec![1; shape.len()]));
+        match shape.iter().all(|&d| d == 1) {
+            true => ones,
+            false => ones.movement(Ops::Expand, Arg::Shape(shape)),
+        }
+    }
     /// The scalar this tensor is a broadcast constant of, if it is one.
     fn const_scalar(&self) -> Option<ConstValue> {
         let mut u = self.uop();
@@ -728,8 +738,16 @@ impl Tensor {
     pub fn abs(&self) -> Tensor {
         self.mul(self.sign())
     }
-    /// `max(self, 0)`, with gradient 0 at 0 and NaN passed through (as torch).
+    /// `max(self, 0)`, with gradient 0 at 0 and NaN passed through (as torch): `(self > 0 |
+    /// isnan(self)).where(self, 0)`, built as nodes directly: composed from tensor ops it made
+    /// seven tensors, a quarter of an eager `relu(a + b)`'s latency.
     pub fn relu(&self) -> Tensor {
-        self.gt(0).bitwise_or(self.isnan()).where_(self, 0)
+        if self.dtype().is_bool() {
+            // the comparison with an int 0 promotes a bool to int32, and so does the result
+            return self.gt(0).bitwise_or(self.isnan()).where_(self, 0);
+        }
+        let (x, zero) = (self.uop(), self.broadcast_const(Scalar::Int(0), self.dtype()));
+        let kept = zero.alu(Ops::CmpLt, &[&x]).alu(Ops::Or, &[&x.alu(Ops::CmpNe, &[&x])]);
+        self.lift(UOp::where_(&kept, &x, &zero))
     }
 }

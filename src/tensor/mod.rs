@@ -33,7 +33,7 @@ use crate::engine::run_schedule;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::{default_device, Buffer};
 use crate::schedule::{
-    buffer_view, create_schedule, graph_device, lower_multi, rebind, unbind, view_buffer, ScheduleItem, VarVals,
+    buffer_view, create_schedule, graph_device, lower_multi, rebind, unbind_graph, view_buffer, ScheduleItem, VarVals,
 };
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
@@ -193,14 +193,19 @@ impl Tensor {
     }
     /// `schedule`, with a malformed graph (spec checks, `uop/spec.rs`) as the error.
     pub fn try_schedule(tensors: &[Tensor]) -> Result<Vec<ScheduleItem>> {
-        Ok(Tensor::create_schedule(tensors)?.0)
+        let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        Ok(Tensor::create_schedule(tensors, &bound, &UOp::toposort_all(&bound))?.0)
     }
 
-    /// The schedule of `tensors`, what each became, and the values of the variables bound in
-    /// their graph (which the schedule holds as variables).
-    fn create_schedule(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
-        let bound: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let (unbound, vals) = unbind(&bound);
+    /// The schedule of `tensors` (whose nodes are `bound`, every node under them `graph`, sources
+    /// first: one walk serves unbinding and the schedule cache's key), what each became, and the
+    /// values of the variables bound in their graph (which the schedule holds as variables).
+    fn create_schedule(
+        tensors: &[Tensor],
+        bound: &[UOp],
+        graph: &[UOp],
+    ) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
+        let (unbound, vals) = unbind_graph(bound, graph);
         let lowered = lower_multi(&unbound)?;
         // what the scheduler computes: each output, or each shard of an output on several
         // devices, with its device
@@ -217,7 +222,9 @@ impl Tensor {
             let output = devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone());
             output.or_else(|| graph_device(u)).unwrap_or_else(default_device)
         };
-        let (items, stored) = create_schedule(&outputs, &device_of)?;
+        // the walk of `bound` serves unless unbinding or lowering changed the graph
+        let walked = (outputs != bound).then(|| UOp::toposort_all(&outputs));
+        let (items, stored) = create_schedule(&outputs, walked.as_deref().unwrap_or(graph), &device_of)?;
         // each tensor's graph becomes what its output (or each of its shards) was stored as
         let became = |o: &UOp| match o.op() {
             Ops::Multi => {
@@ -238,28 +245,23 @@ impl Tensor {
         Ok((items, becomes, vals))
     }
 
-    /// Whether the graph of `tensors` has a tensor of at least `THREAD_MIN_WORK` elements.
-    fn threadable(tensors: &[Tensor]) -> bool {
-        let mut stack: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let mut seen: crate::uop::uop::UOpSet = stack.iter().cloned().collect();
-        while let Some(u) = stack.pop() {
-            if u.shape().is_some_and(|s| s.iter().product::<usize>() >= crate::codegen::opt::heuristic::THREAD_MIN_WORK)
-            {
-                return true;
-            }
-            stack.extend(u.src().iter().filter(|s| seen.insert((*s).clone())).cloned());
-        }
-        false
+    /// Whether `graph` has a tensor of at least `THREAD_MIN_WORK` elements.
+    fn threadable(graph: &[UOp]) -> bool {
+        let min_work = crate::codegen::opt::heuristic::THREAD_MIN_WORK;
+        graph.iter().any(|u| u.shape().is_some_and(|s| s.iter().product::<usize>() >= min_work))
     }
 
     /// Compute several tensors in one schedule.
     pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let graph = UOp::toposort_all(&outputs);
         // only graphs with a tensor large enough to be split over the threads: a worker woken
         // for every small eager op would spin between them for good
-        if Tensor::threadable(tensors) {
+        if Tensor::threadable(&graph) {
             crate::runtime::pool::wake_workers();
         }
-        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        let (tensors, outputs) = Tensor::with_contiguous_inside(tensors, outputs, &graph);
+        let (items, becomes, vals) = Tensor::create_schedule(&tensors, &outputs, &graph)?;
         // nothing to run only where nothing was scheduled: an output the cache lost the buffer of
         // was once skipped, its kernel never run
         if items.is_empty() && becomes.is_empty() {
@@ -277,7 +279,10 @@ impl Tensor {
     /// shares what is stored) point at the buffers these items fill from now on, so running them
     /// (`run_linear`) realizes the tensors.
     pub fn linear_with_vars(tensors: &[Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
-        let (items, becomes, vals) = Tensor::create_schedule(&Tensor::with_contiguous_inside(tensors))?;
+        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
+        let graph = UOp::toposort_all(&outputs);
+        let (tensors, outputs) = Tensor::with_contiguous_inside(tensors, outputs, &graph);
+        let (items, becomes, vals) = Tensor::create_schedule(&tensors, &outputs, &graph)?;
         origin::record(&becomes);
         Tensor::apply_becomes(becomes);
         Ok((items, vals))
@@ -291,28 +296,32 @@ impl Tensor {
     /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
     /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
     /// realized node back to its tensors) instead of computing it again when it is used next.
-    fn with_contiguous_inside(tensors: &[Tensor]) -> Vec<Tensor> {
-        let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
-        let mut graph = crate::uop::uop::UOpSet::default();
-        let mut stack = outputs.clone();
-        while let Some(u) = stack.pop() {
-            if graph.insert(u.clone()) {
-                stack.extend(u.src().iter().cloned());
+    /// `outputs` are the tensors' nodes, `graph` every node under them; returns the tensors and
+    /// their nodes. Only a graph with such a CONTIGUOUS looks at the live tensors (an eager op has
+    /// none; there may be many of them).
+    fn with_contiguous_inside(tensors: &[Tensor], mut outputs: Vec<UOp>, graph: &[UOp]) -> (Vec<Tensor>, Vec<UOp>) {
+        let inside: crate::uop::uop::UOpSet =
+            graph.iter().filter(|u| u.op() == Ops::Contiguous && !outputs.contains(u)).cloned().collect();
+        let mut all = tensors.to_vec();
+        if inside.is_empty() {
+            return (all, outputs);
+        }
+        let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
+        for t in live.iter().filter_map(Weak::upgrade).map(Tensor) {
+            let u = t.uop();
+            if inside.contains(&u) {
+                all.push(t);
+                outputs.push(u);
             }
         }
-        let mut all = tensors.to_vec();
-        let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
-            let u = t.uop();
-            u.op() == Ops::Contiguous && graph.contains(&u) && !outputs.contains(&u)
-        }));
-        all
+        (all, outputs)
     }
 
-    /// Replace realized subgraphs by their buffers in every live tensor: one substitution over
-    /// all their graphs together (a subgraph they share is walked once) that skips every node
-    /// older than the oldest realized one (it cannot hold one; a gradient accumulated over many
-    /// steps is a long chain of them).
+    /// Replace realized subgraphs by their buffers in every live tensor: a tensor that is itself
+    /// a realized node takes its buffer directly (an eager op's output: nothing to walk), the
+    /// others go through one substitution over all their graphs together (a subgraph they share
+    /// is walked once) that skips every node older than the oldest realized one (it cannot hold
+    /// one; a gradient accumulated over many steps is a long chain of them).
     fn apply_becomes(mut map: crate::uop::UOpMap<UOp>) {
         let oldest = map.keys().map(UOp::serial).min().unwrap_or(0);
         let young = |u: &UOp| u.serial() >= oldest;
@@ -321,10 +330,16 @@ impl Tensor {
             let Some(t) = w.upgrade() else { return false };
             let u = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
             if young(&u) {
-                live.push((t, u));
+                match map.get(&u) {
+                    Some(realized) => t.replace_uop(&u, realized.clone()),
+                    None => live.push((t, u)),
+                }
             }
             true
         });
+        if live.is_empty() {
+            return;
+        }
         let all =
             UOp::new(Ops::Sink, DType::VOID, live.iter().map(|(_, u)| u.clone()).collect(), crate::uop::Arg::None);
         let replaced = substitute_outside(&all, &mut map, "becomes", &|u| !young(u));
@@ -698,10 +713,13 @@ mod tests {
 
     #[test]
     fn only_graphs_with_a_large_tensor_wake_the_workers() {
+        let threadable = |tensors: &[Tensor]| {
+            Tensor::threadable(&UOp::toposort_all(&tensors.iter().map(Tensor::uop).collect::<Vec<_>>()))
+        };
         let (a, b) = (Tensor::rand(&[64, 64]).realize(), Tensor::rand(&[64, 64]).realize());
-        assert!(!Tensor::threadable(&[(&a + &b).relu()]), "a small eager op");
+        assert!(!threadable(&[(&a + &b).relu()]), "a small eager op");
         let big = Tensor::rand(&[512, 512]).realize();
-        assert!(Tensor::threadable(&[big.sum(None, false)]), "a small result of a large input");
-        assert!(Tensor::threadable(&[a.clone(), (&a + 1.0).reshape(&[1, 4096]).expand(&[16, 4096])]), "a large result");
+        assert!(threadable(&[big.sum(None, false)]), "a small result of a large input");
+        assert!(threadable(&[a.clone(), (&a + 1.0).reshape(&[1, 4096]).expand(&[16, 4096])]), "a large result");
     }
 }

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -310,7 +311,39 @@ pub struct Node {
 pub struct UOp(Arc<Node>);
 
 const SHARDS: usize = 64;
-type Bucket = HashMap<u64, Vec<Weak<Node>>, BuildHasherDefault<FastHasher>>;
+type Bucket = HashMap<u64, Chain, BuildHasherDefault<FastHasher>>;
+
+/// The nodes whose content hashes to one key: nearly always one, held inline (a `Vec` per key
+/// was a heap allocation and a free in every node's life).
+enum Chain {
+    One(Weak<Node>),
+    Many(Vec<Weak<Node>>),
+}
+
+impl Chain {
+    fn nodes(&self) -> &[Weak<Node>] {
+        match self {
+            Chain::One(node) => std::slice::from_ref(node),
+            Chain::Many(nodes) => nodes,
+        }
+    }
+    fn push(&mut self, node: Weak<Node>) {
+        match self {
+            Chain::One(first) => *self = Chain::Many(vec![first.clone(), node]),
+            Chain::Many(nodes) => nodes.push(node),
+        }
+    }
+    /// Forget the node at `node`; whether none is left.
+    fn remove(&mut self, node: *const Node) -> bool {
+        match self {
+            Chain::One(only) => only.as_ptr() == node,
+            Chain::Many(nodes) => {
+                nodes.retain(|w| w.as_ptr() != node);
+                nodes.is_empty()
+            }
+        }
+    }
+}
 
 fn table() -> &'static [Mutex<Bucket>; SHARDS] {
     static TABLE: OnceLock<[Mutex<Bucket>; SHARDS]> = OnceLock::new();
@@ -358,8 +391,12 @@ impl UOp {
         // last handle of a node takes the same lock.
         let mut mismatches = vec![];
         let mut map = shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = map.entry(key).or_default();
-        for weak in bucket.iter() {
+        let chain = map.entry(key);
+        let known = match &chain {
+            Entry::Occupied(nodes) => nodes.get().nodes(),
+            Entry::Vacant(_) => &[],
+        };
+        for weak in known {
             if let Some(node) = weak.upgrade() {
                 if node.op == op
                     && node.dtype == dtype
@@ -386,7 +423,12 @@ impl UOp {
             sym_dims: OnceLock::new(),
             bounds: OnceLock::new(),
         });
-        bucket.push(Arc::downgrade(&node));
+        match chain {
+            Entry::Occupied(mut nodes) => nodes.get_mut().push(Arc::downgrade(&node)),
+            Entry::Vacant(slot) => {
+                slot.insert(Chain::One(Arc::downgrade(&node)));
+            }
+        }
         UOp(node)
     }
 
@@ -588,11 +630,8 @@ impl Drop for Node {
         {
             let mut map = shard(self.key).lock().unwrap_or_else(|e| e.into_inner());
             let me = self as *const Node;
-            if let Some(bucket) = map.get_mut(&self.key) {
-                bucket.retain(|w| w.as_ptr() != me);
-                if bucket.is_empty() {
-                    map.remove(&self.key);
-                }
+            if map.get_mut(&self.key).is_some_and(|chain| chain.remove(me)) {
+                map.remove(&self.key);
             }
         }
         let src = std::mem::take(&mut self.src);
@@ -635,7 +674,10 @@ impl fmt::Debug for UOp {
 
 /// Number of live interned nodes (for tests of the interning table).
 pub fn live_nodes() -> usize {
-    table().iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(Vec::len).sum::<usize>()).sum()
+    table()
+        .iter()
+        .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(|chain| chain.nodes().len()).sum::<usize>())
+        .sum()
 }
 
 #[cfg(test)]
@@ -660,7 +702,7 @@ mod tests {
         let k = v.key();
         drop(v);
         let m = shard(k).lock().unwrap();
-        assert!(m.get(&k).is_none_or(|b| b.iter().all(|w| w.upgrade().is_none())));
+        assert!(m.get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none())));
     }
 
     #[test]
