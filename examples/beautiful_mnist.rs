@@ -10,7 +10,9 @@
 //! weights and each step's batch indices, `samples`, written by tools/mnist_torch.py's
 //! `SAVE_INIT`: both frameworks then train from the same start on the same batches), `GPUS` (1:
 //! with n > 1, data parallel over the default device's numbers 0..n, as tinygrad's multi-GPU
-//! example: the model replicated, each batch split along axis 0). Prints its
+//! example: the model replicated, each batch split along axis 0). Under `mpirun -np N` (built with
+//! `--features mpi`) each rank trains on its part of every batch and the optimizer averages the
+//! gradients over the ranks; rank 0 prints. Prints its
 //! figures as `key value` lines (tools/mnist_compare.sh puts them beside PyTorch's).
 
 use std::io::Write;
@@ -96,13 +98,29 @@ fn run() -> lazygrad::Result<()> {
     // the batch is sampled inside the JIT'd step: the random counter lives on the device, so
     // each replay draws a new batch (unless INIT gives the batches, as a third input)
     let n_train = data.x_train.shape()[0] as i64;
+    // several processes: every rank draws the same batch (one seed, one random stream) and takes
+    // its part; the loss shown is the whole batch's
+    let world = lazygrad::runtime::collective::world()?;
+    let (rank, ranks) = (world.rank(), world.size());
+    if bs % (ranks * gpus) != 0 {
+        return Err(lazygrad::Error::value(
+            "beautiful_mnist",
+            format!("BS={bs} does not split over {ranks} ranks of GPUS={gpus}"),
+        ));
+    }
+    let mine = [(rank * bs / ranks, (rank + 1) * bs / ranks)];
     let mut jit_step = Jit::new(|train: &[Tensor]| {
         let samples = train.get(2).cloned().unwrap_or_else(|| Tensor::randint(&[bs], 0, n_train));
+        let samples = if ranks > 1 { samples.shrink(&mine) } else { samples };
         let x = train[0].index(&[Idx::Tensor(samples.clone())]).cast(DType::FLOAT32);
         let y = train[1].index(&[Idx::Tensor(samples)]).cast(DType::INT32);
         let (x, y) =
             (spread(x).expect("BS splits over GPUS (checked)"), spread(y).expect("BS splits over GPUS (checked)"));
-        train_step(&|x| model.forward(x), opt.as_mut(), &x, &y)
+        let mut out = train_step(&|x| model.forward(x), opt.as_mut(), &x, &y);
+        if ranks > 1 {
+            out[0] = out[0].all_reduce_ranks(lazygrad::Ops::Add) / ranks as f64;
+        }
+        out
     });
     // the test set in equal chunks, each a JIT'd call counting its correct predictions
     let mut test_correct = Jit::new(|test: &[Tensor]| {
@@ -142,11 +160,20 @@ fn run() -> lazygrad::Result<()> {
         if (i + 1) % eval_every == 0 || i + 1 == steps {
             acc = test_acc()?;
         }
-        eprint!("\rstep {:4}/{steps} loss {loss:6.3} test_accuracy {acc:5.2}% ({:.2} s/step)", i + 1, step_times[i]);
+        if rank == 0 {
+            eprint!(
+                "\rstep {:4}/{steps} loss {loss:6.3} test_accuracy {acc:5.2}% ({:.2} s/step)",
+                i + 1,
+                step_times[i]
+            );
+        }
         let _ = std::io::stderr().flush();
     }
     // the first calls schedule, compile and capture; after them the JIT replays
     let steady = if step_times.len() > 3 { &step_times[3..] } else { &step_times[..] };
+    if rank > 0 {
+        return Ok(());
+    }
     eprintln!();
     // the same `key value` lines as tools/mnist_torch.py, compared by tools/mnist_compare.sh
     println!("steps {steps}");
