@@ -130,11 +130,11 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
             }
         }
         op if op.is_movement() => {
-            if u.src().len() > 1 {
-                return Err(Error::shape(op_name, &[u.sh()], "symbolic sizes on a tuple of devices"));
-            }
             let (arg, axis) = movement_arg(u, first)?;
-            multi(first.src().iter().map(|s| rebuild(vec![s.clone()], arg.clone())).collect(), axis)
+            let sizes = symbolic_sizes(u, axis, n)?;
+            let shard =
+                |s: &UOp| rebuild(std::iter::once(s.clone()).chain(sizes.iter().cloned()).collect(), arg.clone());
+            multi(first.src().iter().map(shard).collect(), axis)
         }
         // a named function's value (its inputs' shards need not compose into its value's)
         Ops::Call => u.src()[0].clone(),
@@ -212,6 +212,27 @@ fn movement_arg(u: &UOp, m: &UOp) -> Result<(Arg, Option<usize>)> {
         },
         _ => refuse("an argument this op does not take"),
     }
+}
+
+/// The symbolic sizes a movement op `u` takes beyond its source (a RESHAPE's or EXPAND's size per
+/// axis, a SHRINK's start and end per axis), as each of `n` shards takes them when the result is
+/// split along `axis`: the split axis's own must be numbers, and become the shard's.
+fn symbolic_sizes(u: &UOp, axis: Option<usize>, n: usize) -> Result<Vec<UOp>> {
+    let mut sizes = u.src()[1..].to_vec();
+    let Some(a) = axis.filter(|_| !sizes.is_empty()) else { return Ok(sizes) };
+    let per_axis = if u.op() == Ops::Shrink { 2 } else { 1 };
+    let mine = &mut sizes[a * per_axis..(a + 1) * per_axis];
+    let numbers: Option<Vec<i64>> = mine.iter().map(UOp::const_int_value).collect();
+    let full = u.sh()[a] as i64;
+    match (numbers.as_deref(), per_axis) {
+        (Some([size]), 1) => mine[0] = UOp::index_const(size / n as i64),
+        (Some([0, end]), 2) if *end == full => mine[1] = UOp::index_const(full / n as i64),
+        _ => {
+            let reason = format!("a symbolic size on the split axis {a}");
+            return Err(Error::shape(op_name(u.op()), &[u.sh()], reason));
+        }
+    }
+    Ok(sizes)
 }
 
 /// The graphs of `u` on each of `n` devices, split along `axis` (each whole when `None`). A

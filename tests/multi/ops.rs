@@ -151,3 +151,20 @@ fn alone_a_job_of_one_process_all_reduces_to_the_tensor_itself() {
     let g = x.all_reduce_ranks(lazygrad::Ops::Add).sum(None, false).gradient_with(&[&x], None).unwrap();
     assert_eq!(g[0].to_vec::<f32>(), vec![1.0; 12]);
 }
+
+#[test]
+fn symbolic_sizes_off_the_split_axis_shard_and_on_it_are_an_error() {
+    use lazygrad::{Sint, Variable};
+    let a = arange(&[8, 6]);
+    let n = Variable::new("rows", 1, 8);
+    let split = a.shard(&FOUR[..2], Some(1)).realize();
+    for len in [1, 5, 8] {
+        let rows = |t: &Tensor| t.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len))), (Sint::Int(0), Sint::Int(6))]);
+        let want = (rows(&a) * 2.0).sum(0, false).to_vec::<f32>();
+        assert_eq!((rows(&split) * 2.0).sum(0, false).to_vec::<f32>(), want, "{len} rows");
+    }
+    let cols = Variable::new("cols", 1, 6);
+    let on_split = split.shrink_sym(&[(Sint::Int(0), Sint::Int(8)), (Sint::Int(0), Sint::from(&cols.bind(3)))]);
+    let err = on_split.sum(None, false).try_realize().err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("split axis 1"), "{err}");
+}
