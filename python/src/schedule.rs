@@ -40,8 +40,12 @@ impl PyCall {
             ScheduleItem::Kernel { ast, bufs } => {
                 (bufs.first().map_or(String::new(), |b| b.device().to_string()), ast.clone())
             }
-            ScheduleItem::Copy { dst, src } => {
-                let copy = UOp::new(Ops::Copy, dst.dtype(), vec![], Arg::Str(src.device().to_string()));
+            // an all-reduce over the ranks is a copy through the job's collective
+            ScheduleItem::Copy { dst, src, ranks } => {
+                let copy = match ranks {
+                    None => UOp::new(Ops::Copy, dst.dtype(), vec![], Arg::Str(src.device().to_string())),
+                    Some(op) => UOp::new(Ops::AllReduce, dst.dtype(), vec![], Arg::Reduce(*op)),
+                };
                 (dst.device().to_string(), copy)
             }
         };
