@@ -136,11 +136,37 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
                 |s: &UOp| rebuild(std::iter::once(s.clone()).chain(sizes.iter().cloned()).collect(), arg.clone());
             multi(first.src().iter().map(shard).collect(), axis)
         }
-        // a named function's value (its inputs' shards need not compose into its value's)
-        Ops::Call => u.src()[0].clone(),
+        // a matmul whose shards compose (rows of x with all of w, or all of x with columns of w)
+        // stays one per device, for its device's layout; any other named function is its value
+        Ops::Call => match per_shard_matmul(u) {
+            Some(axis) => {
+                let shards =
+                    (0..n).map(|i| rebuild(u.src().iter().map(|s| s.src()[i].clone()).collect(), u.arg().clone()));
+                multi(shards.collect(), axis)
+            }
+            None => u.src()[0].clone(),
+        },
         _ => return Err(devices_error(op_name, u)),
     };
     Ok(Some(lowered))
+}
+
+/// The axis a matmul CALL (value, x, w; all on the devices) is split along when each device's
+/// part is its own parts' product: x split along a row axis and w whole, x whole and w split along
+/// its columns, or all three whole. `None` inside the option: replicated.
+fn per_shard_matmul(u: &UOp) -> Option<Option<usize>> {
+    let [value, x, w] = u.src() else { return None };
+    let is_matmul = matches!(u.arg(), Arg::Call(crate::uop::Call::Matmul, _));
+    if !is_matmul || [value, x, w].iter().any(|s| s.op() != Ops::Multi) {
+        return None;
+    }
+    let last = x.sh().len() - 1;
+    match (multi_axis(x), multi_axis(w), multi_axis(value)) {
+        (Some(a), None, Some(v)) if a < last && a == v => Some(Some(a)),
+        (None, Some(1), Some(v)) if v == last => Some(Some(v)),
+        (None, None, None) => Some(None),
+        _ => None,
+    }
 }
 
 fn op_name(op: Ops) -> &'static str {
