@@ -269,9 +269,10 @@ impl Tensor {
         run_schedule(items, vals)
     }
 
-    /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
-    /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
-    /// realized node back to its tensors) instead of computing it again when it is used next.
+    /// `tensors` and every other live tensor that is a CONTIGUOUS or an ASSIGN inside their
+    /// graphs: a point the schedule stores anyway, so that tensor keeps what was stored (as
+    /// tinygrad maps every realized node back to its tensors) instead of computing it again when
+    /// it is used next (an assignment run again would write twice).
     fn with_contiguous_inside(tensors: &[Tensor]) -> Vec<Tensor> {
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let mut graph = crate::uop::uop::UOpSet::default();
@@ -285,7 +286,7 @@ impl Tensor {
         let live = live_tensors().lock().unwrap_or_else(|e| e.into_inner());
         all.extend(live.iter().filter_map(Weak::upgrade).map(Tensor).filter(|t| {
             let u = t.uop();
-            u.op() == Ops::Contiguous && graph.contains(&u) && !outputs.contains(&u)
+            matches!(u.op(), Ops::Contiguous | Ops::Assign) && graph.contains(&u) && !outputs.contains(&u)
         }));
         all
     }
