@@ -28,3 +28,27 @@ fn an_assignment_realized_inside_another_graph_is_not_run_again() {
         assert_eq!((&w * 1.0).to_vec::<f32>(), [2.0, 3.0, 4.0], "{device}");
     });
 }
+
+/// The gradient of `cummax`/`cummin` values at ties reaches the element the returned index names
+/// (the last of equal values), as PyTorch's; it went to the first. NaN starts where it appears.
+/// References from PyTorch 2.x (`x.cummax(0)`, `x.cummin(0)`, `values.sum().backward()`).
+#[test]
+fn cummax_and_cummin_gradients_at_ties_follow_the_indices() {
+    on_each_device(|device| {
+        let x = Tensor::new([1.0f32, 1.0, 0.0, 2.0]).requires_grad(true);
+        x.cummax(0).0.sum(None, false).backward();
+        assert_eq!(x.grad().unwrap().to_vec::<f32>(), [1.0, 2.0, 0.0, 1.0], "cummax {device}");
+        let x = Tensor::new([2.0f32, 2.0, 3.0, 1.0]).requires_grad(true);
+        let (values, indices) = x.cummin(0);
+        values.sum(None, false).backward();
+        assert_eq!((values.to_vec::<f32>(), indices.to_vec::<i32>()), (vec![2.0, 2.0, 2.0, 1.0], vec![0, 1, 1, 3]));
+        assert_eq!(x.grad().unwrap().to_vec::<f32>(), [1.0, 2.0, 0.0, 1.0], "cummin {device}");
+        let x = Tensor::new([1.0f32, f32::NAN, 2.0, 0.0]).requires_grad(true);
+        let (values, indices) = x.cummax(0);
+        values.sum(None, false).backward();
+        let v = values.to_vec::<f32>();
+        assert!(v[0] == 1.0 && v[1..].iter().all(|v| v.is_nan()), "{device}: {v:?}");
+        assert_eq!(indices.to_vec::<i32>(), [0, 1, 1, 1], "{device}");
+        assert_eq!(x.grad().unwrap().to_vec::<f32>(), [1.0, 3.0, 0.0, 0.0], "{device}");
+    });
+}

@@ -470,9 +470,20 @@ impl Tensor {
         let n = shape[a];
         let (x, v) = (self.transpose(a as isize, -1), values.transpose(a as isize, -1));
         let (j, i) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));
-        let hit = x.unsqueeze(-1).eq(v.unsqueeze(-2)).bitwise_and(j.le(&i));
-        let idx = hit.where_(&j, 0).max(-2isize, false).cast(DType::INT32);
-        Ok((values, idx.transpose(-1, a as isize)))
+        let (xj, vi) = (x.unsqueeze(-1), v.unsqueeze(-2));
+        let mut equal = xj.eq(&vi);
+        if self.dtype().is_float() {
+            equal = equal.bitwise_or(xj.isnan().bitwise_and(vi.isnan())); // a NaN is where NaN starts
+        }
+        let idx = equal.bitwise_and(j.le(&i)).where_(&j, 0).max(-2isize, false);
+        let values = match self.dtype().is_float() {
+            // the values read at those indices, so that a gradient reaches the element torch's
+            // does (the last of equal values), not every element tied with it (a sum of the one
+            // picked value and -0.0s)
+            true => j.eq(idx.unsqueeze(-2)).where_(&xj, -0.0).sum(-2isize, false).transpose(-1, a as isize),
+            false => values,
+        };
+        Ok((values, idx.cast(DType::INT32).transpose(-1, a as isize)))
     }
     /// `log(cumsum(exp(x)))` along `axis`, computed stably.
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
