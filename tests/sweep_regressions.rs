@@ -5,6 +5,7 @@
 mod common;
 
 use lazygrad::runtime::DefaultDevice;
+use lazygrad::tensor::Idx;
 use lazygrad::Tensor;
 
 /// Run `f` with each suite device the default.
@@ -26,6 +27,24 @@ fn an_assignment_realized_inside_another_graph_is_not_run_again() {
         assert_eq!(doubled.to_vec::<f32>(), [4.0, 6.0, 8.0], "{device}");
         assert_eq!(w.to_vec::<f32>(), [2.0, 3.0, 4.0], "{device}");
         assert_eq!((&w * 1.0).to_vec::<f32>(), [2.0, 3.0, 4.0], "{device}");
+    });
+}
+
+/// `t[idx] = value` with a tensor index writes the elements it selects, as numpy does; it
+/// wrote into a gathered copy and left the tensor as it was (in Rust and in Python).
+#[test]
+fn setitem_with_a_tensor_index_writes_the_selected_elements() {
+    on_each_device(|device| {
+        let t = Tensor::new([0.0f32, 1.0, 2.0, 3.0, 4.0]).contiguous().realize();
+        t.setitem(&[Idx::Tensor(Tensor::new([3i32, 0]))], &Tensor::new([60.0f32, 50.0]));
+        assert_eq!(t.to_vec::<f32>(), [50.0, 1.0, 2.0, 60.0, 4.0], "{device}");
+        let m = Tensor::new([[0i32, 1, 2], [3, 4, 5]]).contiguous().realize();
+        m.setitem(&[Idx::Full, Idx::Tensor(Tensor::new([2i32, -3]))], &Tensor::new([7i32]));
+        assert_eq!(m.to_vec::<i32>(), [7, 1, 7, 7, 4, 7], "{device}");
+        // basic indices write through their view (an odd length, a negative step)
+        let v = Tensor::new([0i32, 1, 2, 3, 4]).contiguous().realize();
+        v.setitem(&[Idx::R(None, None, -2)], &Tensor::new([9i32, 8, 7]));
+        assert_eq!(v.to_vec::<i32>(), [7, 1, 8, 3, 9], "{device}");
     });
 }
 

@@ -477,12 +477,7 @@ impl PyTensor {
     /// `t[index] = value`: the value (a tensor or a number) written into the view at once.
     fn __setitem__(&self, index: &Bound<PyAny>, value: &Bound<PyAny>) -> PyResult<()> {
         let (idx, value) = (indices(index)?, Rhs::of(value)?);
-        checked(|| {
-            let view = self.0.try_index(&idx)?;
-            let value = value.tensor(&view);
-            view.assign(&value.cast(view.dtype()).expand(&view.shape())).try_realize()
-        })
-        .map(|_| ())
+        checked(|| self.0.try_setitem(&idx, &value.tensor(&self.0)))
     }
     /// Write `x`'s values into this tensor's storage (lazily: in place when realized).
     fn assign(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {

@@ -371,6 +371,25 @@ impl Tensor {
         Ok(mask.where_(&vb, self))
     }
 
+    /// numpy's `t[idx] = value`, in place and at once: basic indices write `value` (broadcast,
+    /// cast to self's dtype) through the view they make; with tensor indices, which make no view,
+    /// `set`'s result is assigned to the whole tensor.
+    pub fn setitem(&self, idx: &[Idx], value: &Tensor) {
+        self.try_setitem(idx, value).or_panic()
+    }
+    /// `setitem`, reporting bad indices, a value that does not broadcast, or a failed realize as
+    /// an error.
+    pub fn try_setitem(&self, idx: &[Idx], value: &Tensor) -> Result<()> {
+        let written = if idx.iter().any(|i| matches!(i, Idx::Tensor(_))) {
+            self.try_assign(&self.try_set(idx, value)?)?
+        } else {
+            let view = self.try_index(idx)?;
+            let value = value.cast(view.dtype()).try_broadcast_to(&view.shape()).map_err(|e| e.for_op("setitem"))?;
+            view.try_assign(&value)?
+        };
+        written.try_realize().map(|_| ())
+    }
+
     /// `out[i][j] = self[index[i][j]][j]` for `dim = 0` (and so on): values picked along `dim` by `index`.
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
         self.try_gather(dim, index).or_panic()
