@@ -310,3 +310,34 @@ fn a_jit_output_of_variable_shape_is_read_at_each_calls_binding() {
         }
     }
 }
+
+/// var and std over a variable axis divide by the bound count less the correction (they divided
+/// by the largest size), and `tolist` nests at the bound sizes (it nested at the largest), with
+/// the variable at its minimum (0 included) and maximum.
+#[test]
+fn var_std_and_tolist_over_a_variable_axis_use_the_bound_size() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::from_vec((0..12).map(|i| (i * i) as f32).collect(), &[6, 2]).to(dev).realize();
+        let n = Variable::new("n", 0, 6);
+        for len in [0usize, 1, 2, 6] {
+            let part = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len))), (Sint::Int(0), Sint::Int(2))]);
+            let rows: Vec<[f64; 2]> =
+                (0..len).map(|r| [(4 * r * r) as f64, ((2 * r + 1) * (2 * r + 1)) as f64]).collect();
+            for col in 0..2 {
+                let values: Vec<f64> = rows.iter().map(|r| r[col]).collect();
+                let mean = values.iter().sum::<f64>() / len as f64;
+                let squares: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+                let var = squares / len.saturating_sub(1) as f64;
+                let got = part.var(0, false, 1).to_vec::<f32>()[col] as f64;
+                let same = (got.is_nan() && var.is_nan()) || (got - var).abs() <= 1e-4 * var.abs().max(1.0);
+                assert!(same, "{dev} n = {len} column {col}: var {got}, want {var}");
+                let std = part.std(0, false, 1).to_vec::<f32>()[col] as f64;
+                assert!((std.is_nan() && var.is_nan()) || (std - var.sqrt()).abs() <= 1e-4 * var.sqrt().max(1.0));
+            }
+            let nested = (part * 1.0).tolist::<f32>();
+            let lazygrad::tensor::Nested::List(got_rows) = nested else { panic!("{dev}: a list") };
+            assert_eq!(got_rows.len(), len, "{dev}: tolist rows at n = {len}");
+        }
+    }
+}

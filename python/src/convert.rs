@@ -338,7 +338,7 @@ pub(crate) fn to_numpy(py: Python, t: &Tensor) -> PyResult<Py<PyAny>> {
     let np = py.import("numpy")?;
     let name = numpy_dtype(t.dtype()).expect("a tensor dtype numpy has");
     let flat = np.call_method1("frombuffer", (PyByteArray::new(py, &bytes), name))?;
-    Ok(flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))?.unbind())
+    Ok(flat.call_method1("reshape", (PyTuple::new(py, t.bound_shape())?,))?.unbind())
 }
 
 /// The dtype argument of a constructor, if given.

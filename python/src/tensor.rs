@@ -174,7 +174,7 @@ impl PyTensor {
     /// The values as nested lists of Python numbers.
     fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
         let t = &self.0;
-        let shape = t.shape();
+        let shape = t.bound_shape();
         let d = t.dtype();
         match () {
             _ if d.is_float() => nest(py, &checked(|| t.cast(DType::FLOAT64).try_to_vec::<f64>())?, &shape),

@@ -7,7 +7,7 @@ import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, UOp, dtypes
+from lazygrad import Tensor, UOp, Variable, dtypes
 from lazygrad.nn import Linear
 from lazygrad.nn.state import get_state_dict
 
@@ -141,6 +141,14 @@ class TestGraph(unittest.TestCase):
         self.assertEqual((out.tolist(), table.tolist()), ([12.0, 24.0], [2.0, 4.0]))
         with self.assertRaises(RuntimeError):
             run_linear(linear)
+
+    def test_a_variable_shaped_tensor_reads_back_at_its_bound_size(self):
+        # numpy() and tolist() reshaped to the largest size and failed; at 0, 2 and the maximum
+        data = np.arange(15, dtype=np.float32).reshape(5, 3)
+        for n in [0, 2, 5]:
+            part = Tensor(data)[:Variable("n", 0, 5).bind(n)]
+            np.testing.assert_array_equal(part.numpy(), data[:n])
+            self.assertEqual((part * 2).tolist(), (data[:n] * 2).tolist())
 
     def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
         v = UOp.variable("v", 1, 32)

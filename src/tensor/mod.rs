@@ -144,6 +144,11 @@ impl Tensor {
     pub fn dims(&self) -> Vec<crate::uop::Sint> {
         crate::uop::variable::dims_of(&self.uop())
     }
+    /// The sizes of the axes with each variable at the value it is bound to (its largest where it
+    /// is unbound): the shape of what `to_vec` and `tolist` read.
+    pub fn bound_shape(&self) -> Vec<usize> {
+        self.dims().iter().map(crate::uop::Sint::value).collect()
+    }
     pub fn ndim(&self) -> usize {
         self.uop().sh().len()
     }
@@ -582,7 +587,7 @@ impl Tensor {
                 }
             }
         }
-        nest(&self.to_vec::<T>(), &self.shape())
+        nest(&self.to_vec::<T>(), &self.bound_shape())
     }
     /// The single element of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {

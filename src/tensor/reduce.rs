@@ -124,18 +124,25 @@ impl Tensor {
     pub fn try_mean(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
         let shape = self.shape();
         let resolved = axes.resolve("mean", &shape)?;
-        let dims = self.dims();
-        let count = resolved.iter().fold(crate::uop::Sint::Int(1), |n, &a| {
-            crate::uop::Sint::from_uop(&n.uop().alu(Ops::Mul, &[&dims[a].uop()]))
-        });
         let s = self.sum(isize_axes(&resolved).as_slice(), keepdim);
         let f = s.cast(s.dtype().to_float());
-        let mean = match count {
-            crate::uop::Sint::Int(n) => f.div(n as f64),
-            // a count set by variables is a value of the graph
-            crate::uop::Sint::Sym(n) => f.div(f.lift(n).cast(f.dtype())),
-        };
+        let mean = f.div_by_count(&self.reduced_count(&resolved, 0));
         Ok(mean.cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() }))
+    }
+    /// How many elements `axes` reduce over, less `correction` (0 at least): a number, or an
+    /// expression where variables set the sizes.
+    fn reduced_count(&self, axes: &[usize], correction: usize) -> Sint {
+        let dims = self.dims();
+        let count = axes.iter().fold(UOp::const_int(DType::INDEX, 1), |n, &a| n.alu(Ops::Mul, &[&dims[a].uop()]));
+        let less = count.alu(Ops::Add, &[&UOp::const_int(DType::INDEX, -(correction as i64))]);
+        Sint::from_uop(&less.alu(Ops::Max, &[&UOp::const_int(DType::INDEX, 0)]))
+    }
+    /// This float tensor divided by `count` (a count set by variables is a value of the graph).
+    fn div_by_count(&self, count: &Sint) -> Tensor {
+        match count {
+            Sint::Int(n) => self.div(*n as f64),
+            Sint::Sym(n) => self.div(self.lift(n.clone()).cast(self.dtype())),
+        }
     }
     /// Product over `axes` (a MUL reduce), in this tensor's dtype.
     pub fn prod(&self, axes: impl Axes, keepdim: bool) -> Tensor {
@@ -166,12 +173,10 @@ impl Tensor {
         self.try_var(axes, keepdim, correction).or_panic()
     }
     pub fn try_var(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
-        let shape = self.shape();
-        let ax = axes.resolve("var", &shape)?;
-        let n: usize = ax.iter().map(|&a| shape[a]).product();
-        let ax = isize_axes(&ax);
+        let resolved = axes.resolve("var", &self.shape())?;
+        let ax = isize_axes(&resolved);
         let d = self.sub(self.mean(ax.as_slice(), true));
-        Ok(d.square().sum(ax.as_slice(), keepdim).div(n.saturating_sub(correction) as f64))
+        Ok(d.square().sum(ax.as_slice(), keepdim).div_by_count(&self.reduced_count(&resolved, correction)))
     }
     /// Standard deviation over `axes` (the square root of `var`).
     pub fn std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
