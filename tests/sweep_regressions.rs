@@ -71,3 +71,21 @@ fn cummax_and_cummin_gradients_at_ties_follow_the_indices() {
         assert_eq!(x.grad().unwrap().to_vec::<f32>(), [1.0, 3.0, 0.0, 0.0], "{device}");
     });
 }
+
+/// The gradient of `std` (and `std_mean`) over equal values is 0, as PyTorch defines it; it was
+/// NaN (sqrt's 1/(2*0) times 0). Elsewhere it is unchanged: PyTorch's `(x - mean) / (std * (n - 1))`.
+#[test]
+fn the_gradient_of_std_over_equal_values_is_zero() {
+    on_each_device(|device| {
+        let x = Tensor::new([1.5f32, 1.5, 1.5]).requires_grad(true);
+        x.std(None, false, 1).backward();
+        assert_eq!(x.grad().unwrap().to_vec::<f32>(), [0.0; 3], "{device}");
+        let x = Tensor::new([[2.0f64, 2.0], [1.0, 3.0]]).requires_grad(true);
+        let (std, _) = x.std_mean(1, false, 1);
+        assert_eq!(std.to_vec::<f64>(), [0.0, 2f64.sqrt()], "{device}");
+        std.sum(None, false).backward();
+        let g = x.grad().unwrap().to_vec::<f64>();
+        let want = [0.0, 0.0, -1.0 / 2f64.sqrt(), 1.0 / 2f64.sqrt()];
+        assert!(g.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12), "{device}: {g:?}");
+    });
+}

@@ -184,7 +184,11 @@ impl Tensor {
     }
     pub fn try_std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
         let ax = isize_axes(&axes.resolve("std", &self.shape())?);
-        Ok(self.var(ax.as_slice(), keepdim, correction).sqrt())
+        let var = self.var(ax.as_slice(), keepdim, correction);
+        // PyTorch's gradient at a variance of 0 (equal values) is 0, where sqrt's would be 0 * inf:
+        // there the root is taken of 1 and multiplied by 0, elsewhere of the variance times 1
+        let zero = var.eq(0.0);
+        Ok(var.add(zero.cast(var.dtype())).sqrt().mul(zero.logical_not().cast(var.dtype())))
     }
     /// `(var, mean)` over `axes`.
     pub fn var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
@@ -200,8 +204,7 @@ impl Tensor {
     }
     pub fn try_std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<(Tensor, Tensor)> {
         let ax = isize_axes(&axes.resolve("std_mean", &self.shape())?);
-        let (v, m) = self.var_mean(ax.as_slice(), keepdim, correction);
-        Ok((v.sqrt(), m))
+        Ok((self.std(ax.as_slice(), keepdim, correction), self.mean(ax.as_slice(), keepdim)))
     }
     /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
     fn softmax_parts(&self, op: &'static str, axis: isize) -> Result<(Tensor, Tensor, Tensor)> {
