@@ -45,6 +45,9 @@ fn setitem_with_a_tensor_index_writes_the_selected_elements() {
         let v = Tensor::new([0i32, 1, 2, 3, 4]).contiguous().realize();
         v.setitem(&[Idx::R(None, None, -2)], &Tensor::new([9i32, 8, 7]));
         assert_eq!(v.to_vec::<i32>(), [7, 1, 8, 3, 9], "{device}");
+        // a value with leading axes of size 1 fits fewer axes, as numpy lets it
+        v.setitem(&[Idx::I(1)], &Tensor::new([[5i32]]));
+        assert_eq!(v.to_vec::<i32>(), [7, 5, 8, 3, 9], "{device}");
     });
 }
 

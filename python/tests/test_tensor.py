@@ -299,8 +299,11 @@ class TestConvolutionsAndInPlace(unittest.TestCase):
         x[2:] = 0.5
         t[:, 0] = Tensor([9, 8, 7])
         x[:, 0] = [9, 8, 7]
+        # a tensor index writes the rows it selects (it wrote into a gathered copy)
+        t[Tensor([2, 0])] = Tensor([[-1.0, -2.0], [-3.0, -4.0]])
+        x[[2, 0]] = [[-1.0, -2.0], [-3.0, -4.0]]
         self.assertEqual(t.tolist(), x.tolist())
-        with self.assertRaisesRegex(ValueError, "expand"):
+        with self.assertRaisesRegex(ValueError, "setitem"):
             t[0] = Tensor([1.0, 2.0, 3.0])
 
 
