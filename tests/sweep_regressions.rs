@@ -92,3 +92,14 @@ fn the_gradient_of_std_over_equal_values_is_zero() {
         assert!(g.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12), "{device}: {g:?}");
     });
 }
+
+/// A Rust or Python int past int32 as a fill value is int64, as `Tensor::from_scalars` (and
+/// numpy) infer; `full` wrapped it to int32 (2**40 became 0).
+#[test]
+fn a_fill_value_past_int32_is_int64() {
+    on_each_device(|device| {
+        let t = Tensor::full(&[2], 1i64 << 40);
+        assert_eq!((t.dtype(), t.to_vec::<i64>()), (lazygrad::DType::INT64, vec![1 << 40; 2]), "{device}");
+        assert_eq!(Tensor::full(&[1], 7i64).dtype(), lazygrad::DType::INT32);
+    });
+}

@@ -29,6 +29,13 @@ class TestNumbers(unittest.TestCase):
             with self.assertRaises(OverflowError):
                 Tensor([value], dtype=dtypes.int32)
 
+    def test_an_int_past_int64_fits_a_float_dtype_and_a_fill_past_int32_is_int64(self):
+        # as torch: a float dtype takes any int Python can round (it raised "does not fit 64 bits")
+        self.assertEqual(Tensor([2**100], dtype=dtypes.float32).tolist(), [float(np.float32(2.0**100))])
+        self.assertEqual(Tensor([2**200], dtype=dtypes.float32).tolist(), [float("inf")])
+        # full inferred int32 and wrapped 2**40 to 0
+        self.assertEqual((Tensor.full((2,), 2**40).dtype, Tensor.full((2,), 2**40).tolist()), (dtypes.int64, [2**40] * 2))
+
     def test_empty_data_is_float32(self):
         self.assertEqual(Tensor([]).dtype, dtypes.float32)
         self.assertEqual(Tensor([]).numpy().shape, (0,))
