@@ -245,6 +245,16 @@ impl PyTensor {
     fn __len__(&self) -> PyResult<usize> {
         self.0.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
     }
+    /// The rows along the first axis (a 0-d tensor has none: a TypeError, as torch raises; the
+    /// fallback through `__getitem__` gave an empty iteration).
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
+        let t = &slf.get().0;
+        let n = slf.get().__len__()?;
+        let rows = (0..n)
+            .map(|i| checked(|| t.try_index(&[::lazygrad::tensor::Idx::I(i as isize)])).map(PyTensor))
+            .collect::<PyResult<Vec<_>>>()?;
+        pyo3::types::PyList::new(slf.py(), rows)?.try_iter()
+    }
     /// By identity (`==` compares elements), so tensors can key dicts and fill sets.
     fn __hash__(slf: &Bound<Self>) -> isize {
         slf.as_ptr() as isize

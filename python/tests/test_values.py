@@ -79,6 +79,11 @@ class TestTruthAndIteration(unittest.TestCase):
         with self.assertRaises(TypeError):
             Tensor([1.0]) in [Tensor([2.0])]
 
+    def test_a_0d_tensor_is_not_iterable(self):
+        # as torch; the fallback through __getitem__ gave an empty list
+        with self.assertRaises(TypeError):
+            list(Tensor(1.0))
+
     def test_iteration_stops_at_the_end(self):
         rows = list(Tensor([[1, 2], [3, 4], [5, 6]]))
         self.assertEqual([r.tolist() for r in rows], [[1, 2], [3, 4], [5, 6]])
