@@ -341,3 +341,20 @@ fn var_std_and_tolist_over_a_variable_axis_use_the_bound_size() {
         }
     }
 }
+
+/// A permute that moves a variable axis at most 1 long is a permute: it was taken for a reshape
+/// (only axes of size 1 move), which a variable axis refuses, so `t.T @ t` over rows `[0, i)`
+/// with `i` in `0..=1` failed while `0..=5` worked. Bound at its min and max.
+#[test]
+fn a_variable_axis_at_most_one_long_permutes() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[1, 3]).to(dev).realize();
+        let i = Variable::new("i", 0, 1);
+        for (len, want) in [(0, vec![0.0f32; 9]), (1, vec![1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 3.0, 6.0, 9.0])] {
+            let rows = x.shrink_sym(&[(Sint::Int(0), Sint::from(&i.bind(len))), (Sint::Int(0), Sint::Int(3))]);
+            let gram = rows.transpose(0, 1).matmul(&rows);
+            assert_eq!(gram.to_vec::<f32>(), want, "{dev}: i = {len}");
+        }
+    }
+}
