@@ -358,3 +358,22 @@ fn a_variable_axis_at_most_one_long_permutes() {
         }
     }
 }
+
+/// A tensor of variable shape (a symbolic view of a buffer) is a JIT input, as in tinygrad: each
+/// call replays at the length it is bound to, at the variable's min (0 included) and max. It was
+/// refused as "not a realized buffer".
+#[test]
+fn a_jit_takes_an_input_of_variable_shape() {
+    let _serial = serial();
+    for dev in devices() {
+        let data = Tensor::from_vec((0..12).map(|i| i as f32).collect(), &[4, 3]).to(dev).realize();
+        let n = Variable::new("rows", 0, 4);
+        let mut jit = Jit::new(|x: &[Tensor]| vec![(&x[0] * 2.0).sum(0, false)]);
+        for len in [4usize, 0, 4, 1, 0, 3, 4] {
+            let rows = data.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len))), (Sint::Int(0), Sint::Int(3))]);
+            let out = jit.call(&[rows.contiguous().realize()]).unwrap().remove(0).to_vec::<f32>();
+            let want: Vec<f32> = (0..3).map(|c| (0..len).map(|r| 2.0 * (r * 3 + c) as f32).sum()).collect();
+            assert_eq!(out, want, "{dev}: rows = {len}");
+        }
+    }
+}
