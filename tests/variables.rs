@@ -310,3 +310,70 @@ fn a_jit_output_of_variable_shape_is_read_at_each_calls_binding() {
         }
     }
 }
+
+/// var and std over a variable axis divide by the bound count less the correction (they divided
+/// by the largest size), and `tolist` nests at the bound sizes (it nested at the largest), with
+/// the variable at its minimum (0 included) and maximum.
+#[test]
+fn var_std_and_tolist_over_a_variable_axis_use_the_bound_size() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::from_vec((0..12).map(|i| (i * i) as f32).collect(), &[6, 2]).to(dev).realize();
+        let n = Variable::new("n", 0, 6);
+        for len in [0usize, 1, 2, 6] {
+            let part = x.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len))), (Sint::Int(0), Sint::Int(2))]);
+            let rows: Vec<[f64; 2]> =
+                (0..len).map(|r| [(4 * r * r) as f64, ((2 * r + 1) * (2 * r + 1)) as f64]).collect();
+            for col in 0..2 {
+                let values: Vec<f64> = rows.iter().map(|r| r[col]).collect();
+                let mean = values.iter().sum::<f64>() / len as f64;
+                let squares: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+                let var = squares / len.saturating_sub(1) as f64;
+                let got = part.var(0, false, 1).to_vec::<f32>()[col] as f64;
+                let same = (got.is_nan() && var.is_nan()) || (got - var).abs() <= 1e-4 * var.abs().max(1.0);
+                assert!(same, "{dev} n = {len} column {col}: var {got}, want {var}");
+                let std = part.std(0, false, 1).to_vec::<f32>()[col] as f64;
+                assert!((std.is_nan() && var.is_nan()) || (std - var.sqrt()).abs() <= 1e-4 * var.sqrt().max(1.0));
+            }
+            let nested = (part * 1.0).tolist::<f32>();
+            let lazygrad::tensor::Nested::List(got_rows) = nested else { panic!("{dev}: a list") };
+            assert_eq!(got_rows.len(), len, "{dev}: tolist rows at n = {len}");
+        }
+    }
+}
+
+/// A permute that moves a variable axis at most 1 long is a permute: it was taken for a reshape
+/// (only axes of size 1 move), which a variable axis refuses, so `t.T @ t` over rows `[0, i)`
+/// with `i` in `0..=1` failed while `0..=5` worked. Bound at its min and max.
+#[test]
+fn a_variable_axis_at_most_one_long_permutes() {
+    let _serial = serial();
+    for dev in devices() {
+        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[1, 3]).to(dev).realize();
+        let i = Variable::new("i", 0, 1);
+        for (len, want) in [(0, vec![0.0f32; 9]), (1, vec![1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 3.0, 6.0, 9.0])] {
+            let rows = x.shrink_sym(&[(Sint::Int(0), Sint::from(&i.bind(len))), (Sint::Int(0), Sint::Int(3))]);
+            let gram = rows.transpose(0, 1).matmul(&rows);
+            assert_eq!(gram.to_vec::<f32>(), want, "{dev}: i = {len}");
+        }
+    }
+}
+
+/// A tensor of variable shape (a symbolic view of a buffer) is a JIT input, as in tinygrad: each
+/// call replays at the length it is bound to, at the variable's min (0 included) and max. It was
+/// refused as "not a realized buffer".
+#[test]
+fn a_jit_takes_an_input_of_variable_shape() {
+    let _serial = serial();
+    for dev in devices() {
+        let data = Tensor::from_vec((0..12).map(|i| i as f32).collect(), &[4, 3]).to(dev).realize();
+        let n = Variable::new("rows", 0, 4);
+        let mut jit = Jit::new(|x: &[Tensor]| vec![(&x[0] * 2.0).sum(0, false)]);
+        for len in [4usize, 0, 4, 1, 0, 3, 4] {
+            let rows = data.shrink_sym(&[(Sint::Int(0), Sint::from(&n.bind(len))), (Sint::Int(0), Sint::Int(3))]);
+            let out = jit.call(&[rows.contiguous().realize()]).unwrap().remove(0).to_vec::<f32>();
+            let want: Vec<f32> = (0..3).map(|c| (0..len).map(|r| 2.0 * (r * 3 + c) as f32).sum()).collect();
+            assert_eq!(out, want, "{dev}: rows = {len}");
+        }
+    }
+}

@@ -93,11 +93,16 @@ impl Operand for Rhs {
 /// Nesting deeper than this is refused (a tensor has far fewer axes).
 const MAX_DEPTH: usize = 64;
 
-/// A value of tensor data: a number (`scalar`), where an int past int64 (up to `2**64 - 1`, a
-/// uint64's range) is taken wrapped to 64 bits for an integer `dtype` (whose width then wraps it
-/// again, as tinygrad does) and as a float otherwise.
+/// A value of tensor data: a number (`scalar`), where an int past int64 is a float for a float
+/// `dtype` (any size Python can round) and, up to `2**64 - 1` (a uint64's range), is taken
+/// wrapped to 64 bits for an integer `dtype` (whose width then wraps it again, as tinygrad does)
+/// and as a float otherwise.
 fn element(x: &Bound<PyAny>, dtype: Option<DType>) -> PyResult<Option<Scalar>> {
     if x.is_instance_of::<PyInt>() && !x.is_instance_of::<PyBool>() && x.extract::<i64>().is_err() {
+        if dtype.is_some_and(|d| d.is_float()) {
+            // float(x), as Python rounds it (an OverflowError past float64)
+            return Ok(Some(Scalar::Float(x.extract()?)));
+        }
         let wide: u64 = x.extract().map_err(|_| PyValueError::new_err(format!("{x} does not fit 64 bits")))?;
         return Ok(Some(match dtype {
             Some(d) if d.is_int() => Scalar::Int(wide as i64),
@@ -338,7 +343,7 @@ pub(crate) fn to_numpy(py: Python, t: &Tensor) -> PyResult<Py<PyAny>> {
     let np = py.import("numpy")?;
     let name = numpy_dtype(t.dtype()).expect("a tensor dtype numpy has");
     let flat = np.call_method1("frombuffer", (PyByteArray::new(py, &bytes), name))?;
-    Ok(flat.call_method1("reshape", (PyTuple::new(py, t.shape())?,))?.unbind())
+    Ok(flat.call_method1("reshape", (PyTuple::new(py, t.bound_shape())?,))?.unbind())
 }
 
 /// The dtype argument of a constructor, if given.

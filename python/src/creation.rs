@@ -217,11 +217,11 @@ impl PyTensor {
     fn manual_seed(seed: u64) {
         Tensor::manual_seed(seed)
     }
-    /// `tensors` joined along a new axis `dim`.
-    #[staticmethod]
+    /// This tensor and `args` joined along a new axis `dim` (also `Tensor.stack(a, b)`).
     #[pyo3(signature = (*args, dim=0))]
-    fn stack(args: &Bound<PyTuple>, dim: isize) -> PyResult<PyTensor> {
-        let all = listed(args)?;
+    fn stack(&self, args: &Bound<PyTuple>, dim: isize) -> PyResult<PyTensor> {
+        let mut all = vec![self.clone()];
+        all.extend(listed(args)?);
         tensor_result(|| Tensor::stack(&tensors(&all), dim))
     }
     /// This tensor and `args` joined along `dim` (also `Tensor.cat(a, b)`).

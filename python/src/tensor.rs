@@ -175,7 +175,7 @@ impl PyTensor {
     /// The values as nested lists of Python numbers.
     fn tolist(&self, py: Python) -> PyResult<Py<PyAny>> {
         let t = &self.0;
-        let shape = t.shape();
+        let shape = t.bound_shape();
         let d = t.dtype();
         match () {
             _ if d.is_float() => nest(py, &checked(|| t.cast(DType::FLOAT64).try_to_vec::<f64>())?, &shape),
@@ -245,6 +245,16 @@ impl PyTensor {
     }
     fn __len__(&self) -> PyResult<usize> {
         self.0.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d tensor"))
+    }
+    /// The rows along the first axis (a 0-d tensor has none: a TypeError, as torch raises; the
+    /// fallback through `__getitem__` gave an empty iteration).
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
+        let t = &slf.get().0;
+        let n = slf.get().__len__()?;
+        let rows = (0..n)
+            .map(|i| checked(|| t.try_index(&[::lazygrad::tensor::Idx::I(i as isize)])).map(PyTensor))
+            .collect::<PyResult<Vec<_>>>()?;
+        pyo3::types::PyList::new(slf.py(), rows)?.try_iter()
     }
     /// By identity (`==` compares elements), so tensors can key dicts and fill sets.
     fn __hash__(slf: &Bound<Self>) -> isize {
@@ -478,12 +488,7 @@ impl PyTensor {
     /// `t[index] = value`: the value (a tensor or a number) written into the view at once.
     fn __setitem__(&self, index: &Bound<PyAny>, value: &Bound<PyAny>) -> PyResult<()> {
         let (idx, value) = (indices(index)?, Rhs::of(value)?);
-        checked(|| {
-            let view = self.0.try_index(&idx)?;
-            let value = value.tensor(&view);
-            view.assign(&value.cast(view.dtype()).expand(&view.shape())).try_realize()
-        })
-        .map(|_| ())
+        checked(|| self.0.try_setitem(&idx, &value.tensor(&self.0)))
     }
     /// Write `x`'s values into this tensor's storage (lazily: in place when realized).
     fn assign(&self, x: &Bound<PyAny>) -> PyResult<PyTensor> {

@@ -200,6 +200,8 @@ class TestMoreOps(unittest.TestCase):
         self.assertEqual(Tensor.eye(3).tolist(), np.eye(3).tolist())
         self.assertEqual(Tensor([1.0, 2.0]).full_like(3.5).tolist(), [3.5, 3.5])
         self.assertEqual(Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist(), [[1, 3], [2, 4]])
+        # a method as in tinygrad: the tensor it is called on is the first of the stack
+        self.assertEqual(Tensor([1, 2]).stack(Tensor([3, 4])).tolist(), [[1, 2], [3, 4]])
         Tensor.manual_seed(11)
         u = Tensor.uniform(1000, low=-2.0, high=3.0).numpy()
         self.assertTrue(u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.2)
@@ -299,8 +301,11 @@ class TestConvolutionsAndInPlace(unittest.TestCase):
         x[2:] = 0.5
         t[:, 0] = Tensor([9, 8, 7])
         x[:, 0] = [9, 8, 7]
+        # a tensor index writes the rows it selects (it wrote into a gathered copy)
+        t[Tensor([2, 0])] = Tensor([[-1.0, -2.0], [-3.0, -4.0]])
+        x[[2, 0]] = [[-1.0, -2.0], [-3.0, -4.0]]
         self.assertEqual(t.tolist(), x.tolist())
-        with self.assertRaisesRegex(ValueError, "expand"):
+        with self.assertRaisesRegex(ValueError, "setitem"):
             t[0] = Tensor([1.0, 2.0, 3.0])
 
 

@@ -7,7 +7,7 @@ import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, UOp, dtypes
+from lazygrad import Tensor, UOp, Variable, dtypes
 from lazygrad.nn import Linear
 from lazygrad.nn.state import get_state_dict
 
@@ -28,6 +28,13 @@ class TestNumbers(unittest.TestCase):
         for value in [float("nan"), float("inf")]:
             with self.assertRaises(OverflowError):
                 Tensor([value], dtype=dtypes.int32)
+
+    def test_an_int_past_int64_fits_a_float_dtype_and_a_fill_past_int32_is_int64(self):
+        # as torch: a float dtype takes any int Python can round (it raised "does not fit 64 bits")
+        self.assertEqual(Tensor([2**100], dtype=dtypes.float32).tolist(), [float(np.float32(2.0**100))])
+        self.assertEqual(Tensor([2**200], dtype=dtypes.float32).tolist(), [float("inf")])
+        # full inferred int32 and wrapped 2**40 to 0
+        self.assertEqual((Tensor.full((2,), 2**40).dtype, Tensor.full((2,), 2**40).tolist()), (dtypes.int64, [2**40] * 2))
 
     def test_empty_data_is_float32(self):
         self.assertEqual(Tensor([]).dtype, dtypes.float32)
@@ -71,6 +78,11 @@ class TestTruthAndIteration(unittest.TestCase):
         self.assertIn(t, [t])  # identity
         with self.assertRaises(TypeError):
             Tensor([1.0]) in [Tensor([2.0])]
+
+    def test_a_0d_tensor_is_not_iterable(self):
+        # as torch; the fallback through __getitem__ gave an empty list
+        with self.assertRaises(TypeError):
+            list(Tensor(1.0))
 
     def test_iteration_stops_at_the_end(self):
         rows = list(Tensor([[1, 2], [3, 4], [5, 6]]))
@@ -141,6 +153,14 @@ class TestGraph(unittest.TestCase):
         self.assertEqual((out.tolist(), table.tolist()), ([12.0, 24.0], [2.0, 4.0]))
         with self.assertRaises(RuntimeError):
             run_linear(linear)
+
+    def test_a_variable_shaped_tensor_reads_back_at_its_bound_size(self):
+        # numpy() and tolist() reshaped to the largest size and failed; at 0, 2 and the maximum
+        data = np.arange(15, dtype=np.float32).reshape(5, 3)
+        for n in [0, 2, 5]:
+            part = Tensor(data)[:Variable("n", 0, 5).bind(n)]
+            np.testing.assert_array_equal(part.numpy(), data[:n])
+            self.assertEqual((part * 2).tolist(), (data[:n] * 2).tolist())
 
     def test_a_variable_in_a_shape_is_at_its_largest_in_max_shape(self):
         v = UOp.variable("v", 1, 32)

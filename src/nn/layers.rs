@@ -1,7 +1,9 @@
 //! Layers as plain structs, initialized as tinygrad initializes them. Each implements `Module`
-//! (so its tensors have dotted names) and has a `forward`.
+//! (so its tensors have dotted names) and has a `forward`, and a `try_forward` that reports an
+//! input the layer cannot take (its shape, its dtype) as an `Error` naming the layer.
 
 use crate::dtype::DType;
+use crate::error::{ensure, Error, OrPanic, Result};
 use crate::helpers::getenv;
 use crate::module;
 use crate::tensor::{ConvOpts, Padding, Spatial, Tensor};
@@ -90,13 +92,15 @@ impl Linear {
         Linear { weight, bias: bias.then(|| uniform_bound(&[out_features], in_features)) }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        let (xs, features) = (x.shape(), self.weight.shape()[1]);
-        assert!(
-            xs.last() == Some(&features),
-            "Linear: input {xs:?} must end in {features} features (weight {:?})",
-            self.weight.shape()
-        );
-        x.linear(&self.weight.T(), self.bias.as_ref())
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input that does not end in the weight's input features is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (xs, ws) = (x.shape(), self.weight.shape());
+        ensure(xs.last() == Some(&ws[1]), || {
+            Error::shape("Linear", &[&xs, &ws], format!("the input must end in {} features", ws[1]))
+        })?;
+        x.try_linear(&self.weight.T(), self.bias.as_ref())
     }
 }
 
@@ -116,7 +120,11 @@ impl Conv2d {
         Conv2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        x.conv2d(&self.weight, self.bias.as_ref(), &self.opts)
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input of the wrong rank, channels or size is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.try_conv2d(&self.weight, self.bias.as_ref(), &self.opts)
     }
 }
 
@@ -142,7 +150,11 @@ impl ConvTranspose2d {
         ConvTranspose2d { weight, bias, opts }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        x.conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input of the wrong rank or channels is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.try_conv_transpose2d(&self.weight, self.bias.as_ref(), &self.opts)
     }
 }
 
@@ -180,13 +192,16 @@ impl BatchNorm {
         BatchNorm::new(size, 1e-5, true, true, 0.1)
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input that is not `[N, C, ...]` with this layer's channels is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
         let size = self.weight.as_ref().or(self.running_mean.as_ref()).map(Tensor::numel);
         let xs = x.shape();
-        assert!(
-            xs.len() >= 2 && size.is_none_or(|n| xs[1] == n),
-            "BatchNorm: input {xs:?} must be [N, {}, ...]",
-            size.map_or("C".into(), |n| n.to_string())
-        );
+        ensure(xs.len() >= 2 && size.is_none_or(|n| xs[1] == n), || {
+            let channels = size.map_or("C".into(), |n| n.to_string());
+            Error::shape("BatchNorm", &[&xs], format!("the input must be [N, {channels}, ...]"))
+        })?;
         let training = getenv("TRAINING", 0) != 0;
         // a batch split over n devices: each device's own statistics (tinygrad's unsynced
         // batchnorm), over the axes of `x` as [n, N/n, C, ...], unless SYNCBN=1 asks for the whole
@@ -228,9 +243,9 @@ impl BatchNorm {
             let normalized = (&x_stats - &mean) * (var + self.eps).rsqrt();
             let out = normalized.reshape(&xs.iter().map(|&d| d as isize).collect::<Vec<_>>());
             let out = self.weight.as_ref().map_or(out.clone(), |w| &out * &channel_view(w, x.ndim()));
-            return self.bias.as_ref().map_or(out.clone(), |b| &out + &channel_view(b, x.ndim()));
+            return Ok(self.bias.as_ref().map_or(out.clone(), |b| &out + &channel_view(b, x.ndim())));
         }
-        x.batchnorm(self.weight.as_ref(), self.bias.as_ref(), &mean, &(var + self.eps).rsqrt())
+        Ok(x.batchnorm(self.weight.as_ref(), self.bias.as_ref(), &mean, &(var + self.eps).rsqrt()))
     }
 }
 
@@ -253,19 +268,25 @@ impl LayerNorm {
         }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input that does not end in the normalized shape is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
         let xs = x.shape();
         let normalized = self.weight.as_ref().map(Tensor::shape);
-        assert!(
+        ensure(
             xs.len() >= self.axes && normalized.as_ref().is_none_or(|n| xs[xs.len() - self.axes..] == n[..]),
-            "LayerNorm: input {xs:?} must end in the normalized shape {}",
-            normalized.map_or(format!("({} axes)", self.axes), |n| format!("{n:?}"))
-        );
+            || {
+                let want = normalized.map_or(format!("({} axes)", self.axes), |n| format!("{n:?}"));
+                Error::shape("LayerNorm", &[&xs], format!("the input must end in the normalized shape {want}"))
+            },
+        )?;
         let axes: Vec<isize> = (0..self.axes as isize).map(|i| -1 - i).collect();
-        let y = x.layernorm(axes.as_slice(), self.eps);
-        match (&self.weight, &self.bias) {
+        let y = x.try_layernorm(axes.as_slice(), self.eps)?;
+        Ok(match (&self.weight, &self.bias) {
             (Some(w), Some(b)) => &y * w + b,
             _ => y,
-        }
+        })
     }
 }
 
@@ -275,7 +296,15 @@ pub type LayerNorm2d = LayerNorm;
 impl LayerNorm {
     /// `forward` over axis 1, the channels of `[N, C, H, W]` (tinygrad's `LayerNorm2d`).
     pub fn forward_2d(&self, x: &Tensor) -> Tensor {
-        self.forward(&x.permute(&[0, 2, 3, 1])).permute(&[0, 3, 1, 2])
+        self.try_forward_2d(x).or_panic()
+    }
+    /// `forward_2d`; an input that is not `[N, C, H, W]` with this layer's channels is
+    /// `Error::Shape`.
+    pub fn try_forward_2d(&self, x: &Tensor) -> Result<Tensor> {
+        let xs = x.shape();
+        ensure(xs.len() == 4, || Error::shape("LayerNorm2d", &[&xs], "the input must be [N, C, H, W]"))?;
+        let channels_last = x.permute(&[0, 2, 3, 1]);
+        Ok(self.try_forward(&channels_last).map_err(|e| e.for_op("LayerNorm2d"))?.permute(&[0, 3, 1, 2]))
     }
 }
 
@@ -291,16 +320,22 @@ impl RMSNorm {
         RMSNorm { weight: affine.then(|| filled(&[dim], 1.0)), eps }
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input without a feature axis, or not ending in this layer's features, is
+    /// `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
         let xs = x.shape();
-        assert!(!xs.is_empty(), "RMSNorm: input must have a feature axis, got shape {xs:?}");
-        if let Some(d) = self.weight.as_ref().map(Tensor::numel) {
-            assert!(xs.last() == Some(&d), "RMSNorm: input {xs:?} must end in {d} features");
-        }
+        let features = self.weight.as_ref().map(Tensor::numel);
+        ensure(!xs.is_empty() && features.is_none_or(|d| xs.last() == Some(&d)), || {
+            let want = features.map_or("a feature axis".into(), |d| format!("{d} features"));
+            Error::shape("RMSNorm", &[&xs], format!("the input must end in {want}"))
+        })?;
         let y = x * &(x * x).mean(-1isize, true).add(self.eps).rsqrt();
-        match &self.weight {
+        Ok(match &self.weight {
             Some(w) => &y * w,
             None => y,
-        }
+        })
     }
 }
 
@@ -334,19 +369,29 @@ impl GroupNorm {
         GroupNorm::new(channels, channels, eps, affine)
     }
     pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.try_forward(x).or_panic()
+    }
+    /// `forward`; an input that is not `[N, C, ...]` with this layer's channels in its groups is
+    /// `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
         let shape = x.shape();
         let channels = self.weight.as_ref().map(Tensor::numel);
-        assert!(
+        ensure(
             shape.len() >= 2 && shape[1].is_multiple_of(self.groups) && channels.is_none_or(|c| shape[1] == c),
-            "GroupNorm: input {shape:?} must be [N, C, ...] with C {} in {} groups",
-            channels.map_or("channels".into(), |c| c.to_string()),
-            self.groups
-        );
+            || {
+                let c = channels.map_or("channels".into(), |c| c.to_string());
+                Error::shape(
+                    "GroupNorm",
+                    &[&shape],
+                    format!("the input must be [N, C, ...] with C {c} in {} groups", self.groups),
+                )
+            },
+        )?;
         let y = x.reshape(&[shape[0] as isize, self.groups as isize, -1]).layernorm(-1isize, self.eps).reshape(&shape);
-        match (&self.weight, &self.bias) {
+        Ok(match (&self.weight, &self.bias) {
             (Some(w), Some(b)) => &y * &channel_view(w, shape.len()) + &channel_view(b, shape.len()),
             _ => y,
-        }
+        })
     }
 }
 
@@ -365,15 +410,19 @@ impl Embedding {
     /// zeros. The lookup is tinygrad's sum over the rows of `where(row == idx, weight, 0)`,
     /// which reduce folding turns into a gather (one read per element, no arithmetic).
     pub fn forward(&self, idx: &Tensor) -> Tensor {
+        self.try_forward(idx).or_panic()
+    }
+    /// `forward`; indices that are not integers are `Error::DTypes`.
+    pub fn try_forward(&self, idx: &Tensor) -> Result<Tensor> {
         let vocab = self.weight.shape()[0];
-        let (dtype, shape) = (idx.dtype(), idx.shape());
-        assert!(
-            dtype.is_int(),
-            "Embedding of {vocab} rows: indices must be an integer tensor, got {dtype:?} {shape:?}"
-        );
+        ensure(idx.dtype().is_int(), || Error::DTypes {
+            op: "Embedding",
+            dtypes: vec![idx.dtype()],
+            reason: format!("indices into {vocab} rows must be an integer tensor (shape {:?})", idx.shape()),
+        })?;
         let rows = Tensor::arange(vocab).to(idx.device());
         let selected = idx.unsqueeze(-1).eq(&rows).unsqueeze(-1);
-        selected.where_(&self.weight, 0.0).sum(-2isize, false)
+        Ok(selected.where_(&self.weight, 0.0).sum(-2isize, false))
     }
 }
 
@@ -398,18 +447,22 @@ impl LSTMCell {
     }
     /// The new `(h, c)` from input `x` `[batch, input]` and the previous state (zeros if none).
     pub fn forward(&self, x: &Tensor, hc: Option<(&Tensor, &Tensor)>) -> (Tensor, Tensor) {
+        self.try_forward(x, hc).or_panic()
+    }
+    /// `forward`; an input that is not `[batch, input]`, or a state that is not `[batch,
+    /// hidden]`, is `Error::Shape`.
+    pub fn try_forward(&self, x: &Tensor, hc: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, Tensor)> {
         let (hidden, input) = (self.weight_hh.shape()[1], self.weight_ih.shape()[1]);
         let xs = x.shape();
-        assert!(xs.len() == 2 && xs[1] == input, "LSTMCell: input {xs:?} must be [batch, {input}]");
+        ensure(xs.len() == 2 && xs[1] == input, || {
+            Error::shape("LSTMCell", &[&xs], format!("the input must be [batch, {input}]"))
+        })?;
         let zeros = Tensor::zeros(&[xs[0], hidden]);
         let (h, c) = hc.unwrap_or((&zeros, &zeros));
         let state = [xs[0], hidden];
-        assert!(
-            h.shape() == state && c.shape() == state,
-            "LSTMCell: state h {:?} and c {:?} must be {state:?} for input {xs:?}",
-            h.shape(),
-            c.shape()
-        );
+        ensure(h.shape() == state && c.shape() == state, || {
+            Error::shape("LSTMCell", &[&xs, &h.shape(), &c.shape()], format!("the state h and c must be {state:?}"))
+        })?;
         let gates =
             x.linear(&self.weight_ih.T(), self.bias_ih.as_ref()) + h.linear(&self.weight_hh.T(), self.bias_hh.as_ref());
         let batch = gates.shape()[0];
@@ -417,7 +470,7 @@ impl LSTMCell {
         let (i, f, g, o) = (gate(0).sigmoid(), gate(1).sigmoid(), gate(2).tanh(), gate(3).sigmoid());
         let c = &f * c + &(&i * &g);
         let h = &o * &c.tanh();
-        (h.contiguous(), c.contiguous())
+        Ok((h.contiguous(), c.contiguous()))
     }
 }
 

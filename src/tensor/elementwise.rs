@@ -27,10 +27,12 @@ impl Scalar {
             Scalar::Float(f) => ConstValue::Float(f),
         }
     }
-    /// The dtype a tensor made only of this scalar gets.
+    /// The dtype a tensor made only of this scalar gets (an int past int32 is int64, as
+    /// `from_scalars` infers).
     pub fn default_dtype(self) -> DType {
         match self {
             Scalar::Bool(_) => DType::BOOL,
+            Scalar::Int(i) if i32::try_from(i).is_err() => DType::INT64,
             Scalar::Int(_) => DType::INT32,
             Scalar::Float(_) => DType::FLOAT32,
         }

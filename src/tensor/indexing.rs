@@ -332,9 +332,7 @@ impl Tensor {
         let mops: Vec<&View> = views.iter().filter(|v| !v.new).collect();
         let fancy = if dims.is_empty() { None } else { Some(Tensor::fancy(&x, &dims, &tensors)?) };
         let ts = fancy.as_ref().map_or(x.shape(), |f| f.0.shape());
-        while v.ndim() > ts.len() && v.shape()[0] == 1 {
-            v = v.reshape(&v.shape()[1..]);
-        }
+        v = v.squeeze_leading_to(ts.len());
         let vs = v.shape();
         if broadcast_shape(&ts, &vs).as_deref() != Some(&ts[..]) {
             return Err(Error::shape("set", &[&vs, &ts], "the value does not broadcast to the indexed shape"));
@@ -369,6 +367,35 @@ impl Tensor {
         }
         let (vb, mask) = (vb.flip(&flips).pad(&pads), mask.flip(&flips).pad(&pads));
         Ok(mask.where_(&vb, self))
+    }
+
+    /// numpy's `t[idx] = value`, in place and at once: basic indices write `value` (broadcast,
+    /// cast to self's dtype) through the view they make; with tensor indices, which make no view,
+    /// `set`'s result is assigned to the whole tensor.
+    pub fn setitem(&self, idx: &[Idx], value: &Tensor) {
+        self.try_setitem(idx, value).or_panic()
+    }
+    /// `setitem`, reporting bad indices, a value that does not broadcast, or a failed realize as
+    /// an error.
+    pub fn try_setitem(&self, idx: &[Idx], value: &Tensor) -> Result<()> {
+        let written = if idx.iter().any(|i| matches!(i, Idx::Tensor(_))) {
+            self.try_assign(&self.try_set(idx, value)?)?
+        } else {
+            let view = self.try_index(idx)?;
+            let value = value.squeeze_leading_to(view.ndim()).cast(view.dtype());
+            view.try_assign(&value.try_broadcast_to(&view.shape()).map_err(|e| e.for_op("setitem"))?)?
+        };
+        written.try_realize().map(|_| ())
+    }
+
+    /// This tensor without leading axes of size 1 past rank `rank` (a value written into fewer
+    /// axes, as numpy allows).
+    fn squeeze_leading_to(&self, rank: usize) -> Tensor {
+        let mut v = self.clone();
+        while v.ndim() > rank && v.shape()[0] == 1 {
+            v = v.reshape(&v.shape()[1..]);
+        }
+        v
     }
 
     /// `out[i][j] = self[index[i][j]][j]` for `dim = 0` (and so on): values picked along `dim` by `index`.

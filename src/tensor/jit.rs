@@ -1,7 +1,8 @@
 //! The JIT (tinygrad's TinyJit): run a function over tensors once normally, capture the kernels
 //! it runs on the second call, and from the third call on replay them (`engine::jit`) on the new
 //! inputs' buffers without scheduling or codegen. An input may be a bound variable
-//! (`Tensor::from_var`): a replay passes its new value to the kernels that read it. An output
+//! (`Tensor::from_var`), or a tensor of variable shape (a view of its buffer): a replay passes
+//! the variables' new values to the kernels that read them. An output
 //! is a buffer or a view of one (an assignment through a view returns the view, an output of
 //! variable shape is read at this call's values); as in tinygrad,
 //! a replay's outputs are the captured call's buffers, which the next replay writes again.
@@ -42,12 +43,15 @@ pub struct Jit<F> {
     captured: Option<Captured>,
 }
 
-/// An input's buffers: its buffer, or each device's of a tensor on several devices.
+/// An input's buffers: the one it is or views (a tensor of variable shape is a symbolic SHRINK of
+/// its buffer, as tinygrad's JIT takes it), or each device's of a tensor on several devices.
 fn buffers_of(t: &Tensor) -> Result<Vec<Arc<Buffer>>> {
     let u = t.uop();
     let parts = if u.op() == Ops::Multi { u.src().to_vec() } else { vec![u] };
     let buffer = |p: &UOp| {
-        view_buffer(p).ok_or_else(|| Error::shape("JIT", &[&t.shape()], "an input that is not a realized buffer"))
+        view_buffer(p)
+            .or_else(|| buffer_under(p).and_then(|b| Buffer::of(&b)))
+            .ok_or_else(|| Error::shape("JIT", &[&t.shape()], "an input that is not a realized buffer"))
     };
     parts.iter().map(buffer).collect()
 }
@@ -98,7 +102,10 @@ impl<F: FnMut(&[Tensor]) -> Vec<Tensor>> Jit<F> {
             _ => {}
         }
         let in_bufs: Vec<Arc<Buffer>> = tensors.iter().map(buffers_of).collect::<Result<Vec<_>>>()?.concat();
-        let vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
+        let mut vals: VarVals = vars.iter().map(|v| (v.variable().name().to_string(), v.value() as i64)).collect();
+        // and the variables a tensor input's shape is bound to
+        let binds = tensors.iter().flat_map(|t| t.uop().toposort()).filter_map(|u| BoundVar::from_uop(&u));
+        vals.extend(binds.map(|v| (v.variable().name().to_string(), v.value() as i64)));
         // a call counts once it succeeded: after an error or a panic (in the function, or in the
         // capture) the next call runs the same stage again
         let out = self.run(self.calls + 1, inputs, &in_bufs, &vals)?;

@@ -159,6 +159,11 @@ impl Tensor {
     pub fn dims(&self) -> Vec<crate::uop::Sint> {
         crate::uop::variable::dims_of(&self.uop())
     }
+    /// The sizes of the axes with each variable at the value it is bound to (its largest where it
+    /// is unbound): the shape of what `to_vec` and `tolist` read.
+    pub fn bound_shape(&self) -> Vec<usize> {
+        self.dims().iter().map(crate::uop::Sint::value).collect()
+    }
     pub fn ndim(&self) -> usize {
         self.uop().sh().len()
     }
@@ -293,15 +298,18 @@ impl Tensor {
         run_schedule(items, vals)
     }
 
-    /// `tensors` and every other live tensor that is a CONTIGUOUS inside their graphs: a point the
-    /// schedule stores anyway, so that tensor keeps what was stored (as tinygrad maps every
-    /// realized node back to its tensors) instead of computing it again when it is used next.
-    /// `outputs` are the tensors' nodes, `graph` every node under them; returns the tensors and
-    /// their nodes. Only a graph with such a CONTIGUOUS looks at the live tensors (an eager op has
-    /// none; there may be many of them).
+    /// `tensors` and every other live tensor that is a CONTIGUOUS or an ASSIGN inside their
+    /// graphs: a point the schedule stores anyway, so that tensor keeps what was stored (as
+    /// tinygrad maps every realized node back to its tensors) instead of computing it again when
+    /// it is used next (an assignment run again would write twice). `outputs` are the tensors'
+    /// nodes, `graph` every node under them; returns the tensors and their nodes. Only a graph
+    /// with such a node looks at the live tensors (an eager op has none; there may be many).
     fn with_contiguous_inside(tensors: &[Tensor], mut outputs: Vec<UOp>, graph: &[UOp]) -> (Vec<Tensor>, Vec<UOp>) {
-        let inside: crate::uop::uop::UOpSet =
-            graph.iter().filter(|u| u.op() == Ops::Contiguous && !outputs.contains(u)).cloned().collect();
+        let inside: crate::uop::uop::UOpSet = graph
+            .iter()
+            .filter(|u| matches!(u.op(), Ops::Contiguous | Ops::Assign) && !outputs.contains(u))
+            .cloned()
+            .collect();
         let mut all = tensors.to_vec();
         if inside.is_empty() {
             return (all, outputs);
@@ -639,7 +647,7 @@ impl Tensor {
                 }
             }
         }
-        nest(&self.to_vec::<T>(), &self.shape())
+        nest(&self.to_vec::<T>(), &self.bound_shape())
     }
     /// The single element of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {

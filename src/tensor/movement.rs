@@ -230,8 +230,10 @@ impl Tensor {
         if order.iter().enumerate().all(|(i, &o)| i == o) {
             return Ok(self.clone());
         }
-        // moving only axes of size 1 keeps the elements in order: a reshape
-        let moved: Vec<usize> = order.iter().copied().filter(|&a| shape[a] != 1).collect();
+        // moving only axes of size 1 keeps the elements in order: a reshape (not for a variable
+        // axis at most 1 long, which a reshape may not move)
+        let dims = self.dims();
+        let moved: Vec<usize> = order.iter().copied().filter(|&a| dims[a] != Sint::Int(1)).collect();
         if moved.windows(2).all(|w| w[0] < w[1]) {
             return self.try_reshape(&order.iter().map(|&a| shape[a]).collect::<Vec<_>>());
         }

@@ -30,15 +30,14 @@ impl Tensor {
             return bad("batch dimensions do not broadcast");
         }
         check_devices("matmul", &[self, w])?;
-        let ones = dx.min(dw).saturating_sub(1).min(1);
-        let mut xshape: Vec<isize> = xs[..dx - 1].iter().map(|&d| d as isize).collect();
-        xshape.extend(std::iter::repeat_n(1, ones));
-        xshape.push(xs[dx - 1] as isize);
-        let mut wshape: Vec<isize> = ws[..dw - dw.min(2)].iter().map(|&d| d as isize).collect();
-        wshape.extend(std::iter::repeat_n(1, ones));
-        wshape.extend(ws[dw - dw.min(2)..].iter().map(|&d| d as isize));
-        let x = self.reshape(&xshape);
-        let wt = w.reshape(&wshape).transpose(-1, -(dw.min(2) as isize));
+        // both operands matrices or more: x [..., m, 1, k] times w [..., 1, k, n] transposed, the
+        // new axes inserted by unsqueeze (a reshape to those sizes could not tell which axis of
+        // size 1 a variable one at most 1 long is)
+        let (x, w_batched) = match dx.min(dw) >= 2 {
+            true => (self.unsqueeze(-2), w.unsqueeze(-3)),
+            false => (self.clone(), w.clone()),
+        };
+        let wt = w_batched.transpose(-1, -(dw.min(2) as isize));
         let product = x.mul(&wt).sum(-1isize, false);
         // a matrix right operand: the scheduler may lay it out for the device (`schedule/layout.rs`)
         Ok(match dw {

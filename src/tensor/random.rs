@@ -103,20 +103,25 @@ impl Tensor {
     /// Uniform floats in `[0, 1)` (float32), generated on the device as tinygrad's: the top 23
     /// bits of a random word, as the mantissa of a float in `[1, 2)`, minus 1.
     pub fn rand(shape: &[usize]) -> Tensor {
-        let bits = Tensor::random_bits(shape.iter().product());
+        Tensor::try_rand(shape).or_panic()
+    }
+    /// `rand`, reporting a failure to advance the device's counter (its device cannot be opened
+    /// or run the step) as an error.
+    pub fn try_rand(shape: &[usize]) -> Result<Tensor> {
+        let bits = Tensor::random_bits(shape.iter().product())?;
         // its own storage: equal draws (same seed and counter) must stay separate tensors, so
         // that updating one in place (a parameter) never changes the other
-        (bits.rshift(9).cast(DType::FLOAT32) * (1.0 / (1u64 << 23) as f64)).reshape(shape).contiguous()
+        Ok((bits.rshift(9).cast(DType::FLOAT32) * (1.0 / (1u64 << 23) as f64)).reshape(shape).contiguous())
     }
     /// Two random uint32 words per element of `shape` (flat), on the default device.
-    fn random_words(shape: &[usize]) -> (Tensor, Tensor) {
+    fn random_words(shape: &[usize]) -> Result<(Tensor, Tensor)> {
         let n: usize = shape.iter().product();
-        let bits = Tensor::random_bits(2 * n);
-        (bits.shrink(&[(0, n)]), bits.shrink(&[(n, 2 * n)]))
+        let bits = Tensor::random_bits(2 * n)?;
+        Ok((bits.shrink(&[(0, n)]), bits.shrink(&[(n, 2 * n)])))
     }
     /// The next `n` uint32 words of the default device's stream (the module docs say which).
-    fn random_bits(n: usize) -> Tensor {
-        let (key, counter) = Tensor::advance_counter(n);
+    fn random_bits(n: usize) -> Result<Tensor> {
+        let (key, counter) = Tensor::advance_counter(n)?;
         let host_key = |k: u64| Tensor::full_dtype(&[1], k as u32 as i64, DType::UINT32);
         let word = |i: usize| counter.shrink(&[(i, i + 1)]);
         let (k0, k1) = threefry(&word(0), &word(1), &host_key(key), &host_key(key >> 32));
@@ -133,27 +138,28 @@ impl Tensor {
         let low = &word - &(&high * h as i64);
         let (x0, x1) = threefry(&low, &(&low + h as i64), &key_word(0), &key_word(1));
         let high_mask = &high * u32::MAX as i64;
-        x0.bitwise_xor(x0.bitwise_xor(&x1).bitwise_and(&high_mask))
+        Ok(x0.bitwise_xor(x0.bitwise_xor(&x1).bitwise_and(&high_mask)))
     }
     /// The default device's key, and its counter before a draw of `n`, which it then advances
     /// by `n`: two small kernels run now (the next value into a buffer of its own, copied into
-    /// the counter), and the draw's value reads that buffer. A realize that fails panics, as a
-    /// draw has no error to return; on a device that computes at all, these two do.
-    fn advance_counter(n: usize) -> (u64, Tensor) {
+    /// the counter), and the draw's value reads that buffer. A device that cannot run them is
+    /// the error.
+    fn advance_counter(n: usize) -> Result<(u64, Tensor)> {
         let device = crate::runtime::default_device();
         let mut counters = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
-        let index = counters.len();
-        let (key, counter) = counters
-            .entry(device)
-            .or_insert_with(|| {
-                let counter = Tensor::zeros(&[2]).cast(DType::UINT32).contiguous().realize();
-                (device_key(index, SEED.load(Ordering::Relaxed)), counter)
-            })
-            .clone();
+        let (key, counter) = match counters.get(&device) {
+            Some(known) => known.clone(),
+            None => {
+                let key = device_key(counters.len(), SEED.load(Ordering::Relaxed));
+                let counter = Tensor::zeros(&[2]).cast(DType::UINT32).contiguous().try_realize()?;
+                counters.insert(device, (key, counter.clone()));
+                (key, counter)
+            }
+        };
         let next = add_u64(&counter, n as u64).contiguous();
         counter.assign(&next);
-        Tensor::realize_all(&[next.clone(), counter]).unwrap_or_else(|e| panic!("random counter: {e}"));
-        (key, add_u64(&next, (n as u64).wrapping_neg()))
+        Tensor::realize_all(&[next.clone(), counter])?;
+        Ok((key, add_u64(&next, (n as u64).wrapping_neg())))
     }
     /// Uniform floats in `[0, 1)` of this tensor's shape and float dtype, on its device.
     pub fn rand_like(&self) -> Tensor {
@@ -185,7 +191,7 @@ impl Tensor {
             value: format!("[{low}, {high})"),
             dtype: DType::INT32,
         })?;
-        let (x0, x1) = Tensor::random_words(shape);
+        let (x0, x1) = Tensor::random_words(shape)?;
         // low + offset wraps into int32 as uint32 arithmetic does
         let offset = mod_u64(&x0, &x1, (high - low) as u64);
         (offset + low as u32 as i64).bitcast(DType::INT32).try_reshape(shape).map(|t| t.contiguous())

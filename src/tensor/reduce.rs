@@ -124,18 +124,25 @@ impl Tensor {
     pub fn try_mean(&self, axes: impl Axes, keepdim: bool) -> Result<Tensor> {
         let shape = self.shape();
         let resolved = axes.resolve("mean", &shape)?;
-        let dims = self.dims();
-        let count = resolved.iter().fold(crate::uop::Sint::Int(1), |n, &a| {
-            crate::uop::Sint::from_uop(&n.uop().alu(Ops::Mul, &[&dims[a].uop()]))
-        });
         let s = self.sum(isize_axes(&resolved).as_slice(), keepdim);
         let f = s.cast(s.dtype().to_float());
-        let mean = match count {
-            crate::uop::Sint::Int(n) => f.div(n as f64),
-            // a count set by variables is a value of the graph
-            crate::uop::Sint::Sym(n) => f.div(f.lift(n).cast(f.dtype())),
-        };
+        let mean = f.div_by_count(&self.reduced_count(&resolved, 0));
         Ok(mean.cast(if self.dtype().is_float() { self.dtype() } else { f.dtype() }))
+    }
+    /// How many elements `axes` reduce over, less `correction` (0 at least): a number, or an
+    /// expression where variables set the sizes.
+    fn reduced_count(&self, axes: &[usize], correction: usize) -> Sint {
+        let dims = self.dims();
+        let count = axes.iter().fold(UOp::const_int(DType::INDEX, 1), |n, &a| n.alu(Ops::Mul, &[&dims[a].uop()]));
+        let less = count.alu(Ops::Add, &[&UOp::const_int(DType::INDEX, -(correction as i64))]);
+        Sint::from_uop(&less.alu(Ops::Max, &[&UOp::const_int(DType::INDEX, 0)]))
+    }
+    /// This float tensor divided by `count` (a count set by variables is a value of the graph).
+    fn div_by_count(&self, count: &Sint) -> Tensor {
+        match count {
+            Sint::Int(n) => self.div(*n as f64),
+            Sint::Sym(n) => self.div(self.lift(n.clone()).cast(self.dtype())),
+        }
     }
     /// Product over `axes` (a MUL reduce), in this tensor's dtype.
     pub fn prod(&self, axes: impl Axes, keepdim: bool) -> Tensor {
@@ -166,12 +173,10 @@ impl Tensor {
         self.try_var(axes, keepdim, correction).or_panic()
     }
     pub fn try_var(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
-        let shape = self.shape();
-        let ax = axes.resolve("var", &shape)?;
-        let n: usize = ax.iter().map(|&a| shape[a]).product();
-        let ax = isize_axes(&ax);
+        let resolved = axes.resolve("var", &self.shape())?;
+        let ax = isize_axes(&resolved);
         let d = self.sub(self.mean(ax.as_slice(), true));
-        Ok(d.square().sum(ax.as_slice(), keepdim).div(n.saturating_sub(correction) as f64))
+        Ok(d.square().sum(ax.as_slice(), keepdim).div_by_count(&self.reduced_count(&resolved, correction)))
     }
     /// Standard deviation over `axes` (the square root of `var`).
     pub fn std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Tensor {
@@ -179,7 +184,11 @@ impl Tensor {
     }
     pub fn try_std(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<Tensor> {
         let ax = isize_axes(&axes.resolve("std", &self.shape())?);
-        Ok(self.var(ax.as_slice(), keepdim, correction).sqrt())
+        let var = self.var(ax.as_slice(), keepdim, correction);
+        // PyTorch's gradient at a variance of 0 (equal values) is 0, where sqrt's would be 0 * inf:
+        // there the root is taken of 1 and multiplied by 0, elsewhere of the variance times 1
+        let zero = var.eq(0.0);
+        Ok(var.add(zero.cast(var.dtype())).sqrt().mul(zero.logical_not().cast(var.dtype())))
     }
     /// `(var, mean)` over `axes`.
     pub fn var_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> (Tensor, Tensor) {
@@ -195,8 +204,7 @@ impl Tensor {
     }
     pub fn try_std_mean(&self, axes: impl Axes, keepdim: bool, correction: usize) -> Result<(Tensor, Tensor)> {
         let ax = isize_axes(&axes.resolve("std_mean", &self.shape())?);
-        let (v, m) = self.var_mean(ax.as_slice(), keepdim, correction);
-        Ok((v.sqrt(), m))
+        Ok((self.std(ax.as_slice(), keepdim, correction), self.mean(ax.as_slice(), keepdim)))
     }
     /// `x - max`, `exp(x - max)` and its sum over `axis` (kept): the parts of (log-)softmax.
     fn softmax_parts(&self, op: &'static str, axis: isize) -> Result<(Tensor, Tensor, Tensor)> {
@@ -470,9 +478,20 @@ impl Tensor {
         let n = shape[a];
         let (x, v) = (self.transpose(a as isize, -1), values.transpose(a as isize, -1));
         let (j, i) = (self.ramp(n).reshape(&[n, 1]), self.ramp(n).reshape(&[1, n]));
-        let hit = x.unsqueeze(-1).eq(v.unsqueeze(-2)).bitwise_and(j.le(&i));
-        let idx = hit.where_(&j, 0).max(-2isize, false).cast(DType::INT32);
-        Ok((values, idx.transpose(-1, a as isize)))
+        let (xj, vi) = (x.unsqueeze(-1), v.unsqueeze(-2));
+        let mut equal = xj.eq(&vi);
+        if self.dtype().is_float() {
+            equal = equal.bitwise_or(xj.isnan().bitwise_and(vi.isnan())); // a NaN is where NaN starts
+        }
+        let idx = equal.bitwise_and(j.le(&i)).where_(&j, 0).max(-2isize, false);
+        let values = match self.dtype().is_float() {
+            // the values read at those indices, so that a gradient reaches the element torch's
+            // does (the last of equal values), not every element tied with it (a sum of the one
+            // picked value and -0.0s)
+            true => j.eq(idx.unsqueeze(-2)).where_(&xj, -0.0).sum(-2isize, false).transpose(-1, a as isize),
+            false => values,
+        };
+        Ok((values, idx.cast(DType::INT32).transpose(-1, a as isize)))
     }
     /// `log(cumsum(exp(x)))` along `axis`, computed stably.
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {

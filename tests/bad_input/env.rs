@@ -213,3 +213,13 @@ fn examples_end_with_one_error_line_on_a_device_they_cannot_open() {
         }
     }
 }
+
+/// A random draw on a device that cannot be opened returns the device's error from `try_rand`
+/// (and `try_randint`) instead of panicking where the counter is advanced.
+#[test]
+fn a_random_draw_on_a_device_that_cannot_run_is_an_error() {
+    let _nope = DefaultDevice::scoped("NOPE");
+    let e = Tensor::try_rand(&[3]).expect_err("drew on a device that does not exist");
+    assert!(matches!(e, Error::Device(ref m) if m.contains("NOPE")), "{e:?}");
+    assert!(matches!(Tensor::try_randint(&[3], 0, 5), Err(Error::Device(_))));
+}

@@ -47,7 +47,7 @@ fn layers_check_their_inputs() {
         GroupNorm::new(2, 4, 1e-5, true).forward(&Tensor::zeros(&[2, 8, 4]))
     });
     let embedding = Embedding::new(10, 4);
-    panics_with(&["Embedding of 10 rows", "integer tensor", "float", "[2, 3]"], || embedding.forward(&x));
+    panics_with(&["Embedding", "10 rows", "integer tensor", "[2, 3]"], || embedding.forward(&x));
     // as tinygrad: nothing is read on the host, and an index outside the table is a row of zeros
     let outside = embedding.forward(&Tensor::new([1i32, 12]));
     assert_eq!(outside.shrink(&[(1, 2), (0, 4)]).to_vec::<f32>(), [0.0; 4]);
@@ -55,6 +55,40 @@ fn layers_check_their_inputs() {
     panics_with(&["LSTMCell", "[2, 3]", "[batch, 4]"], || cell.forward(&x, None));
     let (x, h) = (Tensor::zeros(&[2, 4]), Tensor::zeros(&[2, 3]));
     panics_with(&["LSTMCell", "[2, 5]", "[2, 3]"], || cell.forward(&x, Some((&Tensor::zeros(&[2, 5]), &h))));
+}
+
+/// Each layer's `try_forward` returns the error its `forward` panics with, as the variant that
+/// names the layer (or the op that refused: a convolution's), so a caller can recover.
+#[test]
+fn layers_report_bad_inputs_through_try_forward() {
+    let _d = interp();
+    let x = Tensor::zeros(&[2, 3]);
+    let shape_error = |e: Error| match e {
+        Error::Shape { op, .. } => op,
+        other => panic!("not a shape error: {other:?}"),
+    };
+    assert_eq!(shape_error(Linear::new(4, 2, true).try_forward(&x).unwrap_err()), "Linear");
+    let conv = Conv2d::new(3, 4, 3, ConvOpts::default(), true);
+    assert_eq!(shape_error(conv.try_forward(&Tensor::zeros(&[1, 2, 8, 8])).unwrap_err()), "conv2d");
+    let transposed = ConvTranspose2d::new(3, 4, 3, ConvOpts::default(), true);
+    assert_eq!(shape_error(transposed.try_forward(&Tensor::zeros(&[1, 2, 8, 8])).unwrap_err()), "conv_transpose2d");
+    assert_eq!(shape_error(BatchNorm::with_size(4).try_forward(&Tensor::zeros(&[4])).unwrap_err()), "BatchNorm");
+    let norm = LayerNorm::new(&[4], 1e-5, true);
+    assert_eq!(shape_error(norm.try_forward(&x).unwrap_err()), "LayerNorm");
+    assert_eq!(shape_error(norm.try_forward_2d(&x).unwrap_err()), "LayerNorm2d");
+    assert_eq!(shape_error(norm.try_forward_2d(&Tensor::zeros(&[1, 3, 2, 2])).unwrap_err()), "LayerNorm2d");
+    assert_eq!(shape_error(RMSNorm::new(4, 1e-5, true).try_forward(&x).unwrap_err()), "RMSNorm");
+    let group = GroupNorm::new(2, 4, 1e-5, true);
+    assert_eq!(shape_error(group.try_forward(&Tensor::zeros(&[2, 8, 4])).unwrap_err()), "GroupNorm");
+    let cell = LSTMCell::new(4, 3, true);
+    assert_eq!(shape_error(cell.try_forward(&x, None).unwrap_err()), "LSTMCell");
+    let e = Embedding::new(10, 4).try_forward(&x).unwrap_err();
+    assert!(matches!(e, Error::DTypes { op: "Embedding", .. }), "{e:?}");
+    // and what they can take goes through
+    let y = Linear::new(3, 2, true).try_forward(&x).unwrap();
+    assert_eq!(y.shape(), [2, 2]);
+    let (h, c) = cell.try_forward(&Tensor::zeros(&[2, 4]), None).unwrap();
+    assert_eq!((h.shape(), c.shape()), (vec![2, 3], vec![2, 3]));
 }
 
 #[test]

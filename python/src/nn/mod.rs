@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use crate::convert::{or_ints, shape_of, spatial};
-use crate::error::guard;
+use crate::error::{checked, guard};
 use crate::functional::conv_opts;
 use crate::tensor::PyTensor;
 
@@ -55,14 +55,14 @@ impl Slot for Option<Tensor> {
 
 /// A layer type as a Python class: its tensors, the fields listed, read and assigned as
 /// attributes (`bn.weight = Tensor.ones(4)`, None for a missing optional one), called with the
-/// layer's `forward`; `@class` leaves the call to the class.
+/// layer's `try_forward`; `@class` leaves the call to the class.
 macro_rules! layer {
     ($py:ident, $rust:ty, $name:literal, [$($field:ident),*]) => {
         layer!(@class $py, $rust, $name, [$($field),*]);
         #[pymethods]
         impl $py {
             fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-                guard(|| PyTensor(self.0.forward(&x.0)))
+                checked(|| self.0.try_forward(&x.0)).map(PyTensor)
             }
         }
     };
@@ -108,7 +108,7 @@ layer!(@class PyLSTMCell, LSTMCell, "LSTMCell", [weight_ih, weight_hh, bias_ih, 
 #[pymethods]
 impl PyLayerNorm2d {
     fn __call__(&self, x: &PyTensor) -> PyResult<PyTensor> {
-        guard(|| PyTensor(self.0.forward_2d(&x.0)))
+        checked(|| self.0.try_forward_2d(&x.0)).map(PyTensor)
     }
 }
 
@@ -353,7 +353,7 @@ impl PyLSTMCell {
     }
     #[pyo3(signature = (x, hc=None))]
     fn __call__(&self, x: &PyTensor, hc: Option<(PyTensor, PyTensor)>) -> PyResult<(PyTensor, PyTensor)> {
-        let (h, c) = guard(|| self.0.forward(&x.0, hc.as_ref().map(|(h, c)| (&h.0, &c.0))))?;
+        let (h, c) = checked(|| self.0.try_forward(&x.0, hc.as_ref().map(|(h, c)| (&h.0, &c.0))))?;
         Ok((PyTensor(h), PyTensor(c)))
     }
 }
