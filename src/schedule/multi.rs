@@ -12,7 +12,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{debug, getenv};
 use crate::runtime::{device_list, Buffer};
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UPat};
 
 /// Set once a MULTI is built: until then lowering has nothing to do and costs nothing.
 static MULTI_BUILT: AtomicBool = AtomicBool::new(false);
@@ -136,9 +136,10 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
                 |s: &UOp| rebuild(std::iter::once(s.clone()).chain(sizes.iter().cloned()).collect(), arg.clone());
             multi(first.src().iter().map(shard).collect(), axis)
         }
-        // a matmul whose shards compose (rows of x with all of w, or all of x with columns of w)
-        // stays one per device, for its device's layout; any other named function is its value
-        Ops::Call => match per_shard_matmul(u) {
+        // a matmul or conv whose parts compose (rows of x with all of w, all of x with columns of
+        // w, a conv's batch with all of its weight) stays one per device, for its device's
+        // layout; any other named function is its value
+        Ops::Call => match per_shard_call(u) {
             Some(axis) => {
                 let shards =
                     (0..n).map(|i| rebuild(u.src().iter().map(|s| s.src()[i].clone()).collect(), u.arg().clone()));
@@ -151,20 +152,22 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
     Ok(Some(lowered))
 }
 
-/// The axis a matmul CALL (value, x, w; all on the devices) is split along when each device's
-/// part is its own parts' product: x split along a row axis and w whole, x whole and w split along
-/// its columns, or all three whole. `None` inside the option: replicated.
-fn per_shard_matmul(u: &UOp) -> Option<Option<usize>> {
+/// The axis a matmul or conv CALL (value, x, w; all on the devices) is split along when each
+/// device's part is its own parts' function: a matmul's x split along a row axis and w whole, or x
+/// whole and w split along its columns; a conv's x split along the batch and its weight whole; or
+/// all three whole. `None` inside the option: replicated.
+fn per_shard_call(u: &UOp) -> Option<Option<usize>> {
     let [value, x, w] = u.src() else { return None };
-    let is_matmul = matches!(u.arg(), Arg::Call(crate::uop::Call::Matmul, _));
-    if !is_matmul || [value, x, w].iter().any(|s| s.op() != Ops::Multi) {
+    if [value, x, w].iter().any(|s| s.op() != Ops::Multi) {
         return None;
     }
     let last = x.sh().len() - 1;
-    match (multi_axis(x), multi_axis(w), multi_axis(value)) {
-        (Some(a), None, Some(v)) if a < last && a == v => Some(Some(a)),
-        (None, Some(1), Some(v)) if v == last => Some(Some(v)),
-        (None, None, None) => Some(None),
+    let axes = (multi_axis(x), multi_axis(w), multi_axis(value));
+    match (u.arg(), axes) {
+        (Arg::Call(_, _), (None, None, None)) => Some(None),
+        (Arg::Call(Call::Matmul, _), (Some(a), None, Some(v))) if a < last && a == v => Some(Some(a)),
+        (Arg::Call(Call::Matmul, _), (None, Some(1), Some(v))) if v == last => Some(Some(v)),
+        (Arg::Call(Call::Conv, _), (Some(0), None, Some(0))) => Some(Some(0)),
         _ => None,
     }
 }
