@@ -2,7 +2,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use lazygrad::runtime::DefaultDevice;
 use lazygrad::{Jit, Tensor};
 
 mod common;
@@ -71,13 +70,7 @@ fn random_draws_inside_a_jit_are_new_on_every_replay() {
     assert!(want.windows(2).all(|w| w[0] != w[1]), "each call draws new numbers");
 }
 
-/// Run `f` with each suite device (`DEV`, and INTERP) the default.
-fn on_each_device(f: impl Fn(&str)) {
-    for d in common::devices() {
-        let _default = DefaultDevice::scoped(d);
-        f(d);
-    }
-}
+use common::on_each_device;
 
 #[test]
 fn an_output_fed_back_as_the_next_input_replays_as_eager() {

@@ -391,13 +391,10 @@ fn creation() {
 // ---------------------------------------------------------------------------------------------
 // exact semantics, no fixture
 
-/// Run `f` once per device with that device as the default.
+/// Run `f` once per device with that device as the default, one test at a time.
 fn on_each_device(f: impl Fn(&str)) {
     let _serial = serial();
-    for d in common::devices() {
-        let _default = DefaultDevice::scoped(d);
-        f(d);
-    }
+    common::on_each_device(f)
 }
 
 #[test]

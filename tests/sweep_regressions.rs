@@ -4,17 +4,10 @@
 
 mod common;
 
-use lazygrad::runtime::DefaultDevice;
 use lazygrad::tensor::Idx;
 use lazygrad::Tensor;
 
-/// Run `f` with each suite device the default.
-fn on_each_device(f: impl Fn(&str)) {
-    for device in common::devices() {
-        let _device = DefaultDevice::scoped(device);
-        f(device);
-    }
-}
+use common::on_each_device;
 
 /// An assignment realized as part of another tensor's graph is done once: the assigned tensor
 /// then reads the stored result. It stayed the ASSIGN node and ran again when read, adding twice.

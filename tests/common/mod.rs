@@ -21,6 +21,14 @@ pub fn devices() -> [&'static str; 2] {
     [dev.as_str(), "INTERP"]
 }
 
+/// Run `f` with each of `devices()` the default device in turn.
+pub fn on_each_device(f: impl Fn(&str)) {
+    for device in devices() {
+        let _default = lazygrad::runtime::DefaultDevice::scoped(device);
+        f(device);
+    }
+}
+
 /// Whether `device` computes in `dtype`, as tinygrad's `is_dtype_supported` says: WebGPU has no
 /// 64-bit types, so the suites run such cases only on the devices that have them (INTERP always).
 pub fn supports(device: &str, dtype: DType) -> bool {
