@@ -123,7 +123,12 @@ fn lower_node(u: &UOp) -> Result<Option<UOp>> {
         }
         Ops::ReduceAxis => {
             let Arg::ReduceAxis(op, axes) = u.arg() else { return Ok(None) };
-            let shards: Vec<UOp> = first.src().iter().map(|s| rebuild(vec![s.clone()], u.arg().clone())).collect();
+            // a reduce over axes a shard has one element along is the shard itself
+            let reduce = |s: &UOp| match axes.iter().all(|&a| s.sh()[a] == 1) && s.dtype() == u.dtype() {
+                true => s.clone(),
+                false => rebuild(vec![s.clone()], u.arg().clone()),
+            };
+            let shards: Vec<UOp> = first.src().iter().map(reduce).collect();
             match multi_axis(first) {
                 Some(a) if axes.contains(&a) => multi(all_reduce(*op, shards)?, None),
                 axis => multi(shards, axis),
