@@ -5,7 +5,7 @@
 //! the scheduler. A reduce over the sharded axis ends in an all-reduce, which is itself graph
 //! ops: COPYs between the devices and the reduce's op, scheduled like any kernel.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use crate::dtype::DType;
@@ -14,16 +14,12 @@ use crate::helpers::{debug, getenv};
 use crate::runtime::{device_list, Buffer};
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UPat};
 
-/// Set once a MULTI is built: until then lowering has nothing to do and costs nothing.
-static MULTI_BUILT: AtomicBool = AtomicBool::new(false);
-
 /// All-reduces of more elements than this over more than two devices go round a ring.
 const RING_THRESHOLD: usize = 256_000;
 
 /// A MULTI of `shards` (one per device, in the tuple's order): split along `axis`, or
 /// replicated when `None`.
 pub fn multi(shards: Vec<UOp>, axis: Option<usize>) -> UOp {
-    MULTI_BUILT.store(true, Ordering::Relaxed);
     let dtype = shards[0].dtype();
     UOp::new(Ops::Multi, dtype, shards, axis.map_or(Arg::None, |a| Arg::Int(a as i64)))
 }
@@ -42,16 +38,9 @@ pub fn multi_axis(u: &UOp) -> Option<usize> {
 pub fn graph_device(u: &UOp) -> Option<String> {
     let (mut stack, mut seen) = (vec![u.clone()], crate::uop::uop::UOpSet::default());
     while let Some(n) = stack.pop() {
-        match (n.op(), n.arg()) {
-            (Ops::Copy | Ops::Device, Arg::Str(d)) => return Some(d.clone()),
-            (Ops::Multi, _) => {
-                let devices: Option<Vec<String>> = n.src().iter().map(graph_device).collect();
-                return devices.map(|d| d.join(","));
-            }
-            _ => {}
-        }
-        if let Some(b) = Buffer::of(&n) {
-            return Some(b.device().to_string());
+        let device = own_device(&n, graph_device);
+        if device.is_some() || n.op() == Ops::Multi {
+            return device;
         }
         if seen.insert(n.clone()) {
             stack.extend(n.src().iter().rev().cloned());
@@ -60,13 +49,34 @@ pub fn graph_device(u: &UOp) -> Option<String> {
     None
 }
 
+/// The device of every node of `order` (sources first) that has one, as `graph_device` gives
+/// it, in one pass: a node without a device of its own is on its first source's with one.
+pub fn graph_devices(order: &[UOp]) -> HashMap<UOp, String> {
+    let mut devices: HashMap<UOp, String> = HashMap::new();
+    for u in order {
+        let device = own_device(u, |s| devices.get(s).cloned())
+            .or_else(|| (u.op() != Ops::Multi).then(|| u.src().iter().find_map(|s| devices.get(s).cloned())).flatten());
+        if let Some(d) = device {
+            devices.insert(u.clone(), d);
+        }
+    }
+    devices
+}
+
+/// The device `u` names itself: a COPY's or device constant's, a buffer's, or a MULTI's shards'
+/// (each `device_of`) joined into a tuple.
+fn own_device(u: &UOp, device_of: impl Fn(&UOp) -> Option<String>) -> Option<String> {
+    match (u.op(), u.arg()) {
+        (Ops::Copy | Ops::Device, Arg::Str(d)) => Some(d.clone()),
+        (Ops::Multi, _) => u.src().iter().map(device_of).collect::<Option<Vec<String>>>().map(|d| d.join(",")),
+        _ => Buffer::of(u).map(|b| b.device().to_string()),
+    }
+}
+
 /// `outputs` with every MULTI pushed up to the top: each output is a one-device graph or a MULTI
 /// of them. A sharded tensor an op cannot keep sharded (a reshape moving items between shards,
 /// padding or flipping the sharded axis) is an error naming the op.
 pub fn lower_multi(outputs: &[UOp]) -> Result<Vec<UOp>> {
-    if !MULTI_BUILT.load(Ordering::Relaxed) {
-        return Ok(outputs.to_vec());
-    }
     static LOWER: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, failed: &mut Option<Error>| {
             let u = &m["u"];

@@ -214,29 +214,11 @@ pub fn gradient_graph(root: &UOp) -> Vec<UOp> {
     root.toposort_with(super::origin::origin_of)
 }
 
-/// Where each node of a graph that spans devices (it has a COPY or a MULTI) computes, sources
-/// first in `order`: a COPY's or device constant's device, a buffer's, a MULTI's devices joined,
-/// else its first source's. `None` for a graph on one device: every node is on `root`'s.
+/// Where each node of a graph that spans devices (it has a COPY or a MULTI) computes
+/// (`graph_devices`); `None` for a graph on one device: every node is on `root`'s.
 fn node_devices(order: &[UOp]) -> Option<HashMap<UOp, String>> {
-    if !order.iter().any(|u| matches!(u.op(), Ops::Copy | Ops::Multi)) {
-        return None;
-    }
-    let mut devices: HashMap<UOp, String> = HashMap::new();
-    for u in order {
-        let device = match (u.op(), u.arg()) {
-            (Ops::Copy | Ops::Device, Arg::Str(d)) => Some(d.clone()),
-            (Ops::Multi, _) => {
-                u.src().iter().map(|s| devices.get(s).cloned()).collect::<Option<Vec<_>>>().map(|d| d.join(","))
-            }
-            _ => crate::runtime::Buffer::of(u)
-                .map(|b| b.device().to_string())
-                .or_else(|| u.src().iter().find_map(|s| devices.get(s).cloned())),
-        };
-        if let Some(d) = device {
-            devices.insert(u.clone(), d);
-        }
-    }
-    Some(devices)
+    let spans = order.iter().any(|u| matches!(u.op(), Ops::Copy | Ops::Multi));
+    spans.then(|| crate::schedule::graph_devices(order))
 }
 
 /// Gradients of `root` (whose own gradient is `root_grad`) with respect to each of `targets`

@@ -211,7 +211,11 @@ impl Tensor {
         graph: &[UOp],
     ) -> Result<(Vec<ScheduleItem>, crate::uop::UOpMap<UOp>, VarVals)> {
         let (unbound, vals) = unbind_graph(bound, graph);
-        let lowered = lower_multi(&unbound)?;
+        // a graph with no MULTI (the walk tells) has nothing to lower
+        let lowered = match graph.iter().any(|u| u.op() == Ops::Multi) {
+            true => lower_multi(&unbound)?,
+            false => unbound.clone(),
+        };
         // what the scheduler computes: each output, or each shard of an output on several
         // devices, with its device
         let mut devices: Vec<(UOp, String)> = vec![];

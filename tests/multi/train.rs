@@ -201,3 +201,46 @@ fn model_parallel_layers_split_along_their_weights_axes_equal_one_device() {
         assert!(g.iter().zip(w).all(|(g, w)| (g - w).abs() <= 1e-5 * w.abs().max(1.0)), "{g:?} vs {w:?}");
     }
 }
+
+#[test]
+fn gradients_through_a_copy_reach_the_source_on_its_own_device() {
+    let _one_at_a_time = serial();
+    for (from, to) in [("CPU", "CL"), ("CL", "INTERP"), ("INTERP", "CPU:1")] {
+        let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3]).to(from).realize().requires_grad(true);
+        let y = x.to(to).exp2();
+        (&y * &y).sum(None, false).backward();
+        let g = x.grad().expect("x has a gradient");
+        assert_eq!(g.device(), from, "{from} -> {to}");
+        // d/dx (2^x)^2 = 2 ln2 4^x
+        let want: Vec<f32> = [1.0f32, -2.0, 3.0].iter().map(|v| 2.0 * std::f32::consts::LN_2 * 4f32.powf(*v)).collect();
+        let got = g.to_vec::<f32>();
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0)),
+            "{from} -> {to}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn optimizers_keep_their_state_on_the_parameters_device_whatever_the_default() {
+    let _one_at_a_time = serial();
+    let run = |device: &str, make_opt: fn(&[Tensor]) -> Box<dyn Optimizer>| {
+        let w = Tensor::from_slice(&[0.5f32, -1.0, 2.0], &[3]).to(device).realize();
+        let mut opt = make_opt(std::slice::from_ref(&w));
+        let _training = Context::new(&[("TRAINING", 1)]);
+        for _ in 0..3 {
+            opt.zero_grad();
+            (&w * &w).sum(None, false).backward();
+            Tensor::realize_all(&opt.schedule_step()).unwrap();
+        }
+        assert_eq!(w.device(), device);
+        w.to_vec::<f32>()
+    };
+    for make_opt in [sgd as fn(&[Tensor]) -> Box<dyn Optimizer>, adam_opt] {
+        let want = run("CPU", make_opt);
+        for device in ["CL", "INTERP", "CPU:2"] {
+            let got = run(device, make_opt);
+            assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-6), "{device}: {got:?} vs {want:?}");
+        }
+    }
+}
