@@ -5,7 +5,8 @@
 //!
 //! `tools/setup.sh --models && cargo run --release --example llama -- "What is the capital of France?"`;
 //! settings: `LLAMA_GGUF` (another LLaMA GGUF file), `MAX_TOKENS` (64), `MAX_CONTEXT` (512),
-//! `SEED`.
+//! `SEED`, `SHARD` (1: with n > 1, model parallel over the default device's numbers 0..n, as
+//! tinygrad's llama example's `--shard`: `Llama::shard`).
 
 use std::io::Write;
 use std::time::Instant;
@@ -27,6 +28,16 @@ fn run() -> lazygrad::Result<()> {
     let (model, meta) = Llama::load(&path, getenv("MAX_CONTEXT", 512) as usize).map_err(|e| {
         lazygrad::Error::value("llama", format!("{e}\n(tools/setup.sh --models fetches SmolLM2-135M-Instruct)"))
     })?;
+    let shard = getenv("SHARD", 1).max(1) as usize;
+    let model = match shard {
+        1 => model,
+        n => {
+            let base = lazygrad::runtime::default_device();
+            let base = base.split(':').next().unwrap_or_default();
+            let devices: Vec<String> = (0..n).map(|i| format!("{base}:{i}")).collect();
+            model.shard(&devices.iter().map(String::as_str).collect::<Vec<_>>())?
+        }
+    };
     let tokenizer = gguf_tokenizer(&meta)?;
     let user = std::env::args().nth(1).unwrap_or_else(|| "What is the capital of France?".into());
     let prompt = tokenizer

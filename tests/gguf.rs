@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use lazygrad::nn::gguf::{gguf_load, gguf_weights, parse_header, GgmlType, GgufValue};
-use lazygrad::nn::quantized::Weight;
+use lazygrad::nn::quantized::{QuantizedTensor, Weight};
 use lazygrad::nn::state::safe_load;
 use lazygrad::tensor::Tensor;
 use lazygrad::uop::Sint;
@@ -63,26 +63,48 @@ fn every_tensor_type_dequantizes_to_ggmls_values() {
 #[test]
 fn quantized_weights_multiply_as_their_ggml_values() {
     // Q8_0, Q4_0 and Q4_1 stay quantized: `linear` of one row and of 3 (the fused product) and
-    // of 20 (the weight dequantized first) is x @ w.T over ggml's values, and `rows` are theirs
+    // of 20 (the weight dequantized first) is x @ w.T over ggml's values, and `rows` are theirs;
+    // so on two devices, the weight whole on each or split along its rows or its columns
     let (_, mut weights) = gguf_weights(fixture("small.gguf")).unwrap();
     let expected = safe_load(fixture("small.expected.safetensors")).unwrap();
+    let devices = ["CPU", "CPU:1"];
     for name in ["q8_0", "q4_0", "q4_1"] {
         let Weight::Quantized(q) = weights.remove(name).unwrap().realize() else {
             panic!("{name} is not kept quantized")
         };
         let want = expected[name].to_vec::<f32>();
         let [out, cols] = [q.shape()[0], q.shape()[1]];
-        for rows in [1, 3, 20] {
-            let xv: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
-            let got = q.linear(&Tensor::from_vec(xv.clone(), &[rows, cols])).to_vec::<f32>();
-            for (r, o) in (0..rows).flat_map(|r| (0..out).map(move |o| (r, o))) {
-                let exact: f64 = (0..cols).map(|c| xv[r * cols + c] as f64 * want[o * cols + c] as f64).sum();
-                let g = got[r * out + o] as f64;
-                assert!((g - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "{name} x[{r}] . w[{o}] = {g}, want {exact}");
+        let check = |q: &QuantizedTensor, how: &str, device: &str| {
+            for rows in [1, 3, 20] {
+                let xv: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+                let x = Tensor::from_vec(xv.clone(), &[rows, cols]).to(device);
+                let got = q.linear(&x).to_vec::<f32>();
+                for (r, o) in (0..rows).flat_map(|r| (0..out).map(move |o| (r, o))) {
+                    let exact: f64 = (0..cols).map(|c| xv[r * cols + c] as f64 * want[o * cols + c] as f64).sum();
+                    let g = got[r * out + o] as f64;
+                    let close = (g - exact).abs() <= 1e-5 * (1.0 + exact.abs());
+                    assert!(close, "{name} {how}: x[{r}] . w[{o}] = {g}, want {exact}");
+                }
+            }
+            // a row of a matrix split along its rows is a shrink of the split axis: refused
+            if !how.ends_with("axis 0") {
+                let last = q.rows(Sint::Int(out - 1), Sint::Int(out)).to_vec::<f32>();
+                assert_eq!(last, want[(out - 1) * cols..], "{name} {how}: last row");
+            }
+            assert_eq!(q.dequantize().to_vec::<f32>(), want, "{name} {how}: dequantized");
+        };
+        check(&q, "on one device", "CPU");
+        check(&q.try_shard(&devices, None).unwrap(), "whole on two devices", "CPU,CPU:1");
+        // q4_0 is 3 rows of one block: neither splits in two
+        for (axis, count) in [(0, out), (1, cols / 32)] {
+            match q.try_shard(&devices, Some(axis)) {
+                Ok(split) => check(&split, &format!("split along axis {axis}"), "CPU,CPU:1"),
+                Err(e) => {
+                    assert_eq!(count % 2, 1, "{name} along {axis}: {e}");
+                    assert!(matches!(e, Error::Shape { op: "shard", .. }), "{name} along {axis}: {e}");
+                }
             }
         }
-        let last = q.rows(Sint::Int(out - 1), Sint::Int(out)).to_vec::<f32>();
-        assert_eq!(last, want[(out - 1) * cols..], "{name}: last row");
     }
 }
 

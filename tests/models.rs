@@ -3,7 +3,8 @@
 //! all-MiniLM-L6-v2's sentence embeddings of tests/fixtures/minilm/sentences.txt against
 //! sentence-transformers' (tools/gen_minilm_ref.py); SmolLM2-135M-Instruct's prompt tokens, first
 //! logits and 64 greedy tokens for tests/fixtures/llama/prompts.txt against Hugging Face
-//! transformers running the same GGUF file (tools/gen_llama_ref.py).
+//! transformers running the same GGUF file (tools/gen_llama_ref.py), on one device and split over
+//! two.
 
 use lazygrad::models::bert::{encode_batch, Bert};
 use lazygrad::models::llama::{chat_prompt, gguf_tokenizer, Llama};
@@ -48,9 +49,34 @@ fn minilm_sentence_embeddings_match_sentence_transformers() {
 #[ignore = "needs the model: tools/setup.sh --models"]
 fn smollm2_greedy_decoding_matches_transformers() {
     let _serial = serial();
+    let (model, meta) = smollm2();
+    greedy_decoding_matches_transformers(&model, &meta);
+}
+
+#[test]
+#[ignore = "needs the model: tools/setup.sh --models"]
+fn smollm2_split_over_two_devices_decodes_as_on_one() {
+    let _serial = serial();
+    let (model, meta) = smollm2();
+    let model = model.shard(&["CPU", "CPU:1"]).unwrap();
+    let logits = greedy_decoding_matches_transformers(&model, &meta);
+    // the vocabulary's logits come out split, half on each device
+    assert_eq!((logits.device(), logits.shard_axis()), ("CPU,CPU:1", Some(0)));
+}
+
+fn smollm2() -> (Llama, std::collections::BTreeMap<String, lazygrad::nn::gguf::GgufValue>) {
     let path = model_dir("smollm2-135m-instruct", "LLAMA_DIR").join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    let (model, meta) = Llama::load(&path, 128).unwrap_or_else(|e| panic!("{e} (run tools/setup.sh --models)"));
-    let tokenizer = gguf_tokenizer(&meta).unwrap();
+    Llama::load(&path, 128).unwrap_or_else(|e| panic!("{e} (run tools/setup.sh --models)"))
+}
+
+/// The prompts' tokens, first logits (within 1e-3) and 64 greedy tokens equal transformers', the
+/// first prompt fed token by token through the decode JIT and the others in one prefill; every
+/// replayed step runs one set of kernels. Returns the last step's logits.
+fn greedy_decoding_matches_transformers(
+    model: &Llama,
+    meta: &std::collections::BTreeMap<String, lazygrad::nn::gguf::GgufValue>,
+) -> lazygrad::Tensor {
+    let tokenizer = gguf_tokenizer(meta).unwrap();
     let reference = safe_load(fixture("llama/reference.safetensors")).unwrap();
     let prompts = std::fs::read_to_string(fixture("llama/prompts.txt")).unwrap();
     let mut step = model.decode_jit();
@@ -62,6 +88,7 @@ fn smollm2_greedy_decoding_matches_transformers() {
         counts.insert(lazygrad::GlobalCounters::kernel_count() - before);
         logits
     };
+    let mut last = None;
     for (i, prompt) in prompts.lines().enumerate() {
         let ids: Vec<i32> =
             tokenizer.encode(chat_prompt(prompt), false).unwrap().get_ids().iter().map(|&t| t as i32).collect();
@@ -93,7 +120,9 @@ fn smollm2_greedy_decoding_matches_transformers() {
             tokenizer.decode(&want.iter().map(|&t| t as u32).collect::<Vec<_>>(), false)
         );
         println!("{prompt:?}: logits within {worst:.2e}, 64 greedy tokens equal");
+        last = Some(logits);
     }
     // the first two calls run eagerly and capture; every replay, at every position, is one set
     assert_eq!(counts.len(), 1, "kernels per decode step at the positions: {counts:?}");
+    last.expect("prompts")
 }

@@ -163,6 +163,48 @@ impl Llama {
         Ok((model, meta))
     }
 
+    /// The model split over `devices` for model parallelism, as tinygrad's llama example splits
+    /// it: the attention projections along their input axis, the feed-forward's gate and up
+    /// along their output axis and its down projection along its input axis (a product over split
+    /// inputs sums the devices' parts: an all-reduce), the output projection along the
+    /// vocabulary (a split copy of the token embedding when the two are tied). The token
+    /// embedding (read a row at a time, by a variable), the norms, the rotary tables and the KV
+    /// caches are whole on each device. Errors where a split is uneven.
+    pub fn shard(self, devices: &[&str]) -> Result<Llama> {
+        let whole = |t: &Tensor| Ok::<_, Error>(t.try_shard(devices, None)?.contiguous().realize());
+        let norm =
+            |n: &RMSNorm| Ok::<_, Error>(RMSNorm { weight: n.weight.as_ref().map(whole).transpose()?, eps: n.eps });
+        let (inputs, outputs) = (Some(1), Some(0));
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                Ok(Block {
+                    attn_norm: norm(&b.attn_norm)?,
+                    attn_q: b.attn_q.try_shard(devices, inputs)?,
+                    attn_k: b.attn_k.try_shard(devices, inputs)?,
+                    attn_v: b.attn_v.try_shard(devices, inputs)?,
+                    attn_output: b.attn_output.try_shard(devices, inputs)?,
+                    ffn_norm: norm(&b.ffn_norm)?,
+                    ffn_gate: b.ffn_gate.try_shard(devices, outputs)?,
+                    ffn_up: b.ffn_up.try_shard(devices, outputs)?,
+                    ffn_down: b.ffn_down.try_shard(devices, inputs)?,
+                    cache_k: whole(&b.cache_k)?,
+                    cache_v: whole(&b.cache_v)?,
+                })
+            })
+            .collect::<Result<Vec<Block>>>()?;
+        Ok(Llama {
+            output: Some(self.output.as_ref().unwrap_or(&self.token_embd).try_shard(devices, outputs)?),
+            token_embd: self.token_embd.try_shard(devices, None)?,
+            blocks,
+            output_norm: norm(&self.output_norm)?,
+            rope: (whole(&self.rope.0)?, whole(&self.rope.1)?),
+            positions: whole(&self.positions)?,
+            ..self
+        })
+    }
+
     /// The inputs of a decode step (and of `decode_jit`'s calls): `token` at position `pos`, as
     /// bound variables.
     pub fn step_inputs(&self, token: u32, pos: usize) -> [Tensor; 2] {
@@ -263,7 +305,7 @@ impl Llama {
             cache.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), width)])
         };
         let key_pos = filled(&self.positions);
-        let new_row = key_pos.ge(Tensor::from_var(start).cast(DType::INT32));
+        let new_row = key_pos.ge(start);
         // a token attends to the rows up to its own (one token: every row)
         let causal =
             (t > 1).then(|| key_pos.reshape(&[1, -1]).le(rows(&self.positions)).reshape(&[1, 1, t as isize, -1]));

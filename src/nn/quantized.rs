@@ -5,6 +5,7 @@
 //! what bounds a decode step.
 
 use crate::dtype::DType;
+use crate::error::{Error, OrPanic, Result};
 use crate::tensor::Tensor;
 use crate::uop::variable::Sint;
 
@@ -18,7 +19,8 @@ const DEQUANTIZE_ROWS: usize = 16;
 /// A tensor in a block format: per block a float32 `scale` and (4-bit formats) `offset`, each
 /// `[blocks, 1]`, and its `quants`: Q8_0's 32 int8s, or Q4's 16 bytes of nibbles (the block's
 /// first 16 values in the low nibbles, the last 16 in the high ones). A value is
-/// `scale * q + offset`. The tensor's `shape` is row-major, its blocks running along the rows.
+/// `scale * q + offset`. The tensor's `shape` is row-major, its blocks running along the rows;
+/// the parts are `[blocks, ...]`, or `[rows, blocks per row, ...]` once split over devices.
 pub struct QuantizedTensor {
     shape: Vec<usize>,
     scale: Tensor,
@@ -61,13 +63,17 @@ impl QuantizedTensor {
     /// shifted by 0 or 4 (one expression over both halves, so the kernel reads whole vectors of
     /// bytes without a gate per half).
     pub fn dequantize(&self) -> Tensor {
-        let blocks = self.quants.shape()[0];
+        // the parts' own block axes, so that a split along a matrix's columns stays one
+        let dims = self.quants.shape();
+        let lead = &dims[..dims.len() - 1];
+        let at = |inner: &[usize]| [lead, inner].concat().iter().map(|&d| d as isize).collect::<Vec<_>>();
         let shape: Vec<isize> = self.shape.iter().map(|&d| d as isize).collect();
-        let per_block = |t: &Tensor| t.reshape(&[blocks as isize, 1, 1]);
-        let q = self.quants.reshape(&[blocks as isize, 1, -1]).cast(DType::INT32);
+        let per_block = |t: &Tensor| t.reshape(&at(&[1, 1]));
+        let q = self.quants.reshape(&[at(&[1]), vec![-1]].concat()).cast(DType::INT32);
         let values = match &self.offset {
             Some(offset) => {
-                let halves = q.expand(&[blocks, 2, BLOCK / 2]);
+                let halves = q.expand(&[lead, &[2, BLOCK / 2]].concat());
+                let _device = crate::runtime::DefaultDevice::scoped(self.quants.device());
                 let shifts = (Tensor::arange(2) * 4).reshape(&[1, 2, 1]);
                 let nibbles = halves.rshift(&shifts).bitwise_and(15).cast(DType::FLOAT32);
                 nibbles * &per_block(&self.scale) + &per_block(offset)
@@ -79,7 +85,7 @@ impl QuantizedTensor {
 
     /// Rows `[start, end)` of a matrix, dequantized: an embedding's rows for token variables.
     pub fn rows(&self, start: Sint, end: Sint) -> Tensor {
-        let [rows, cols] = self.matrix("rows");
+        let [rows, cols] = self.matrix("rows").or_panic();
         let nb = (cols / BLOCK) as isize;
         let pick = |t: &Tensor| {
             let t = t.reshape(&[rows as isize, nb, -1]);
@@ -99,7 +105,7 @@ impl QuantizedTensor {
     /// (a decode step's one), each block's products are summed with its dequantization, so the
     /// kernel reads the quants, not float32.
     pub fn linear(&self, x: &Tensor) -> Tensor {
-        let [out, cols] = self.matrix("linear");
+        let [out, cols] = self.matrix("linear").or_panic();
         let xs = x.shape();
         assert!(xs.last() == Some(&cols), "linear: input {xs:?} must end in {cols} features (weight {:?})", self.shape);
         let (nb, lead) = ((cols / BLOCK) as isize, &xs[..xs.len() - 1]);
@@ -123,11 +129,38 @@ impl QuantizedTensor {
         product.sum(&axes[..], false).reshape(&[&batch[..], &[out as isize]].concat())
     }
 
-    /// The shape as a matrix whose rows are whole blocks (panics naming `op` otherwise).
-    fn matrix(&self, op: &str) -> [usize; 2] {
+    /// This matrix split over `devices` along `axis` (0: its rows, 1: its columns, in whole
+    /// blocks) or whole on each (`None`), its parts stored there: model parallelism (a product
+    /// with a matrix split along its columns sums over the devices, an all-reduce).
+    pub fn try_shard(&self, devices: &[&str], axis: Option<usize>) -> Result<QuantizedTensor> {
+        let [rows, cols] = self.matrix("shard")?;
+        let per_row = [rows as isize, (cols / BLOCK) as isize, -1];
+        let parts = match axis {
+            None => None,
+            Some(0) => Some((rows, "rows")),
+            Some(1) => Some((cols / BLOCK, "blocks per row")),
+            Some(a) => return Err(Error::Axis { op: "shard", axis: a as isize, shape: self.shape.clone() }),
+        };
+        if let Some((count, what)) = parts.filter(|(count, _)| !count.is_multiple_of(devices.len())) {
+            let reason = format!("{count} {what} do not split evenly over {} devices", devices.len());
+            return Err(Error::shape("shard", &[&self.shape], reason));
+        }
+        let split = |t: &Tensor| t.reshape(&per_row).try_shard(devices, axis.map(|a| a as isize));
+        let offset = self.offset.as_ref().map(split).transpose()?;
+        let split = QuantizedTensor {
+            shape: self.shape.clone(),
+            scale: split(&self.scale)?,
+            offset,
+            quants: split(&self.quants)?,
+        };
+        Ok(split.realize())
+    }
+
+    /// The shape as a matrix whose rows are whole blocks (an error naming `op` otherwise).
+    fn matrix(&self, op: &'static str) -> Result<[usize; 2]> {
         match self.shape[..] {
-            [rows, cols] if cols.is_multiple_of(BLOCK) => [rows, cols],
-            _ => panic!("{op}: quantized {:?} is not a matrix of rows of {BLOCK}-element blocks", self.shape),
+            [rows, cols] if cols.is_multiple_of(BLOCK) => Ok([rows, cols]),
+            _ => Err(Error::shape(op, &[&self.shape], format!("not a matrix of rows of {BLOCK}-element blocks"))),
         }
     }
 }
@@ -159,6 +192,14 @@ impl Weight {
             Weight::Dense(t) => x.linear(&t.T(), None),
             Weight::Quantized(q) => q.linear(x),
         }
+    }
+    /// This weight split over `devices` along `axis` (its rows or columns) or whole on each
+    /// (`None`), stored there (see `QuantizedTensor::try_shard`).
+    pub fn try_shard(&self, devices: &[&str], axis: Option<usize>) -> Result<Weight> {
+        Ok(match self {
+            Weight::Dense(t) => Weight::Dense(t.try_shard(devices, axis.map(|a| a as isize))?.contiguous().realize()),
+            Weight::Quantized(q) => Weight::Quantized(q.try_shard(devices, axis)?),
+        })
     }
     /// Rows `[start, end)` of a matrix as float32.
     pub fn rows(&self, start: Sint, end: Sint) -> Tensor {

@@ -8,7 +8,7 @@ use std::f64::consts::LN_2;
 use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{ensure, Error, OrPanic, Result};
-use crate::uop::{Arg, ConstValue, Ops, UOp};
+use crate::uop::{Arg, BoundVar, ConstValue, Ops, UOp};
 
 /// A Rust scalar operand. Like a Python scalar in tinygrad it is *weak*: `t * 2.0` keeps `t`'s
 /// float dtype, and only a float scalar turns an integer tensor into a float one.
@@ -95,6 +95,15 @@ impl<S: Into<Scalar>> Operand for S {
         let s: Scalar = self.into();
         let dtype = s.weak_with(lhs.dtype());
         (lhs.const_tensor(s, dtype), dtype)
+    }
+}
+
+/// A bound variable is a weak integer scalar whose value each kernel reads when it runs (as
+/// tinygrad's `x < v`), on the other operand's device or devices.
+impl Operand for &BoundVar {
+    fn with(self, lhs: &Tensor) -> (Tensor, DType) {
+        let dtype = Scalar::Int(0).weak_with(lhs.dtype());
+        (Tensor::from_uop(self.uop().clone(), lhs.device()).cast(dtype), dtype)
     }
 }
 

@@ -168,3 +168,22 @@ fn symbolic_sizes_off_the_split_axis_shard_and_on_it_are_an_error() {
     let err = on_split.sum(None, false).try_realize().err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("split axis 1"), "{err}");
 }
+
+#[test]
+fn a_bound_variable_is_a_scalar_on_each_device() {
+    // as the LLaMA model marks the cache rows at and past its start position
+    let pos = lazygrad::Variable::new("pos", 0, 7);
+    let rows = Tensor::arange(8);
+    for (device, t) in [("CPU", rows.clone()), ("CPU,CPU:1", rows.shard(&FOUR[..2], Some(0)))] {
+        for at in [0, 3, 7] {
+            let v = pos.bind(at);
+            let marked = t.ge(&v).where_(&t * 10, &t - &v);
+            assert_eq!(marked.device(), device);
+            let want: Vec<i32> = (0..8).map(|r| if r >= at as i32 { r * 10 } else { r - at as i32 }).collect();
+            assert_eq!(marked.to_vec::<i32>(), want, "{device}, pos {at}");
+        }
+    }
+    // a float tensor takes it as a float, as it takes an integer scalar
+    let half = (Tensor::arange(4).cast(lazygrad::DType::FLOAT32) * 0.5) + &pos.bind(2);
+    assert_eq!(half.to_vec::<f32>(), [2.0, 2.5, 3.0, 3.5]);
+}
