@@ -6,7 +6,8 @@
 //!
 //! `cargo run --release --example bench [-- NAME...]` runs every workload, or those whose name
 //! starts with one of the NAMEs (`matmul`, `copy_elementwise`, `sum`, `linear`, `conv2d`,
-//! `matvec`, `eager_op`, `mnist`, `mlp`, `llama`). Each figure is one stdout line `bench <name> <value> <unit>` (read by
+//! `matvec`, `eager_op`, `mnist`, `mlp`, `llama`; `ranks_mnist_step` only when named, run under
+//! `mpirun` by tools/bench_compare.py). Each figure is one stdout line `bench <name> <value> <unit>` (read by
 //! tools/bench_compare.py); progress goes to stderr. Kernel figures are the best of several runs
 //! after a warm-up, counting only time in kernels (inputs are realized first); steps are the
 //! median wall time of JIT-replayed steps. With `BEAM=2` the library picks each kernel's opts by
@@ -328,12 +329,41 @@ fn eager_op() -> lazygrad::Result<()> {
 fn mnist_step() -> lazygrad::Result<()> {
     let model = Model::new();
     let batch = random_batch(MNIST_BATCH, &[1, 28, 28]);
-    // the median of 7 (`MNIST_STEPS`): a burst of load from elsewhere on a shared machine can
-    // cover a step or two
-    let steps = lazygrad::helpers::getenv("MNIST_STEPS", 7).max(1) as usize;
     let mut opt = adam(&get_parameters(&model), 0.001);
-    let seconds = median_step_seconds(&|x| model.forward(x), &mut opt, &batch, steps)?;
+    let seconds = median_step_seconds(&|x| model.forward(x), &mut opt, &batch, mnist_steps())?;
     report("mnist_step", seconds * 1e3, "ms");
+    Ok(())
+}
+
+/// Timed beautiful_mnist steps: the median of 7 (`MNIST_STEPS`), as a burst of load from
+/// elsewhere on a shared machine can cover a step or two.
+fn mnist_steps() -> usize {
+    lazygrad::helpers::getenv("MNIST_STEPS", 7).max(1) as usize
+}
+
+/// The beautiful_mnist step data parallel over the processes of an MPI job (built with
+/// `--features mpi`, started by `mpirun -np N`): each rank its part of every batch, the optimizer
+/// averaging the gradients over the ranks; rank 0 reports `ranks_mnist_step<N>` in ms (N = 1 run
+/// alone: the same program in one process, beside it).
+fn ranks_mnist_step() -> lazygrad::Result<()> {
+    let world = lazygrad::runtime::collective::world()?;
+    let (rank, ranks) = (world.rank(), world.size());
+    if !MNIST_BATCH.is_multiple_of(ranks) {
+        return Err(lazygrad::Error::value(
+            "bench",
+            format!("a batch of {MNIST_BATCH} does not split over {ranks} ranks"),
+        ));
+    }
+    let model = Model::new();
+    // the same batch on every rank (one seed); this rank's rows of it
+    let rows = (rank * MNIST_BATCH / ranks, (rank + 1) * MNIST_BATCH / ranks);
+    let [x, y] = random_batch(MNIST_BATCH, &[1, 28, 28]);
+    let batch = [x.shrink(&[rows, (0, 1), (0, 28), (0, 28)]).realize(), y.shrink(&[rows]).realize()];
+    let mut opt = adam(&get_parameters(&model), 0.001);
+    let seconds = median_step_seconds(&|x| model.forward(x), &mut opt, &batch, mnist_steps())?;
+    if rank == 0 {
+        report(&format!("ranks_mnist_step{ranks}"), seconds * 1e3, "ms");
+    }
     Ok(())
 }
 
@@ -452,6 +482,7 @@ const WORKLOADS: &[Workload] = &[
     ("eager_op", eager_op),
     ("all_reduce", all_reduce),
     ("mnist_step", mnist_step),
+    ("ranks_mnist_step", ranks_mnist_step),
     ("mlp_step", mlp_step),
     ("gpt_step", gpt_step),
     ("mnist_compile", mnist_compile),
@@ -475,9 +506,10 @@ fn run() -> lazygrad::Result<()> {
         Some(SCHEDULE_CODEGEN_MODE) => return mnist_schedule_codegen(),
         _ => {}
     }
-    // the GPU rows only when named: they are sized for a GPU
+    // the GPU rows only when named (they are sized for a GPU), and the MPI job's (tools/bench_compare.py
+    // starts it under mpirun)
     let chosen = |name: &str| match args.is_empty() {
-        true => !name.starts_with("gpu_"),
+        true => !name.starts_with("gpu_") && !name.starts_with("ranks_"),
         false => args.iter().any(|a| name.starts_with(a.as_str())),
     };
     for (name, run) in WORKLOADS.iter().filter(|(name, _)| chosen(name)) {

@@ -81,6 +81,8 @@ ROWS = [
     ("all_reduce_cpu2", "all-reduce (sum) of 16M floats over CPU:0..1, GB/s of the tensor", "GB/s"),
     ("copy_cpu_cpu1", "copy of 16M floats from CPU:0 to CPU:1", "GB/s"),
     ("mnist_step", "beautiful_mnist train step, BS 512", "ms"),
+    ("ranks_mnist_step1", "the mnist step as an MPI program, 1 process (2 threads)", "ms"),
+    ("ranks_mnist_step2", "the mnist step data parallel over 2 MPI processes (1 thread each, 256 rows each)", "ms"),
     ("mlp_step", "MLP 784-128-10 train step, BS 128", "ms"),
     ("gpt_step", "GPT train step: 2 layers 256 wide, 4 x 256 tokens, AdamW (PyTorch eager)", "ms"),
     ("gpt_step_compiled", "the GPT step, PyTorch under torch.compile (lazygrad: its JIT, as above)", "ms"),
@@ -495,7 +497,24 @@ def measure_all(with_beam):
         env = tinygrad_env(os.path.join(cache, "cache.db"))
         results["tinygrad"] = run_peer("tinygrad-cold-start", **env)
         results["tinygrad"].update(run_peer("tinygrad", **env))
+    results["lazygrad"].update(run_ranks())
     return results
+
+
+def run_ranks():
+    """The data-parallel mnist step across processes: examples/bench built with `--features mpi`
+    (Open MPI from tools/setup.sh), its `ranks_mnist_step` alone and under `mpirun -np 2`, the
+    machine's threads shared between the ranks."""
+    build = ["cargo", "build", "--release", "--quiet", "--features", "mpi", "--example", "bench"]
+    if subprocess.run(build, cwd=REPO).returncode != 0:
+        print("!! building the bench with --features mpi failed; no ranks_ rows", file=sys.stderr)
+        return {}
+    bench = [os.path.join(REPO, "target", "release", "examples", "bench"), "ranks_mnist_step"]
+    figures = collect(bench, pinned_env(), "lazygrad ranks_mnist_step, 1 process")
+    per_rank = str(max(THREADS // 2, 1))
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "NUM_CPU_THREADS"]
+    figures.update(collect(mpirun + bench, pinned_env(NUM_CPU_THREADS=per_rank), "lazygrad ranks_mnist_step, 2 processes"))
+    return figures
 
 
 def cl_device():
@@ -525,6 +544,7 @@ def done_when(name, results):
         "matmul_2048": ("numpy", results["numpy"].get(name), True),
         "elementwise": ("2-thread copy", max(copies) if copies else None, True),
         "mnist_step": ("PyTorch", results["PyTorch"].get(name), False),
+        "ranks_mnist_step2": ("1 process", results["lazygrad"].get("ranks_mnist_step1"), False),
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
         "gpt_step": ("PyTorch eager", results["PyTorch"].get(name), False),
         "gpt_step_compiled": ("torch.compile", results["PyTorch"].get(name), False),
