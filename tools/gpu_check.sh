@@ -5,8 +5,10 @@
 #                                Fashion-MNIST files when this machine has them
 #   tools/gpu_check.sh           (there) runs them and prints one table
 # There it runs the suites on the CUDA device (NVRTC from the CUDA toolkit, the driver's
-# libcuda), beautiful_mnist with DEV=CUDA, the benchmark rows on CUDA, and the OpenCL device on
-# the driver's OpenCL. A missing OpenCL loader or ICD is found and pointed to where the driver
+# libcuda), beautiful_mnist with DEV=CUDA, the benchmark rows on CUDA, the OpenCL device on the
+# driver's OpenCL, and data_parallel built with `--features nccl` on CUDA (its all-reduce over
+# ranks through NCCL, one rank: the job's own libmpi goes along in gpu_bin/lib) against the same
+# program on the CPU. A missing OpenCL loader or ICD is found and pointed to where the driver
 # has one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,11 @@ if [ "${1:-}" = "--build" ]; then
   cargo build --release --quiet --example bench --example beautiful_mnist
   cp target/release/examples/bench target/release/examples/beautiful_mnist gpu_bin/
   if [ -d /usr/share/datasets/fashion-mnist ]; then cp -r /usr/share/datasets/fashion-mnist gpu_bin/; fi
+  # last: the feature rebuilds the library
+  cargo build --release --quiet --features nccl --example data_parallel
+  cp target/release/examples/data_parallel gpu_bin/data_parallel_nccl
+  mkdir -p gpu_bin/lib
+  ldd gpu_bin/data_parallel_nccl | awk '/=> \// {print $3}' | grep -E 'mpi|open-(rte|pal)|hwloc|event' | xargs -r cp -t gpu_bin/lib
   strip gpu_bin/* 2>/dev/null || true
   du -sh gpu_bin && ls -la gpu_bin
   exit 0
@@ -64,6 +71,15 @@ for t in "${suites[@]}"; do run "CUDA $t" env DEV=CUDA "gpu_bin/$t"; done
 [ -d gpu_bin/fashion-mnist ] && export FASHION_MNIST_DIR=gpu_bin/fashion-mnist
 run "CUDA beautiful_mnist" env DEV=CUDA FASHION=1 gpu_bin/beautiful_mnist
 run "CL devices" env DEV=CL DEBUG=1 gpu_bin/devices --test-threads=1
+losses() { grep '^step ' "$1" | awk '{print $4}' | tr '\n' ' '; }
+run "CPU data_parallel" env DEV=CPU LD_LIBRARY_PATH=gpu_bin/lib gpu_bin/data_parallel_nccl
+run "CUDA data_parallel (NCCL)" env DEV=CUDA LD_LIBRARY_PATH=gpu_bin/lib gpu_bin/data_parallel_nccl
+python3 - "$(losses /tmp/gpu_check_CPU_data_parallel.log)" "$(losses '/tmp/gpu_check_CUDA_data_parallel_(NCCL).log')" <<'PY' &&
+import sys
+cpu, cuda = ([float(v) for v in s.split()] for s in sys.argv[1:3])
+assert len(cpu) == len(cuda) == 10 and all(abs(a - b) <= 1e-4 * max(1, abs(a)) for a, b in zip(cpu, cuda)), (cpu, cuda)
+PY
+  rows+=("| NCCL losses equal the CPU's | pass | |") || rows+=("| NCCL losses equal the CPU's | FAIL | |")
 for dev in CUDA CL; do
   rows_for=$([ "$dev" = CUDA ] && echo "matmul gpu_" || echo matmul)
   DEV=$dev timeout 240 gpu_bin/bench $rows_for > "/tmp/gpu_check_bench_$dev.log" 2>&1

@@ -234,11 +234,7 @@ impl ExecItem {
                 let start = Instant::now();
                 match ranks {
                     None => dst.copy_from(src)?,
-                    Some(op) => {
-                        let mut data = src.copyout()?;
-                        crate::runtime::collective::world()?.all_reduce(&mut data, src.dtype(), *op)?;
-                        dst.copyin(&data)?;
-                    }
+                    Some(op) => dst.all_reduce_ranks_from(src, *op)?,
                 }
                 (None, 0, start.elapsed().as_secs_f64())
             }

@@ -11,7 +11,7 @@ use super::registry::get_device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::GlobalCounters;
-use crate::uop::{Arg, DeviceBuffer, Identified, Shared, UOp};
+use crate::uop::{Arg, DeviceBuffer, Identified, Ops, Shared, UOp};
 
 /// Memory taken from a device's allocator, given back to it (to its free list) when dropped;
 /// `GlobalCounters` counts it as used while it lives.
@@ -153,6 +153,24 @@ impl Buffer {
             self.nbytes(),
         );
         direct.unwrap_or_else(|| self.copyin(&src.copyout()?))
+    }
+    /// All of `src` combined with `op` (ADD, MUL or MAX) over the job's ranks, into this buffer
+    /// (of as many bytes): on the device where its backend has a collective of its own (NCCL for
+    /// CUDA), else through host memory and `collective::world()` (MPI).
+    pub fn all_reduce_ranks_from(&self, src: &Buffer, op: Ops) -> Result<()> {
+        if src.nbytes() != self.nbytes() || src.dtype() != self.dtype() {
+            return Err(Error::Size { op: "an all-reduce over ranks", bytes: src.nbytes(), capacity: self.nbytes() });
+        }
+        let device = get_device(&src.device)?;
+        let on_device = match self.device == src.device {
+            true => device.all_reduce_ranks(self.raw()?, src.raw()?, src.size(), src.dtype(), op),
+            false => None,
+        };
+        on_device.unwrap_or_else(|| {
+            let mut data = src.copyout()?;
+            super::collective::world()?.all_reduce(&mut data, src.dtype(), op)?;
+            self.copyin(&data)
+        })
     }
     /// Copy `data` (exactly `nbytes()` long) into the buffer.
     pub fn copyin(&self, data: &[u8]) -> Result<()> {

@@ -195,6 +195,9 @@ pub struct CudaDevice {
     /// `ALLOW_TF32`).
     limits: CudaLimits,
     allocator: LruAllocator<CudaAllocator>,
+    /// The communicator over the job's ranks, joined at the first all-reduce across them.
+    #[cfg(feature = "nccl")]
+    ranks: std::sync::OnceLock<std::result::Result<super::nccl::NcclRanks, String>>,
 }
 
 impl CudaDevice {
@@ -223,6 +226,8 @@ impl CudaDevice {
             allocator: LruAllocator::new(CudaAllocator { ctx: ctx.clone() }, 1 << 32),
             ctx,
             limits,
+            #[cfg(feature = "nccl")]
+            ranks: std::sync::OnceLock::new(),
         })
     }
 }
@@ -280,6 +285,31 @@ impl Device for CudaDevice {
             }
         });
         specs.iter().map(|s| self.compile(s)).collect()
+    }
+    /// Through NCCL, GPU to GPU, where libnccl is there.
+    #[cfg(feature = "nccl")]
+    fn all_reduce_ranks(
+        &self,
+        dst: &dyn RawBuffer,
+        src: &dyn RawBuffer,
+        count: usize,
+        dtype: crate::dtype::DType,
+        op: crate::uop::Ops,
+    ) -> Option<Result<()>> {
+        if !super::nccl::present() {
+            return None;
+        }
+        let reduce = || {
+            self.ctx.bind_to_thread().map_err(cu_err("context"))?;
+            let world = super::collective::world()?;
+            let open = || super::nccl::NcclRanks::open(world).map_err(|e| e.to_string());
+            let ranks = self.ranks.get_or_init(open).as_ref().map_err(|e| Error::Device(e.clone()))?;
+            let (dst, src) = (memory_of(dst)?, memory_of(src)?);
+            // SAFETY: both are this context's allocations, each holding `count` elements of
+            // `dtype` (`Buffer::all_reduce_ranks_from` checked that their buffers match).
+            unsafe { ranks.all_reduce(dst.ptr(), src.ptr(), count, dtype, op, &self.stream) }
+        };
+        Some(reduce())
     }
 }
 

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::allocator::{host_block, Allocator, RawBuffer};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::uop::{ProgramSpec, Target};
+use crate::uop::{Ops, ProgramSpec, Target};
 
 /// Turns rendered source into the bytes a device loads (a shared object, a program binary),
 /// kept in the verified artifact cache (`helpers/cache.rs`).
@@ -61,5 +62,18 @@ pub trait Device: Send + Sync {
     /// whose compiler has a start-up cost overrides it to compile them together.
     fn compile_all(&self, specs: &[&ProgramSpec]) -> Result<Vec<Arc<dyn Program>>> {
         specs.iter().map(|s| self.compile(s)).collect()
+    }
+    /// `src`'s `count` elements of `dtype` combined with `op` over the job's ranks into `dst`,
+    /// both this device's memory, where the backend has a collective of its own (NCCL for CUDA);
+    /// `None` where it has not (the buffer then goes through host memory and the job's MPI).
+    fn all_reduce_ranks(
+        &self,
+        _dst: &dyn RawBuffer,
+        _src: &dyn RawBuffer,
+        _count: usize,
+        _dtype: DType,
+        _op: Ops,
+    ) -> Option<Result<()>> {
+        None
     }
 }

@@ -11,6 +11,8 @@ pub mod interp;
 pub mod metal;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
+mod nccl;
 pub mod opencl;
 pub mod pool;
 pub mod registry;
