@@ -1,6 +1,7 @@
 //! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op (a name
-//! `Ops` gives), the node it views (`base`) and the device buffer it is (`buffer`); constants and
-//! casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a `Variable`.
+//! `Ops` gives), the node it views (`base`), its device and the device buffer it is (`buffer`);
+//! constants and casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a
+//! `Variable`.
 
 use std::sync::Arc;
 
@@ -73,12 +74,12 @@ impl PyUOp {
     fn op<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
         PyString::intern(py, &self.0.op().name())
     }
-    /// The node under the movement ops: what this node views.
     /// The axis a tensor on several devices is split along (None: replicated, or on one device).
     #[getter]
     fn axis(&self) -> Option<usize> {
         ::lazygrad::schedule::multi_axis(&self.0)
     }
+    /// The node under the movement ops: what this node views.
     #[getter]
     fn base(&self, py: Python) -> PyResult<Py<PyUOp>> {
         PyUOp::of(py, self.0.base())
