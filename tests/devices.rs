@@ -1,15 +1,16 @@
-//! Devices: the registry, copies between CPU, CL and INTERP both ways, targets in cache keys, and
-//! OpenCL programs checked against the interpreter. `tools/setup.sh` installs PoCL, so CL opens
-//! on every machine that runs the suites.
+//! Devices: the registry, copies between CPU, CL and INTERP both ways, targets in cache keys,
+//! OpenCL programs checked against the interpreter, and the device a tensor of a graph is on
+//! (none for constants only). `tools/setup.sh` installs PoCL, so CL opens on every machine that
+//! runs the suites.
 
 use lazygrad::codegen::get_program;
 use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
-use lazygrad::runtime::{get_device, Buffer};
+use lazygrad::runtime::{default_device, get_device, Buffer};
 use lazygrad::schedule::{lay_out, ScheduleItem};
-use lazygrad::uop::Ops;
+use lazygrad::uop::{ConstValue, Ops, UOp};
 use lazygrad::{DType, Error, Tensor};
 
-fn kernel_ast(t: &Tensor) -> lazygrad::uop::UOp {
+fn kernel_ast(t: &Tensor) -> UOp {
     Tensor::schedule(std::slice::from_ref(t))
         .into_iter()
         .find_map(|i| match i {
@@ -237,5 +238,26 @@ fn equal_constant_graphs_on_two_devices_stay_on_their_devices() {
     assert_eq!(interp.to_vec::<f32>(), vec![5.0; 4]);
     for (t, dev) in [(&cpu, "CPU"), (&interp, "INTERP")] {
         assert_eq!(view_buffer(&t.uop()).expect("realized").device(), dev);
+    }
+}
+
+#[test]
+fn a_graph_of_constants_is_a_deviceless_tensor_and_a_graph_with_storage_is_on_its_device() {
+    let c = UOp::constant(DType::FLOAT32, ConstValue::Float(2.0));
+    let t = Tensor::from_graph(c.clone());
+    assert_eq!((t.placed_device(), t.device()), (None, default_device().as_str()));
+    t.realize();
+    assert_eq!(t.uop(), c, "nowhere to store it: realize leaves it");
+    let sum = &t + 1.0;
+    assert_eq!((sum.placed_device(), sum.to_vec::<f32>()), (Some(default_device().as_str()), vec![3.0]));
+    assert_eq!(t.to_vec::<f32>(), [2.0]);
+    let deviceless = Tensor::from_graph(c.clone());
+    deviceless.assign(&Tensor::new(5.0f32)).realize();
+    assert_eq!((deviceless.placed_device(), deviceless.item::<f32>()), (Some(default_device().as_str()), 5.0));
+    for device in ["CPU", "CL", "INTERP"] {
+        let stored = Tensor::from_slice(&[1.0f32, 2.0], &[2]).to(device).realize();
+        let lazy = (&stored * 3.0).uop();
+        let on = Tensor::from_graph(lazy);
+        assert_eq!((on.placed_device(), on.to_vec::<f32>()), (Some(device), vec![3.0, 6.0]));
     }
 }

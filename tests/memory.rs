@@ -1,6 +1,7 @@
 //! Memory: the LRU allocator reuses freed blocks, `GlobalCounters` tracks the bytes live buffers
 //! hold and their peak, and the memory planner lets intermediates with disjoint lifetimes share
-//! storage, in schedules and in JIT'd training steps, without changing a single bit.
+//! storage, in schedules and in JIT'd training steps, without changing a single bit; a tensor over
+//! host memory it does not own (`from_blob`) reads and writes that memory in place.
 
 mod common;
 
@@ -289,4 +290,37 @@ fn launches_stay_inside_their_buffers() {
         let err = jit.replay(&[x_buf], &VarVals::from([("n".to_string(), 17)])).err().expect("n = 17 fails");
         assert!(err.to_string().contains("n = 17, outside its range 1..=16"), "{device}: {err}");
     }
+}
+
+#[test]
+fn from_blob_reads_and_writes_host_memory_in_place() {
+    let mut host = vec![0i32; 4];
+    let ptr = host.as_mut_ptr();
+    let write = |values: [i32; 4]| {
+        // SAFETY: `host` holds 4 elements and outlives every use of `ptr`
+        values.iter().enumerate().for_each(|(i, v)| unsafe { ptr.add(i).write(*v) })
+    };
+    for device in ["CPU", "INTERP"] {
+        write([0, 0, 0, 0]);
+        // SAFETY: `host` holds the tensor's 16 bytes and outlives it
+        let t = unsafe { Tensor::try_from_blob(ptr.cast(), &[2, 2], DType::INT32, device) }.unwrap();
+        assert_eq!((t.device(), (&t + 1).to_vec::<i32>()), (device, vec![1, 1, 1, 1]));
+        // what is written to the memory shows in what is computed after, with no copy in between
+        write([0, 1, 2, 3]);
+        assert_eq!((&t * 10).to_vec::<i32>(), [0, 10, 20, 30], "{device}");
+        assert_eq!(t.permute(&[1, 0]).to_vec::<i32>(), [0, 2, 1, 3], "{device}");
+        t.assign(&(&t + 5)).realize();
+        // SAFETY: no tensor computes over the memory now
+        assert_eq!(unsafe { std::slice::from_raw_parts(ptr, 4) }, [5, 6, 7, 8], "{device}");
+        drop(t);
+    }
+    assert_eq!(host, [5, 6, 7, 8], "dropping the tensor leaves the memory to its owner");
+    // SAFETY: the calls below fail before touching the memory
+    let fails = |device: &str, ptr: *mut u8| unsafe { Tensor::try_from_blob(ptr, &[4], DType::INT32, device) };
+    assert!(matches!(fails("CL", host.as_mut_ptr().cast()), Err(Error::Device(_))), "CL memory is not the host's");
+    assert!(matches!(fails("CPU", std::ptr::null_mut()), Err(Error::Device(_))), "a null pointer");
+    assert!(matches!(
+        unsafe { Tensor::try_from_blob(host.as_mut_ptr().cast(), &[4], DType::INDEX, "CPU") },
+        Err(Error::DTypes { .. })
+    ));
 }

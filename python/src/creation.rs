@@ -121,6 +121,28 @@ impl PyTensor {
         let dtype = made.dtype.unwrap_or(DType::FLOAT32);
         Made { dtype: None, ..made }.build(|s| Tensor::empty(s, dtype))
     }
+    /// A tensor over the host memory at address `ptr`, neither copied nor owned (tinygrad's
+    /// `from_blob`; float32 unless `dtype`, on the default device unless `device`, which must be
+    /// one whose memory is the host's): what is written there shows in what is computed after.
+    /// The memory must outlive the tensor.
+    #[staticmethod]
+    #[pyo3(signature = (ptr, shape, dtype=None, device=None, requires_grad=None))]
+    fn from_blob(
+        ptr: usize,
+        shape: &Bound<PyAny>,
+        dtype: Option<&Bound<PyAny>>,
+        device: Option<&str>,
+        requires_grad: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        let (shape, dtype) = (shape_of(shape)?, dtype_arg(dtype)?.unwrap_or(DType::FLOAT32));
+        let device = device.map_or_else(::lazygrad::runtime::default_device, str::to_string);
+        let t = crate::error::checked(|| {
+            // SAFETY: tinygrad's contract for `from_blob`: the caller keeps the memory at `ptr`
+            // valid for the tensor's bytes while the tensor lives
+            unsafe { Tensor::try_from_blob(ptr as *mut u8, &shape, dtype, &device) }
+        })?;
+        finish(t, None, None, requires_grad)
+    }
     /// `fill_value` everywhere (its dtype from the value unless `dtype`).
     #[staticmethod]
     #[pyo3(signature = (shape, fill_value, dtype=None, device=None, requires_grad=None))]

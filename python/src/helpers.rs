@@ -1,5 +1,5 @@
 //! `lazygrad.helpers`: settings (`getenv`, `Context`, `DEBUG`, `DEV`), `GlobalCounters`, and the
-//! platform facts tinygrad's helpers give (`OSX`, `temp`), over lazygrad's `helpers`.
+//! platform facts tinygrad's helpers give (`OSX`, `temp`, `mv_address`), over lazygrad's `helpers`.
 
 use ::lazygrad::helpers::{getenv as int_setting, getenv_str};
 use ::lazygrad::runtime::default_device;
@@ -114,11 +114,21 @@ pub(crate) fn temp(name: &str, append_user: bool) -> String {
     std::env::temp_dir().join(name).to_string_lossy().into_owned()
 }
 
+/// The address of the memory behind a writable buffer object (a memoryview, a bytearray, a
+/// numpy array), as `Tensor.from_blob` takes it.
+#[pyfunction]
+pub(crate) fn mv_address(mv: &Bound<PyAny>) -> PyResult<usize> {
+    let ctypes = mv.py().import("ctypes")?;
+    let first = ctypes.getattr("c_char")?.call_method1("from_buffer", (mv,))?;
+    ctypes.call_method1("addressof", (first,))?.extract()
+}
+
 /// `lazygrad.helpers`.
 pub(crate) fn module(py: Python) -> PyResult<Bound<PyModule>> {
     let m = PyModule::new(py, "helpers")?;
     m.add_function(wrap_pyfunction!(getenv, &m)?)?;
     m.add_function(wrap_pyfunction!(temp, &m)?)?;
+    m.add_function(wrap_pyfunction!(mv_address, &m)?)?;
     m.add_class::<PyContext>()?;
     m.add("DEBUG", ::lazygrad::helpers::debug())?;
     m.add("IMAGE", int_setting("IMAGE", 0))?;

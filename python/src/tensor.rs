@@ -75,8 +75,11 @@ impl PyTensor {
             return crate::convert::finish(t.get().0.clone(), dtype_arg(dtype)?, device, requires_grad);
         }
         if let Ok(u) = data.cast::<crate::uop::PyUOp>() {
-            let device = device.map(str::to_string).unwrap_or_else(::lazygrad::runtime::default_device);
-            let t = tensor_result(|| Tensor::from_uop(u.get().0.clone(), &device))?.0;
+            let u = u.get().0.clone();
+            let t = match device {
+                Some(device) => tensor_result(|| Tensor::from_uop(u, device))?.0,
+                None => tensor_result(|| Tensor::from_graph(u))?.0,
+            };
             return crate::convert::finish(t, dtype_arg(dtype)?, None, requires_grad);
         }
         let t = self::data(data, dtype_arg(dtype)?, device)?;
@@ -98,17 +101,21 @@ impl PyTensor {
     }
     /// The graph node this tensor is now (tinygrad's `uop`).
     #[getter]
-    fn uop(&self) -> crate::uop::PyUOp {
-        crate::uop::PyUOp(self.0.uop())
+    fn uop(&self, py: Python) -> PyResult<Py<crate::uop::PyUOp>> {
+        crate::uop::PyUOp::of(py, self.0.uop())
     }
     #[getter]
     fn dtype(&self) -> PyDType {
         PyDType(self.0.dtype())
     }
-    /// Where the tensor lives: a name, or a tuple of names for a tensor on several devices.
+    /// Where the tensor lives: a name, a tuple of names for a tensor on several devices, or None
+    /// for a deviceless one (`Tensor(UOp.const(2.0))`).
     #[getter]
     fn device(&self, py: Python) -> PyResult<Py<PyAny>> {
-        crate::device::device_value(py, self.0.device())
+        match self.0.placed_device() {
+            Some(device) => crate::device::device_value(py, device),
+            None => Ok(py.None()),
+        }
     }
     #[getter]
     fn ndim(&self) -> usize {
@@ -236,8 +243,18 @@ impl PyTensor {
         Ok(grads.into_iter().map(PyTensor).collect())
     }
 
+    /// tinygrad's form: `<Tensor <UOp DEVICE SHAPE DTYPE> on DEVICE with grad GRAD>`, the device
+    /// None for a deviceless tensor and the gradient's node or None.
     fn __repr__(&self) -> String {
-        format!("<Tensor shape={:?} dtype=dtypes.{} device={}>", self.0.shape(), self.0.dtype().name(), self.0.device())
+        let shape = match &self.0.shape()[..] {
+            [one] => format!("({one},)"),
+            all => format!("({})", all.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+        };
+        let u = self.0.uop();
+        let uop_device = ::lazygrad::schedule::graph_device(&u).unwrap_or_else(|| "None".into());
+        let device = self.0.placed_device().unwrap_or("None");
+        let grad = self.0.grad().map_or("None".into(), |g| crate::uop::PyUOp(g.uop()).__repr__());
+        format!("<Tensor <UOp {uop_device} {shape} {}> on {device} with grad {grad}>", self.0.dtype().name())
     }
     /// As in tinygrad: a tensor has no truth value (`if t:` is a TypeError; compare `.item()`).
     fn __bool__(&self) -> PyResult<bool> {

@@ -1,6 +1,7 @@
 //! `UOp`: a node of the graph behind a tensor (tinygrad's `Tensor.uop`), to read: its op (a name
-//! `Ops` gives), the node it views (`base`) and the device buffer it is (`buffer`); constants and
-//! casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a `Variable`.
+//! `Ops` gives), the node it views (`base`), its device and the device buffer it is (`buffer`);
+//! constants and casts to make a tensor of, and `UOp.variable`, tinygrad's way to make a
+//! `Variable`.
 
 use std::sync::Arc;
 
@@ -14,9 +15,30 @@ use pyo3::types::PyString;
 
 use crate::variable::PyVariable;
 
-/// A node of the graph: tinygrad's `UOp`, read-only.
-#[pyclass(name = "UOp", module = "lazygrad", frozen)]
+/// A node of the graph: tinygrad's `UOp`, read-only. One Python object per node while it is
+/// referenced (`PyUOp::of`), so `is` tells whether two tensors stand for one node.
+#[pyclass(name = "UOp", module = "lazygrad", frozen, weakref)]
 pub(crate) struct PyUOp(pub(crate) UOp);
+
+/// The live `UOp` objects by node serial (a `weakref.WeakValueDictionary`).
+static LIVE_UOPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl PyUOp {
+    /// The one `UOp` object of node `uop`.
+    pub(crate) fn of(py: Python, uop: UOp) -> PyResult<Py<PyUOp>> {
+        let live = LIVE_UOPS.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
+        })?;
+        let live = live.bind(py);
+        let serial = uop.serial();
+        if let Ok(found) = live.call_method1("get", (serial,))?.cast::<PyUOp>() {
+            return Ok(found.clone().unbind());
+        }
+        let made = Py::new(py, PyUOp(uop))?;
+        live.set_item(serial, &made)?;
+        Ok(made)
+    }
+}
 
 #[pymethods]
 impl PyUOp {
@@ -28,14 +50,23 @@ impl PyUOp {
     /// A constant (of the value's dtype: float32, int32 or bool), put on the default device when a
     /// tensor is made of it (`Tensor(UOp.const(2.0))`).
     #[staticmethod]
-    fn r#const(value: &Bound<PyAny>) -> PyResult<PyUOp> {
+    fn r#const(py: Python, value: &Bound<PyAny>) -> PyResult<Py<PyUOp>> {
         let v = crate::convert::number(value, "UOp.const")?;
-        Ok(PyUOp(UOp::constant(v.default_dtype(), v.value())))
+        PyUOp::of(py, UOp::constant(v.default_dtype(), v.value()))
     }
     /// This node cast to `dtype`.
-    fn cast(&self, dtype: &Bound<PyAny>) -> PyResult<PyUOp> {
+    fn cast(&self, py: Python, dtype: &Bound<PyAny>) -> PyResult<Py<PyUOp>> {
         let dtype = crate::convert::dtype_arg(Some(dtype))?.unwrap_or(self.0.dtype());
-        Ok(PyUOp(self.0.cast(dtype)))
+        PyUOp::of(py, self.0.cast(dtype))
+    }
+    /// The device the node's graph names (a buffer's, a copy's, a device constant's; a tuple of
+    /// names on several devices), or None for a graph of constants only (tinygrad's `device`).
+    #[getter]
+    fn device(&self, py: Python) -> PyResult<Py<PyAny>> {
+        match ::lazygrad::schedule::graph_device(&self.0) {
+            Some(device) => crate::device::device_value(py, &device),
+            None => Ok(py.None()),
+        }
     }
     /// The op's name (`"BUFFER"`, `"ADD"`, ...), the very string `Ops` gives for it, so
     /// `uop.op is Ops.SINK` holds as in tinygrad.
@@ -43,15 +74,15 @@ impl PyUOp {
     fn op<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
         PyString::intern(py, &self.0.op().name())
     }
-    /// The node under the movement ops: what this node views.
     /// The axis a tensor on several devices is split along (None: replicated, or on one device).
     #[getter]
     fn axis(&self) -> Option<usize> {
         ::lazygrad::schedule::multi_axis(&self.0)
     }
+    /// The node under the movement ops: what this node views.
     #[getter]
-    fn base(&self) -> PyUOp {
-        PyUOp(self.0.base())
+    fn base(&self, py: Python) -> PyResult<Py<PyUOp>> {
+        PyUOp::of(py, self.0.base())
     }
     /// Whether this node is a device buffer (or a reshape of one).
     fn has_buffer_identity(&self) -> bool {
@@ -65,7 +96,7 @@ impl PyUOp {
             None => Err(PyRuntimeError::new_err(format!("a {} node is no buffer", self.0.op().name()))),
         }
     }
-    fn __repr__(&self) -> String {
+    pub(crate) fn __repr__(&self) -> String {
         match self.0.shape() {
             Some(shape) => format!("<UOp {} {shape:?}>", self.0.op().name()),
             None => format!("<UOp {}>", self.0.op().name()),

@@ -3,11 +3,12 @@ a dtype (wrapped to a dtype asked for, as tinygrad and torch do; an inferred one
 exceptions tinygrad raises, dtypes as dict keys, gradients, the graph's buffers, and state dicts of
 cyclic objects."""
 
+import array
 import unittest
 
 import numpy as np
 
-from lazygrad import Tensor, UOp, Variable, dtypes
+from lazygrad import Device, Tensor, UOp, Variable, dtypes
 from lazygrad.nn import Linear
 from lazygrad.nn.state import get_state_dict
 
@@ -132,10 +133,35 @@ class TestGraph(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             (a + 1).uop.buffer
 
-    def test_a_tensor_of_a_constant_node_is_on_a_device(self):
+    def test_a_tensor_of_a_constant_node_is_deviceless_unless_put_on_one(self):
         t = Tensor(UOp.const(2.0).cast(dtypes.float16))
+        self.assertEqual((t.device, t.uop.device), (None, None))
+        self.assertEqual(repr(t), "<Tensor <UOp None () half> on None with grad None>")
+        u = t.uop
+        self.assertIs(t.realize().uop, u)  # nowhere to store it: realize leaves it
         self.assertEqual((t.shape, t.dtype, t.numpy().item()), ((), dtypes.float16, 2.0))
-        self.assertEqual(Tensor(UOp.const(3), device="CPU").clone().tolist(), 3)
+        self.assertEqual(((t + 1).tolist(), (t + 1).device), (3.0, Device.DEFAULT))
+        on_cpu = Tensor(UOp.const(3), device="CPU")
+        self.assertEqual((on_cpu.device, on_cpu.clone().tolist()), ("CPU", 3))
+        # a node with storage is on its buffer's device, and one object per node
+        a = Tensor([1.0, 2.0], device="INTERP").realize()
+        self.assertEqual((a.uop.device, Tensor(a.uop).device), ("INTERP", "INTERP"))
+        self.assertIs(a.uop, a.uop)
+        self.assertEqual(repr(a), "<Tensor <UOp INTERP (2,) float> on INTERP with grad None>")
+
+    def test_from_blob_uses_host_memory_in_place(self):
+        from lazygrad.helpers import mv_address
+        host = memoryview(bytearray(16)).cast("I")
+        t = Tensor.from_blob(mv_address(host), (2, 2), dtype=dtypes.uint32, device="CPU")
+        self.assertEqual((t.shape, t.dtype, (t + 1).tolist()), ((2, 2), dtypes.uint32, [[1, 1], [1, 1]]))
+        host[:] = array.array("I", [0, 1, 2, 3])
+        self.assertEqual((t * 10).tolist(), [[0, 10], [20, 30]])
+        t.assign(t + 5).realize()  # a kernel writes into it
+        self.assertEqual(host.tolist(), [5, 6, 7, 8])
+        data = np.arange(3, dtype=np.float32)
+        self.assertEqual(Tensor.from_blob(data.ctypes.data, (3,)).numpy().tolist(), [0.0, 1.0, 2.0])
+        with self.assertRaises(RuntimeError):  # a null pointer is no memory
+            Tensor.from_blob(0, (3,), device="CPU")
 
     def test_a_schedule_is_inspected_then_run(self):
         from lazygrad.engine import compile_linear, run_linear

@@ -50,6 +50,16 @@ pub trait Allocator: Send + Sync {
         let _ = bytes;
         drop(block);
     }
+    /// `bytes` bytes of host memory at `ptr`, which the caller owns, as a block of this device
+    /// (tinygrad's `allocate(external_ptr=...)`): nothing frees it. An error on a device whose
+    /// memory is not the host's.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `bytes` bytes for as long as the block lives.
+    unsafe fn external(&self, ptr: *mut u8, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        let _ = (ptr, bytes);
+        Err(Error::Device("its memory is not the host's, so it cannot use host memory in place".into()))
+    }
     /// Release every cached free block to the device.
     fn free_cache(&self) {}
     fn stats(&self) -> AllocatorStats {
@@ -69,6 +79,10 @@ pub enum HostMemory {
     Map {
         ptr: *mut u8,
         map: memmap2::MmapMut,
+    },
+    /// Memory the caller owns (`Allocator::external`), never freed here.
+    External {
+        ptr: *mut u8,
     },
 }
 
@@ -115,7 +129,7 @@ impl HostMemory {
     /// The allocation's address.
     pub fn ptr(&self) -> *mut u8 {
         match self {
-            HostMemory::Heap { ptr, .. } | HostMemory::Map { ptr, .. } => *ptr,
+            HostMemory::Heap { ptr, .. } | HostMemory::Map { ptr, .. } | HostMemory::External { ptr } => *ptr,
         }
     }
 }
@@ -217,6 +231,12 @@ impl Allocator for HostAllocator {
             offset.checked_add(bytes).ok_or(Error::Size { op: "a view", bytes: usize::MAX, capacity: base.len })?;
         fits(base, end, "a view")?;
         Ok(Box::new(HostBlock { memory: base.memory.clone(), offset: base.offset + offset, len: bytes }))
+    }
+    unsafe fn external(&self, ptr: *mut u8, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        if ptr.is_null() {
+            return Err(Error::Device(format!("a null pointer holds no {bytes} bytes")));
+        }
+        Ok(Box::new(HostBlock { memory: std::sync::Arc::new(HostMemory::External { ptr }), offset: 0, len: bytes }))
     }
     fn copyin(&self, dst: &dyn RawBuffer, src: &[u8]) -> Result<()> {
         let dst = host_block(dst)?;
@@ -362,6 +382,10 @@ impl<A: Allocator> Allocator for LruAllocator<A> {
     }
     fn copyout(&self, src: &dyn RawBuffer, dst: &mut [u8]) -> Result<()> {
         self.inner.copyout(src, dst)
+    }
+    unsafe fn external(&self, ptr: *mut u8, bytes: usize) -> Result<Box<dyn RawBuffer>> {
+        // SAFETY: the caller's promise, passed on
+        unsafe { self.inner.external(ptr, bytes) }
     }
     fn free_cache(&self) {
         let all: Vec<_> = {

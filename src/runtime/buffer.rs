@@ -37,6 +37,8 @@ enum Storage {
     /// `offset` bytes into another buffer's storage (the memory planner's arenas), with the
     /// device's handle for that part, made at first use.
     View { base: Arc<Buffer>, offset: usize, raw: OnceLock<Box<dyn RawBuffer>> },
+    /// Host memory its creator owns (`Buffer::from_host_ptr`), used in place and never freed.
+    External(Box<dyn RawBuffer>),
 }
 
 /// A typed array on a device, allocated on first use (or a view into another buffer's memory).
@@ -81,6 +83,32 @@ impl Buffer {
             storage: Storage::View { base, offset, raw: OnceLock::new() },
         })
     }
+    /// A buffer of `size` elements of `dtype` on `device` over the host memory at `ptr`, which
+    /// the caller owns (tinygrad's `allocate(external_ptr=...)`): kernels and copies read and
+    /// write that memory in place, and nothing frees it. An error on a device whose memory is not
+    /// the host's (CPU and INTERP take it).
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `size * dtype.itemsize()` bytes for as long as the
+    /// buffer lives.
+    pub unsafe fn from_host_ptr(device: &str, ptr: *mut u8, size: usize, dtype: DType) -> Result<Buffer> {
+        let bytes = size.checked_mul(dtype.itemsize()).ok_or(Error::Size {
+            op: "a buffer over host memory",
+            bytes: usize::MAX,
+            capacity: usize::MAX,
+        })?;
+        let dev = get_device(device)?;
+        // SAFETY: the caller's promise, passed on
+        let raw =
+            unsafe { dev.allocator().external(ptr, bytes) }.map_err(|e| Error::Device(format!("{device}: {e}")))?;
+        Ok(Buffer {
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+            device: device.to_string(),
+            size,
+            dtype,
+            storage: Storage::External(raw),
+        })
+    }
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -100,7 +128,7 @@ impl Buffer {
     /// The buffer whose memory this one views, and the byte offset into it (None: its own).
     pub fn base(&self) -> Option<(&Arc<Buffer>, usize)> {
         match &self.storage {
-            Storage::Own(_) => None,
+            Storage::Own(_) | Storage::External(_) => None,
             Storage::View { base, offset, .. } => Some((base, *offset)),
         }
     }
@@ -108,6 +136,7 @@ impl Buffer {
         match &self.storage {
             Storage::Own(m) => m.get().is_some(),
             Storage::View { base, .. } => base.is_allocated(),
+            Storage::External(_) => true,
         }
     }
     /// The device's handle of the buffer's memory (allocated at first use), for launching
@@ -122,6 +151,7 @@ impl Buffer {
                 // when another thread made the view first, ours is dropped
                 return Ok(raw.get_or_init(|| view).as_ref());
             }
+            Storage::External(raw) => return Ok(raw.as_ref()),
             Storage::Own(m) => m,
         };
         if let Some(m) = memory.get() {

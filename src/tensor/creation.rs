@@ -155,6 +155,31 @@ impl Tensor {
         buf.copyin(bytes)?;
         Ok(Tensor::from_uop(buffer_view(&buf, shape), device))
     }
+    /// A tensor of `shape` and `dtype` on `device` over the host memory at `ptr`, neither copied
+    /// nor owned (tinygrad's `Tensor.from_blob`): each kernel reads the memory as it is when it
+    /// runs, so what is written to it shows in what is computed after. Panics where
+    /// `try_from_blob` errs.
+    ///
+    /// # Safety
+    /// As `try_from_blob`.
+    pub unsafe fn from_blob(ptr: *mut u8, shape: &[usize], dtype: DType, device: &str) -> Tensor {
+        // SAFETY: the caller's promise, passed on
+        unsafe { Tensor::try_from_blob(ptr, shape, dtype, device) }.or_panic()
+    }
+    /// `from_blob`, reporting a dtype no tensor has, a shape too large, or a device whose memory
+    /// is not the host's (only CPU and INTERP take host memory) as an error.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of the tensor's bytes for as long as the tensor, or a
+    /// lazy tensor built on it, lives.
+    pub unsafe fn try_from_blob(ptr: *mut u8, shape: &[usize], dtype: DType, device: &str) -> Result<Tensor> {
+        super::check_dtype("Tensor::from_blob", dtype)?;
+        let n = super::checked_numel("Tensor::from_blob", shape, dtype)?;
+        let device = crate::runtime::canonical_device(device);
+        // SAFETY: the caller's promise, passed on
+        let buf = Arc::new(unsafe { Buffer::from_host_ptr(&device, ptr, n, dtype) }?);
+        Ok(Tensor::from_uop(buffer_view(&buf, shape), &device))
+    }
     /// An uninitialized (zero-filled on allocation) tensor.
     pub fn empty(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::try_empty(shape, dtype).or_panic()

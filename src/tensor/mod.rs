@@ -39,8 +39,9 @@ use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
     uop: RwLock<UOp>,
-    /// Where the tensor lives; `to_` and `shard_` move it in place.
-    device: RwLock<&'static str>,
+    /// Where the tensor lives; `to_` and `shard_` move it in place. `None`: where its graph
+    /// says, and nowhere for a graph of constants only (`Tensor::from_graph`).
+    device: RwLock<Option<&'static str>>,
     /// `None`: gradients flow if it has storage; `Some(false)`: never; `Some(true)`: always.
     requires_grad: RwLock<Option<bool>>,
     grad: RwLock<Option<Tensor>>,
@@ -117,9 +118,17 @@ fn live_tensors() -> &'static Mutex<Vec<Weak<TensorInner>>> {
 impl Tensor {
     /// A tensor over the graph `uop` on `device`.
     pub fn from_uop(uop: UOp, device: &str) -> Tensor {
-        Tensor::on_interned(uop, crate::runtime::intern_device(device))
+        Tensor::on_interned(uop, Some(crate::runtime::intern_device(device)))
     }
-    fn on_interned(uop: UOp, device: &'static str) -> Tensor {
+    /// A tensor over the graph `uop` on the device the graph names (tinygrad's `Tensor(uop)`):
+    /// a buffer's, a copy's, a device constant's. A graph of constants only names none: the
+    /// tensor is deviceless (`placed_device` is `None`), `realize` leaves it as it is, and reading
+    /// it or building on it computes on the default device.
+    pub fn from_graph(uop: UOp) -> Tensor {
+        let device = graph_device(&uop).map(|d| crate::runtime::intern_device(&d));
+        Tensor::on_interned(uop, device)
+    }
+    fn on_interned(uop: UOp, device: Option<&'static str>) -> Tensor {
         assert!(uop.shape().is_some(), "Tensor::from_uop: {} has no shape", uop.op().name());
         let inner = Arc::new(TensorInner {
             uop: RwLock::new(uop),
@@ -149,7 +158,7 @@ impl Tensor {
     }
     /// A new tensor on the same device.
     pub(crate) fn lift(&self, uop: UOp) -> Tensor {
-        Tensor::on_interned(uop, self.device())
+        Tensor::on_interned(uop, Some(self.device()))
     }
     pub fn shape(&self) -> Vec<usize> {
         self.uop().sh().to_vec()
@@ -178,8 +187,16 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.uop().dtype()
     }
+    /// Where the tensor lives: the device it was put on or its graph names, else (a deviceless
+    /// tensor, `from_graph`) the default device, where it is computed.
     pub fn device(&self) -> &'static str {
-        *self.0.device.read().unwrap_or_else(|e| e.into_inner())
+        self.placed_device().unwrap_or_else(|| crate::runtime::intern_device(&default_device()))
+    }
+    /// The device the tensor was put on, or the one its graph names now (an assignment gives a
+    /// deviceless tensor storage); `None` for a deviceless tensor (tinygrad's `device` of None).
+    pub fn placed_device(&self) -> Option<&'static str> {
+        let placed = *self.0.device.read().unwrap_or_else(|e| e.into_inner());
+        placed.or_else(|| graph_device(&self.uop()).map(|d| crate::runtime::intern_device(&d)))
     }
 
     /// Compute this tensor now (and every tensor built on what it computes).
@@ -260,8 +277,11 @@ impl Tensor {
         graph.iter().any(|u| u.shape().is_some_and(|s| s.iter().product::<usize>() >= min_work))
     }
 
-    /// Compute several tensors in one schedule.
+    /// Compute several tensors in one schedule. A deviceless tensor (`from_graph` of constants)
+    /// has nowhere to be stored and stays as it is (tinygrad's virtual tensors).
     pub fn realize_all(tensors: &[Tensor]) -> Result<()> {
+        let placed: Vec<Tensor> = tensors.iter().filter(|t| t.placed_device().is_some()).cloned().collect();
+        let tensors = &placed[..];
         let outputs: Vec<UOp> = tensors.iter().map(Tensor::uop).collect();
         let graph = UOp::toposort_all(&outputs);
         // only graphs with a tensor large enough to be split over the threads: a worker woken
@@ -386,7 +406,7 @@ impl Tensor {
             self.set_grad(Some(grad(&g)));
         }
         *self.0.uop.write().unwrap_or_else(|e| e.into_inner()) = moved.uop();
-        *self.0.device.write().unwrap_or_else(|e| e.into_inner()) = moved.device();
+        *self.0.device.write().unwrap_or_else(|e| e.into_inner()) = Some(moved.device());
         self.clone()
     }
 
@@ -700,7 +720,7 @@ fn stored_bytes(view: &UOp) -> Result<Vec<u8>> {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "<Tensor {:?} {:?} on {}>", self.shape(), self.dtype(), self.device())
+        write!(f, "<Tensor {:?} {:?} on {}>", self.shape(), self.dtype(), self.placed_device().unwrap_or("None"))
     }
 }
 
