@@ -323,4 +323,27 @@ fn from_blob_reads_and_writes_host_memory_in_place() {
         unsafe { Tensor::try_from_blob(host.as_mut_ptr().cast(), &[4], DType::INDEX, "CPU") },
         Err(Error::DTypes { .. })
     ));
+    // an int32 element at an odd address
+    let odd = unsafe { host.as_mut_ptr().cast::<u8>().add(1) };
+    assert!(matches!(fails("CPU", odd), Err(Error::Value { .. })), "misaligned elements");
+}
+
+#[test]
+fn lent_memory_off_the_64_byte_grid_refuses_streamed_stores_instead_of_faulting() {
+    // an elementwise kernel writing 32 MiB or more streams whole registers past the caches, which
+    // host memory takes only 64-byte aligned: lent memory 16 bytes off that grid is an error at
+    // launch, while reading it and smaller writes work
+    let n = 8 << 20;
+    let mut host = vec![1.0f32; n + 16];
+    let skip = host.as_ptr().align_offset(64) + 4;
+    let ptr = host[skip..].as_mut_ptr();
+    // SAFETY: `host` holds the n floats from `ptr` and outlives the tensor
+    let t = unsafe { Tensor::try_from_blob(ptr.cast(), &[n], DType::FLOAT32, "CPU") }.unwrap();
+    assert_eq!(t.sum(None, false).item::<f32>(), n as f32);
+    let err = t.assign(&(&t * 2.0)).try_realize().err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("64-byte aligned"), "{err}");
+    let part = t.shrink(&[(0, 1024)]);
+    part.assign(&(&part * 3.0)).realize();
+    drop((t, part));
+    assert_eq!((host[skip], host[skip + 1023], host[skip + 1024]), (3.0, 3.0, 1.0));
 }

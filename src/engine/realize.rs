@@ -12,10 +12,11 @@ use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::lru::Lru;
 use crate::helpers::{debug, GlobalCounters};
+use crate::runtime::allocator::HostMemory;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::memory::{loads_output, memory_planner, param_reach};
 use crate::schedule::{ScheduleItem, VarVals};
-use crate::uop::{Arg, FastHasher, KernelName, Ops, ProgramSpec, UOp};
+use crate::uop::{Arg, FastHasher, KernelName, Ops, ProgramSpec, StoreMode, UOp};
 
 /// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside
 /// its buffers. Made only from the AST it was lowered from, so its reach is the program's.
@@ -32,6 +33,10 @@ pub struct CompiledKernel {
     var_ranges: Vec<RangeInclusive<i64>>,
     /// The bytes of each buffer slot the kernel can touch (`schedule::memory::param_reach`).
     reach: Vec<Range<i128>>,
+    /// It streams whole registers of its stores past the caches, which host memory takes only at
+    /// `HostMemory::ALIGN` (as every buffer the library allocates is aligned; memory a caller
+    /// lends, `Tensor::from_blob`, may not be).
+    streams: bool,
 }
 
 impl CompiledKernel {
@@ -52,6 +57,7 @@ impl CompiledKernel {
             vars: spec.vars(),
             var_ranges,
             reach: param_reach(ast),
+            streams: spec.uops.iter().any(|u| u.op() == Ops::Store && u.arg() == &Arg::Store(StoreMode::Stream)),
         }
     }
 
@@ -105,6 +111,15 @@ impl CompiledKernel {
             let bytes = b.nbytes();
             if !reach.is_empty() && (reach.start < 0 || reach.end > bytes as i128) {
                 return Err(Error::OutOfBounds { kernel: kernel(), slot, reach: reach.clone(), bytes });
+            }
+            let misaligned = |p: *mut u8| !(p as usize).is_multiple_of(HostMemory::ALIGN);
+            if self.streams && b.host_ptr().is_ok_and(misaligned) {
+                let reason = format!(
+                    "kernel {} streams its stores, which needs {}-byte aligned memory; buffer {slot} is not",
+                    kernel(),
+                    HostMemory::ALIGN
+                );
+                return Err(Error::value("launch", reason));
             }
         }
         Ok(())

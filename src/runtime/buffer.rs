@@ -97,6 +97,10 @@ impl Buffer {
             bytes: usize::MAX,
             capacity: usize::MAX,
         })?;
+        if !(ptr as usize).is_multiple_of(dtype.itemsize()) {
+            let reason = format!("host memory at {ptr:?} is not aligned to its {dtype:?} elements");
+            return Err(Error::value("a buffer over host memory", reason));
+        }
         let dev = get_device(device)?;
         // SAFETY: the caller's promise, passed on
         let raw =
