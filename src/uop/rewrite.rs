@@ -69,13 +69,13 @@ fn run_pass(root: &UOp, name: &str, bottom_up: bool, settled: &dyn Fn(&UOp) -> b
     let mut map = UOpMap::with_capacity_and_hasher(2 * SMALL_GRAPH, Default::default());
     let result = match viz::recording() {
         false => {
-            rewrite_into(root, settled, offer, bottom_up, &mut map, None);
+            rewrite_into(root, name, settled, offer, bottom_up, &mut map, None);
             map[root].clone()
         }
         true => {
             let pass = viz::start_pass(name, root);
             let mut rewrites = vec![];
-            rewrite_into(root, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
+            rewrite_into(root, name, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
             let result = map[root].clone();
             pass.finish(&result, &rewrites);
             result
@@ -94,19 +94,35 @@ enum Step {
     Link(UOp, UOp),
 }
 
-/// The rewrite loop; with `trace`, every rewrite that happens is appended to it.
+/// Rewrites waiting for their results at once past which a pass is taken to loop: a rule whose
+/// every result is a new node for it to rewrite again (tinygrad stops at a quarter million too).
+const MAX_PENDING: usize = 1 << 18;
+
+/// The rewrite loop of pass `name`; with `trace`, every rewrite that happens is appended to it.
+/// A rule that loops (rewriting a node through others back to itself, or growing its results
+/// without end) panics naming the pass and the rule: it is a bug in the rule table, which would
+/// otherwise hang.
 fn rewrite_into(
     root: &UOp,
+    name: &str,
     settled: &dyn Fn(&UOp) -> bool,
     rules: &mut Offer,
     bottom_up: bool,
     map: &mut UOpMap<UOp>,
     mut trace: Option<&mut Vec<Rewrite>>,
 ) {
-    let mut offer = |original: &UOp, u: &UOp| {
+    // rewrites whose results are not final yet (their `Link`s on the stack)
+    let mut pending = 0usize;
+    let mut offer = |original: &UOp, u: &UOp, pending: usize| {
         let (r, rule) = rules(original, u)?;
         if let Some(t) = trace.as_deref_mut() {
             t.push(Rewrite { before: u.clone(), after: r.clone(), rule });
+        }
+        if pending >= MAX_PENDING {
+            let (from, to) = (u.op().name(), r.op().name());
+            panic!(
+                "rewrite pass {name:?}: the rule at {rule} loops: its results keep being rewritten ({from} -> {to})"
+            );
         }
         Some(r)
     };
@@ -123,7 +139,8 @@ fn rewrite_into(
                     continue;
                 }
                 if bottom_up {
-                    if let Some(r) = offer(&n, &n) {
+                    if let Some(r) = offer(&n, &n, pending) {
+                        pending += 1;
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));
                         continue;
@@ -141,8 +158,9 @@ fn rewrite_into(
                     continue;
                 }
                 let new = n.replace_src(n.src().iter().map(|s| map[s].clone()).collect());
-                match offer(&n, &new) {
+                match offer(&n, &new, pending) {
                     Some(r) => {
+                        pending += 1;
                         stack.push(Step::Link(n, r.clone()));
                         stack.push(Step::Enter(r));
                     }
@@ -155,6 +173,7 @@ fn rewrite_into(
             }
             Step::Link(n, to) => {
                 let done = map[&to].clone();
+                pending -= 1;
                 map.insert(n, done);
             }
         }
@@ -177,6 +196,26 @@ mod tests {
         let (one, zero, three) = (UOp::index_const(1), UOp::index_const(0), UOp::index_const(3));
         let e = three.alu(Ops::Mul, &[&one]).alu(Ops::Add, &[&zero]).alu(Ops::Mul, &[&one]);
         assert_eq!(graph_rewrite(&e, &pm, &mut (), "test", false), three);
+    }
+
+    #[test]
+    fn a_rule_that_loops_panics_naming_the_pass_and_the_rule() {
+        let e = UOp::index_const(3).alu(Ops::Add, &[&UOp::index_const(4)]);
+        // a + b -> b + a -> a + b ...
+        let swapping = PatternMatcher::new(vec![rule(UPat::var("x") + UPat::var("y"), |m| {
+            Some(m["y"].alu(Ops::Add, &[&m["x"]]))
+        })]);
+        // x -> x + 0 -> (x + 0) + 0 ...
+        let growing = PatternMatcher::new(vec![rule(UPat::var("x"), |m| {
+            (m["x"].op() == Ops::Add).then(|| m["x"].alu(Ops::Add, &[&UOp::index_const(0)]))
+        })]);
+        for pm in [&swapping, &growing] {
+            let rewrite = std::panic::AssertUnwindSafe(|| graph_rewrite(&e, pm, &mut (), "looping", false));
+            let panic = std::panic::catch_unwind(rewrite).unwrap_err();
+            let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+            let named = message.contains("rewrite pass \"looping\": the rule at src/uop/rewrite.rs:");
+            assert!(named && message.contains("loops"), "{message}");
+        }
     }
 
     #[test]
