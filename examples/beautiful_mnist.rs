@@ -100,7 +100,7 @@ fn run() -> lazygrad::Result<()> {
     let n_train = data.x_train.shape()[0] as i64;
     // several processes: every rank draws the same batch (one seed, one random stream) and takes
     // its part; the loss shown is the whole batch's
-    let world = lazygrad::runtime::collective::world()?;
+    let world = lazygrad::runtime::job::world()?;
     let (rank, ranks) = (world.rank(), world.size());
     if bs % (ranks * gpus) != 0 {
         return Err(lazygrad::Error::value(

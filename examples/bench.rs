@@ -346,7 +346,7 @@ fn mnist_steps() -> usize {
 /// averaging the gradients over the ranks; rank 0 reports `ranks_mnist_step<N>` in ms (N = 1 run
 /// alone: the same program in one process, beside it).
 fn ranks_mnist_step() -> lazygrad::Result<()> {
-    let world = lazygrad::runtime::collective::world()?;
+    let world = lazygrad::runtime::job::world()?;
     let (rank, ranks) = (world.rank(), world.size());
     if !MNIST_BATCH.is_multiple_of(ranks) {
         return Err(lazygrad::Error::value(

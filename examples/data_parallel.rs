@@ -8,7 +8,7 @@ use lazygrad::helpers::getenv;
 use lazygrad::nn::layers::Linear;
 use lazygrad::nn::optim::{Optimizer, SGD};
 use lazygrad::nn::state::get_parameters;
-use lazygrad::runtime::collective::world;
+use lazygrad::runtime::job::world;
 use lazygrad::tensor::Reduction;
 use lazygrad::{module, Context, Ops, Tensor};
 

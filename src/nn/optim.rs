@@ -72,7 +72,7 @@ pub trait Optimizer {
 /// The gradients averaged over the job's processes when it has several (data parallel across
 /// processes: each rank's gradient is of its part of the batch); alone, as they are.
 fn across_ranks(grads: Vec<Tensor>) -> Vec<Tensor> {
-    let world = crate::runtime::collective::world().unwrap_or_else(|e| panic!("optimizer: {e}"));
+    let world = crate::runtime::job::world().unwrap_or_else(|e| panic!("optimizer: {e}"));
     match world.size() {
         1 => grads,
         n => grads.iter().map(|g| g.all_reduce_ranks(crate::uop::Ops::Add) / n as f64).collect(),

@@ -190,7 +190,7 @@ impl Buffer {
     }
     /// All of `src` combined with `op` (ADD, MUL or MAX) over the job's ranks, into this buffer
     /// (of as many bytes): on the device where its backend has a collective of its own (NCCL for
-    /// CUDA), else through host memory and `collective::world()` (MPI).
+    /// CUDA), else through host memory and `job::world()` (MPI).
     pub fn all_reduce_ranks_from(&self, src: &Buffer, op: Ops) -> Result<()> {
         if src.nbytes() != self.nbytes() || src.dtype() != self.dtype() {
             return Err(Error::Size { op: "an all-reduce over ranks", bytes: src.nbytes(), capacity: self.nbytes() });
@@ -202,7 +202,7 @@ impl Buffer {
         };
         on_device.unwrap_or_else(|| {
             let mut data = src.copyout()?;
-            super::collective::world()?.all_reduce(&mut data, src.dtype(), op)?;
+            super::job::world()?.all_reduce(&mut data, src.dtype(), op)?;
             self.copyin(&data)
         })
     }

@@ -301,7 +301,7 @@ impl Device for CudaDevice {
         }
         let reduce = || {
             self.ctx.bind_to_thread().map_err(cu_err("context"))?;
-            let world = super::collective::world()?;
+            let world = super::job::world()?;
             let open = || super::nccl::NcclRanks::open(world).map_err(|e| e.to_string());
             let ranks = self.ranks.get_or_init(open).as_ref().map_err(|e| Error::Device(e.clone()))?;
             let (dst, src) = (memory_of(dst)?, memory_of(src)?);

@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod interp;
+pub mod job;
 pub mod metal;
 #[cfg(feature = "mpi")]
 pub mod mpi;

@@ -133,7 +133,7 @@ fn shards_on_different_backends_compute_the_same() {
 
 #[test]
 fn alone_a_job_of_one_process_all_reduces_to_the_tensor_itself() {
-    let world = lazygrad::runtime::collective::world().unwrap();
+    let world = lazygrad::runtime::job::world().unwrap();
     assert_eq!((world.rank(), world.size()), (0, 1));
     let a = arange(&[4, 3]);
     let r = a.all_reduce_ranks(lazygrad::Ops::Add);
