@@ -11,7 +11,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::dtype::numpy_dtype;
 use crate::error::{checked, guard, invalid};
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// A Python number (or a numpy scalar) as a weak scalar (`t * 2` keeps `t`'s dtype), or None for
 /// anything else; an int past int64 is a ValueError.

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::convert::{dtype_arg, finish, number, shape_of, size, sizes};
-use crate::tensor::{tensor_result, tensors, PyTensor};
+use crate::pytensor::{tensor_result, tensors, PyTensor};
 
 /// A creation call's shape (`zeros(2, 3)` or `zeros((2, 3))`), dtype, device and requires_grad.
 struct Made<'a> {

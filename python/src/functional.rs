@@ -10,7 +10,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::convert::{axes, number, or_ints, spatial, Rhs};
 use crate::error::{checked, guard};
-use crate::tensor::{tensor_result, tensors, PyTensor};
+use crate::pytensor::{tensor_result, tensors, PyTensor};
 
 /// tinygrad's `reduction` argument.
 fn reduction(name: &str) -> PyResult<Reduction> {

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// What the traced function left for the call that ran it: its error, and whether it returned
 /// one tensor (rather than a tuple or list of them).

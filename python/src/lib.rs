@@ -13,6 +13,7 @@ mod jit;
 mod math;
 mod movement;
 mod nn;
+mod pytensor;
 mod reduce;
 mod schedule;
 mod tensor;
@@ -32,7 +33,7 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     let py = m.py();
     error::install_panic_hook();
     m.add("InvalidArgument", error::invalid_argument(py)?)?;
-    m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<pytensor::PyTensor>()?;
     m.add_class::<dtype::PyDType>()?;
     m.add("dtypes", dtype::PyDTypes)?;
     m.add_class::<jit::PyJit>()?;
@@ -59,7 +60,7 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_submodule(&dtype)?;
     register(py, "lazygrad.dtype", &dtype)?;
     let tensor = PyModule::new(py, "tensor")?;
-    tensor.add_class::<tensor::PyTensor>()?;
+    tensor.add_class::<pytensor::PyTensor>()?;
     tensor.add_function(wrap_pyfunction!(dtype::to_np_dtype, &tensor)?)?;
     tensor.add_function(wrap_pyfunction!(dtype::from_np_dtype, &tensor)?)?;
     m.add_submodule(&tensor)?;

@@ -5,7 +5,7 @@ use ::lazygrad::tensor::Scalar;
 use pyo3::prelude::*;
 
 use crate::convert::{number, Rhs};
-use crate::tensor::{tensor_result, PyTensor};
+use crate::pytensor::{tensor_result, PyTensor};
 
 /// Methods that take nothing and forward to the Rust method of the same name.
 macro_rules! forward {

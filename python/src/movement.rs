@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyTuple};
 
 use crate::convert::{axes, dims, dims_or_none, number, sizes};
-use crate::tensor::{tensor_result, tensors, PyTensor};
+use crate::pytensor::{tensor_result, tensors, PyTensor};
 
 /// tinygrad's padding argument as `(before, after)` per axis: a flat sequence of ints (pairs for
 /// the last axes, last axis first) or one pair (or None) per axis.

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use crate::convert::{axes, dtype_arg};
 use crate::error::guard;
-use crate::tensor::{tensor_result, PyTensor};
+use crate::pytensor::{tensor_result, PyTensor};
 
 /// Reductions over axes with `keepdim`.
 macro_rules! reduce {

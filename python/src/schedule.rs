@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::error::checked;
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 use crate::uop::PyUOp;
 
 /// The items of a schedule, to run once, and the values of its variables.

@@ -11,21 +11,7 @@ use pyo3::types::{PyCFunction, PyTuple};
 use crate::convert::{data, dtype_arg, indices, nest, to_numpy, Rhs};
 use crate::dtype::{dtype_of, PyDType};
 use crate::error::{checked, guard};
-
-/// A lazy tensor: operations build a graph, and `realize`, `tolist`, `numpy` or `item` run it.
-#[pyclass(name = "Tensor", module = "lazygrad", frozen)]
-#[derive(Clone)]
-pub(crate) struct PyTensor(pub(crate) Tensor);
-
-/// The tensor `f` builds, a panic in it as its exception.
-pub(crate) fn tensor_result(f: impl FnOnce() -> Tensor) -> PyResult<PyTensor> {
-    guard(f).map(PyTensor)
-}
-
-/// The tensors of a list of them.
-pub(crate) fn tensors(all: &[PyTensor]) -> Vec<&Tensor> {
-    all.iter().map(|t| &t.0).collect()
-}
+use crate::pytensor::{tensor_result, tensors, PyTensor};
 
 impl PyTensor {
     /// `op(self, rhs)`, or with `reverse` `op(rhs, self)`, for a Tensor or number `rhs`.

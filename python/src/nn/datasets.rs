@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// MNIST digits (or Fashion-MNIST with `fashion`) as tinygrad returns them: uint8 images
 /// `[N, 1, 28, 28]` and labels `[N]`, train then test (`tools/setup.sh --demo` installs them).

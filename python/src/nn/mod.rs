@@ -19,7 +19,7 @@ use pyo3::types::PyString;
 use crate::convert::{or_ints, shape_of, spatial};
 use crate::error::{checked, guard};
 use crate::functional::conv_opts;
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// A layer of lazygrad's `nn::layers` as a Python object: called on a tensor, with its tensors
 /// as attributes under their state-dict names (`bn.running_mean`).

@@ -5,7 +5,7 @@ use ::lazygrad::Tensor;
 use pyo3::prelude::*;
 
 use crate::error::guard;
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// An optimizer over a list of tensors (`SGD`, `Adam` and `AdamW` make one): `zero_grad()`, then
 /// after `backward()`, `step()` inside `Tensor.train()`.

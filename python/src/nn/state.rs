@@ -14,7 +14,7 @@ use super::{
     PyBatchNorm, PyConv2d, PyConvTranspose2d, PyEmbedding, PyGroupNorm, PyLSTMCell, PyLayerNorm, PyLayerNorm2d,
     PyLinear, PyRMSNorm, Wrapped,
 };
-use crate::tensor::PyTensor;
+use crate::pytensor::PyTensor;
 
 /// Tensors by dotted name, as a `Module` for lazygrad's state functions.
 struct Named(Vec<(String, Tensor)>);
