@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, Mutex};
 
-use crate::uop::FastHasher;
+use super::hasher::FastHasher;
 
 /// Settings by name, hashed with `FastHasher`: a small eager op asks for a few dozen of them, and
 /// SipHash over each name was a twentieth of its time. The names are the program's and the

@@ -5,6 +5,7 @@ pub mod color;
 pub mod context;
 pub mod counters;
 pub mod fetch;
+pub mod hasher;
 pub mod lru;
 
 pub use context::{debug, getenv, getenv_str, Context};

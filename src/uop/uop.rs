@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::ops::Ops;
 use crate::dtype::DType;
+pub use crate::helpers::hasher::FastHasher;
 
 /// A constant scalar. Integers of every width are held as `i64` (a `u64` keeps its bit
 /// pattern); equality and hashing of floats are by bits, so `NaN` consts intern too.
@@ -248,31 +249,6 @@ impl Hasher for StableHasher {
             self.0 ^= *b as u64;
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
-    }
-}
-
-/// A fast hasher for keys that are already well spread (interned nodes' addresses, hashes): one
-/// multiply per word, high bits folded down (addresses are aligned, so a product's low bits
-/// alone would leave most buckets empty). Not for data an adversary chooses.
-#[derive(Default)]
-pub struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
     }
 }
 
