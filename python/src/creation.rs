@@ -3,8 +3,9 @@
 
 use ::lazygrad::tensor::Scalar;
 use ::lazygrad::{DType, Tensor};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyCFunction, PyTuple};
 
 use crate::convert::{dtype_arg, finish, number, shape_of, size, sizes};
 use crate::pytensor::{tensor_result, tensors, PyTensor};
@@ -239,13 +240,6 @@ impl PyTensor {
     fn manual_seed(seed: u64) {
         Tensor::manual_seed(seed)
     }
-    /// This tensor and `args` joined along a new axis `dim` (also `Tensor.stack(a, b)`).
-    #[pyo3(signature = (*args, dim=0))]
-    fn stack(&self, args: &Bound<PyTuple>, dim: isize) -> PyResult<PyTensor> {
-        let mut all = vec![self.clone()];
-        all.extend(listed(args)?);
-        tensor_result(|| Tensor::stack(&tensors(&all), dim))
-    }
     /// This tensor and `args` joined along `dim` (also `Tensor.cat(a, b)`).
     #[pyo3(signature = (*args, dim=0))]
     fn cat(&self, args: &Bound<PyTuple>, dim: isize) -> PyResult<PyTensor> {
@@ -317,6 +311,37 @@ impl PyTensor {
 
 /// Tensors given as arguments (`stack(a, b)`) or as one list (`stack([a, b])`); any other form
 /// (a list beside a tensor) is an InvalidArgument, as tinygrad's ValueError.
+/// `Tensor.stack`, as tinygrad takes it: `t.stack(u, v, dim=1)` (the tensor first),
+/// `Tensor.stack(t, u)` and `Tensor.stack((t, u))`. A descriptor, not a method (a method refuses a
+/// tuple in `self`'s place): read through a tensor, it stacks that tensor first.
+#[pyclass(frozen)]
+pub(crate) struct Stack;
+
+#[pymethods]
+impl Stack {
+    fn __get__(&self, tensor: &Bound<PyAny>, _owner: Option<&Bound<PyAny>>) -> PyResult<Py<PyAny>> {
+        let py = tensor.py();
+        let first: Option<PyTensor> = match tensor.is_none() {
+            true => None,
+            false => Some(tensor.cast::<PyTensor>()?.get().clone()),
+        };
+        let stack = PyCFunction::new_closure(py, Some(c"stack"), None, move |args, kwargs| -> PyResult<Py<PyAny>> {
+            let mut dim = 0;
+            for (key, value) in kwargs.into_iter().flatten() {
+                match key.extract::<String>()?.as_str() {
+                    "dim" => dim = value.extract()?,
+                    other => return Err(PyTypeError::new_err(format!("stack() got an unexpected keyword {other:?}"))),
+                }
+            }
+            let mut all: Vec<PyTensor> = first.iter().cloned().collect();
+            all.extend(listed(args)?);
+            let stacked = tensor_result(|| Tensor::stack(&tensors(&all), dim))?;
+            Ok(Py::new(args.py(), stacked)?.into_any())
+        })?;
+        Ok(stack.into_any().unbind())
+    }
+}
+
 fn listed(args: &Bound<PyTuple>) -> PyResult<Vec<PyTensor>> {
     let given = match args.len() {
         1 if args.get_item(0)?.cast::<PyTensor>().is_err() => args.get_item(0)?.extract(),

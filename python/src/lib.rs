@@ -34,6 +34,7 @@ fn lazygrad(m: &Bound<PyModule>) -> PyResult<()> {
     error::install_panic_hook();
     m.add("InvalidArgument", error::invalid_argument(py)?)?;
     m.add_class::<pytensor::PyTensor>()?;
+    py.get_type::<pytensor::PyTensor>().setattr("stack", creation::Stack)?;
     m.add_class::<dtype::PyDType>()?;
     m.add("dtypes", dtype::PyDTypes)?;
     m.add_class::<jit::PyJit>()?;

@@ -202,6 +202,16 @@ class TestMoreOps(unittest.TestCase):
         self.assertEqual(Tensor.stack(Tensor([1, 2]), Tensor([3, 4]), dim=1).tolist(), [[1, 3], [2, 4]])
         # a method as in tinygrad: the tensor it is called on is the first of the stack
         self.assertEqual(Tensor([1, 2]).stack(Tensor([3, 4])).tolist(), [[1, 2], [3, 4]])
+        # and, as tinygrad's argfix, one tuple or list of tensors in its place
+        a, b, c = Tensor([1, 2]), Tensor([3, 4]), Tensor([5, 6])
+        self.assertEqual(Tensor.stack((a, b, c), dim=1).tolist(), [[1, 3, 5], [2, 4, 6]])
+        self.assertEqual(Tensor.stack([a, b]).tolist(), [[1, 2], [3, 4]])
+        with self.assertRaises(ValueError):
+            Tensor.stack((a, b), c)
+        with self.assertRaises(IndexError):
+            a.stack(b, dim=5)
+        with self.assertRaises(TypeError):
+            a.stack(b, axis=1)
         Tensor.manual_seed(11)
         u = Tensor.uniform(1000, low=-2.0, high=3.0).numpy()
         self.assertTrue(u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.2)
