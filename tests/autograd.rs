@@ -113,3 +113,18 @@ fn clones_have_buffers_of_their_own() {
     assert_ne!(part.buffer().unwrap().id(), ab.id());
     assert_eq!(part.to_vec::<f32>(), [3.0, 4.0]);
 }
+
+#[test]
+fn an_embedding_gradient_adds_each_token_into_its_row_alone() {
+    // PyTorch's index_add: rows no token picks get 0, a picked row the sum of its tokens'
+    // gradients, and a NaN in one token's gradient reaches its row and no other (the one-hot
+    // selection is a select, not a multiply by 0 or 1, though it sums like a product: float32)
+    let (vocab, dim) = (5, 2);
+    let table = lazygrad::nn::layers::Embedding { weight: Tensor::zeros(&[vocab, dim]).realize() };
+    let ids = Tensor::new([[1i32, 3, 1, 4]]).realize();
+    let upstream = Tensor::new([[[0.5f32, 1.0], [f32::NAN, 2.0], [0.25, -3.0], [7.0, 8.0]]]);
+    let g = (table.forward(&ids) * &upstream).sum(None, false).gradient(&[&table.weight]);
+    let got = g[0].to_vec::<f32>();
+    let want = [0.0, 0.0, 0.75, -2.0, 0.0, 0.0, f32::NAN, 2.0, 7.0, 8.0];
+    assert!(got.iter().zip(want).all(|(g, w)| g == &w || (g.is_nan() && w.is_nan())), "{got:?}");
+}

@@ -173,6 +173,42 @@ fn reads_of_a_buffer_assigned_in_the_same_schedule_run_before_the_write_unless_t
     }
 }
 
+#[test]
+fn a_residual_stream_is_stored_once_not_recomputed_by_each_reader() {
+    // x <- x + a + b over 6 layers, each x read by two row statistics (a LayerNorm's sum and sum
+    // of squares): fused into its readers, layer i's statistics each read the 2i + 1 buffers of
+    // every earlier layer; stored, each reads the x before it and that layer's two
+    Tensor::manual_seed(3);
+    let layers = 6;
+    let rand = || Tensor::rand(&[N, N]).realize();
+    let x0 = rand();
+    let (mut x, mut host) = (x0.clone(), x0.to_vec::<f32>());
+    let mut stats = vec![];
+    for _ in 0..layers {
+        let (a, b) = (rand(), rand());
+        for ((h, a), b) in host.iter_mut().zip(a.to_vec::<f32>()).zip(b.to_vec::<f32>()) {
+            *h = *h + a + b;
+        }
+        x = &(&x + &a) + &b;
+        stats.extend([x.sum(1, false), (&x * &x).sum(1, false)]);
+    }
+    let schedule = Tensor::schedule(&stats);
+    let widest = schedule
+        .iter()
+        .filter_map(|i| match i {
+            ScheduleItem::Kernel { bufs, .. } => Some(bufs.len()),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(widest <= 4, "a kernel binds {widest} buffers (its output and what it reads)");
+    let sums = stats[2 * layers - 2].to_vec::<f32>();
+    for (row, sum) in sums.iter().enumerate() {
+        let want: f32 = host[row * N..(row + 1) * N].iter().sum();
+        assert!((sum - want).abs() <= 1e-4 * want.abs(), "row {row}: {sum} != {want}");
+    }
+}
+
 /// How many times the kernels of `outputs` evaluate an `op`: each node of it once per point of
 /// the loops it depends on, in the kernel as codegen takes it (an arange's loop folded away).
 fn evaluations(outputs: &[Tensor], op: lazygrad::uop::Ops) -> usize {

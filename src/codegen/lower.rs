@@ -33,13 +33,7 @@ pub struct LowerCtx {
 impl LowerCtx {
     /// The context for lowering `ast` on `target`.
     pub fn new(ast: &UOp, target: &crate::uop::Target) -> LowerCtx {
-        // a GPU's float64 units are few: its sums accumulate in float32, as tinygrad's do; a
-        // CPU's sums (OpenCL on one too, so that both compute the same) in float64
-        let f64_lanes = match target.dtypes.float64 && !target.simd_workgroups() {
-            true => (target.vector_bytes / 8).max(1),
-            false => 0,
-        };
-        let mut ctx = LowerCtx { f64_lanes, ..LowerCtx::default() };
+        let mut ctx = LowerCtx { f64_lanes: f64_lanes(target), ..LowerCtx::default() };
         let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
         let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
         loop {
@@ -136,17 +130,62 @@ fn terms(val: &UOp) -> Vec<&UOp> {
     }
 }
 
+/// float64 lanes in one of `target`'s vectors, 0 where its sums accumulate in float32: a GPU's
+/// float64 units are few, so its sums accumulate in float32, as tinygrad's do; a CPU's (OpenCL
+/// on one too, so that both compute the same) in float64.
+fn f64_lanes(target: &crate::uop::Target) -> usize {
+    match target.dtypes.float64 && !target.simd_workgroups() {
+        true => (target.vector_bytes / 8).max(1),
+        false => 0,
+    }
+}
+
+/// Whether `u` is a zero constant (a vector of them too).
+fn is_zero(u: &UOp) -> bool {
+    match u.op() {
+        Ops::Vectorize => u.src().iter().all(is_zero),
+        _ => u.const_value().is_some_and(|c| c.as_f64() == 0.0),
+    }
+}
+
+/// Whether `c` is an equality (`a == b` or `a != b`), negated or not (a vector of them too).
+fn is_equality(c: &UOp) -> bool {
+    match c.op() {
+        Ops::Vectorize => c.src().iter().all(is_equality),
+        Ops::Neg => is_equality(&c.src()[0]),
+        op => matches!(op, Ops::CmpNe | Ops::CmpEq),
+    }
+}
+
+/// Whether a sum's term is a product: a multiply (-add, tensor cores' too), or a one-hot
+/// selection `where(a == b, x, 0)` (either branch zero, the condition an equality, negated or
+/// not), the product with a one-hot mask that an embedding's lookup and its gradient are (as
+/// tinygrad writes them; a select rather than a multiply, so that a NaN in one row does not
+/// spread to the others, as with PyTorch's index_add).
+fn product_term(t: &UOp) -> bool {
+    match t.op() {
+        Ops::Mul | Ops::MulAcc | Ops::Wmma => true,
+        Ops::Where => is_equality(&t.src()[0]) && (is_zero(&t.src()[1]) || is_zero(&t.src()[2])),
+        _ => false,
+    }
+}
+
+/// Whether `red` is a float32 sum of anything but products, which accumulates in float64 on a
+/// target with float64 lanes (`f64_lanes`): a float32 accumulator drifts by about one rounding
+/// per addition (a sum of 2^26 values of 0.1 was off by 2.6e-4), while a float64 one is exact to
+/// float32 in the end. Dot products (matmul, convolution, one-hot selections) keep float32
+/// multiply-adds, as PyTorch's do.
+fn plain_sum(op: Ops, red: &UOp) -> bool {
+    op == Ops::Add && red.dtype().base() == DType::FLOAT32 && !terms(&red.src()[0]).into_iter().any(product_term)
+}
+
 /// The dtype a reduce accumulates in, and how many lanes of it one accumulator holds: float64
-/// for a float32 sum of anything but products, in as many accumulators as its lanes fill vector
-/// registers. A float32 accumulator drifts by about one rounding per addition (a sum of 2^26
-/// values of 0.1 was off by 2.6e-4), while a float64 one is exact to float32 in the end; a long
-/// sum is bound by the latency of its accumulator chain, which the float64 halves of a vector
-/// split in two, so it costs no speed. Dot products (matmul, convolution) keep float32
-/// multiply-adds (tensor cores' too), and so do GPU-like targets (`f64_lanes` 0).
+/// for a `plain_sum` where the target has `f64_lanes`, in as many accumulators as its lanes fill
+/// vector registers (a long sum is bound by the latency of its accumulator chain, which the
+/// float64 halves of a vector split in two, so it costs no speed); else the reduce's own dtype.
 fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
-    let plain = terms(&red.src()[0]).iter().all(|t| !matches!(t.op(), Ops::Mul | Ops::MulAcc | Ops::Wmma));
     let lanes = red.dtype().count as usize;
-    match op == Ops::Add && red.dtype().base() == DType::FLOAT32 && plain && f64_lanes > 0 {
+    match plain_sum(op, red) && f64_lanes > 0 {
         true => (DType::FLOAT64, lanes.min(f64_lanes)),
         false => (red.dtype().base(), lanes),
     }

@@ -20,7 +20,8 @@ const SPIN: Duration = Duration::from_millis(1);
 #[derive(Default)]
 struct State {
     job: Option<Job>,
-    /// Parts of the current job: `0..parts`; the caller runs part 0.
+    /// Parts of the current job: `0..parts`; the caller runs part 0, and then each part no
+    /// worker has claimed by the time it is done.
     parts: usize,
     next: usize,
     unfinished: usize,
@@ -80,7 +81,8 @@ impl Pool {
         }
     }
 
-    /// Call `job(i)` for every `i` in `0..parts`, in parallel, and return when all are done.
+    /// Call `job(i)` for every `i` in `0..parts`, in parallel, and return when all are done; the
+    /// caller runs part 0 and every part still unclaimed once it has.
     pub fn run(&self, parts: usize, job: Job) {
         if parts <= 1 {
             job(0);
@@ -96,6 +98,23 @@ impl Pool {
         }
         sh.work.notify_all();
         job(0);
+        // the parts no worker has claimed yet run here: a worker that has no core at the moment
+        // (another process's load took it) would otherwise hold the launch until the scheduler
+        // gives it one, a timer tick (1-2 ms) for a kernel of microseconds
+        loop {
+            let part = {
+                let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+                if st.next >= st.parts {
+                    break;
+                }
+                st.next += 1;
+                st.next - 1
+            };
+            job(part);
+            let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.unfinished -= 1;
+            sh.remaining.fetch_sub(1, Ordering::Release);
+        }
         spin_until(|| sh.remaining.load(Ordering::Acquire) == 0);
         let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         while st.unfinished > 0 {
