@@ -192,8 +192,16 @@ impl Buffer {
     /// (of as many bytes): on the device where its backend has a collective of its own (NCCL for
     /// CUDA), else through host memory and `job::world()` (MPI).
     pub fn all_reduce_ranks_from(&self, src: &Buffer, op: Ops) -> Result<()> {
-        if src.nbytes() != self.nbytes() || src.dtype() != self.dtype() {
-            return Err(Error::Size { op: "an all-reduce over ranks", bytes: src.nbytes(), capacity: self.nbytes() });
+        let op_name = "an all-reduce over ranks";
+        if src.dtype() != self.dtype() {
+            return Err(Error::DTypes {
+                op: op_name,
+                dtypes: vec![src.dtype(), self.dtype()],
+                reason: "differ".into(),
+            });
+        }
+        if src.nbytes() != self.nbytes() {
+            return Err(Error::Size { op: op_name, bytes: src.nbytes(), capacity: self.nbytes() });
         }
         let device = get_device(&src.device)?;
         let on_device = match self.device == src.device {

@@ -150,6 +150,20 @@ fn alone_a_job_of_one_process_all_reduces_to_the_tensor_itself() {
     let x = a.requires_grad(true);
     let g = x.all_reduce_ranks(lazygrad::Ops::Add).sum(None, false).gradient_with(&[&x], None).unwrap();
     assert_eq!(g[0].to_vec::<f32>(), vec![1.0; 12]);
+    // the buffers it runs on must match: a backend's own collective (NCCL) trusts their sizes
+    use lazygrad::runtime::Buffer;
+    use lazygrad::{DType, Error};
+    let (floats, more, ints) = (
+        Buffer::new("CPU", 4, DType::FLOAT32),
+        Buffer::new("CPU", 5, DType::FLOAT32),
+        Buffer::new("CPU", 4, DType::INT32),
+    );
+    floats.copyin(&[1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    assert!(matches!(ints.all_reduce_ranks_from(&floats, lazygrad::Ops::Add), Err(Error::DTypes { .. })));
+    assert!(matches!(more.all_reduce_ranks_from(&floats, lazygrad::Ops::Add), Err(Error::Size { .. })));
+    let out = Buffer::new("CPU:1", 4, DType::FLOAT32);
+    out.all_reduce_ranks_from(&floats, lazygrad::Ops::Add).unwrap();
+    assert_eq!(out.copyout().unwrap(), floats.copyout().unwrap());
 }
 
 #[test]
