@@ -163,23 +163,18 @@ static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
             let from = crate::schedule::graph_device(&s[0].uop());
             vec![Some(g.to(&from.unwrap_or_else(|| g.device().to_string())))]
         }),
-        // each shard's gradient is its device's part of the whole gradient; the copies of a
+        // each shard's gradient is its device's part of the whole gradient (copied there first:
+        // the gradient may itself be split, and a split axis cannot be cut); the copies of a
         // replicated tensor are one value, whose gradient goes to the first
         grad_rule(Ops::Multi, |k, s, g| {
             let axis = crate::schedule::multi_axis(&k.uop());
             let part = |(i, shard): (usize, &Tensor)| {
                 let device = crate::schedule::graph_device(&shard.uop())?;
-                let whole = g.to(&device);
-                Some(match axis {
-                    None if i > 0 => return None,
-                    None => whole,
-                    Some(a) => {
-                        let size = shard.shape()[a];
-                        let mut bounds: Vec<(usize, usize)> = whole.shape().iter().map(|&d| (0, d)).collect();
-                        bounds[a] = (i * size, (i + 1) * size);
-                        whole.shrink(&bounds)
-                    }
-                })
+                match axis {
+                    None if i > 0 => None,
+                    None => Some(g.to(&device)),
+                    Some(a) => Some(g.to(&device).shard_part(a, i, s.len())),
+                }
             };
             s.iter().enumerate().map(part).collect()
         }),

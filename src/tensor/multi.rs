@@ -35,13 +35,7 @@ impl Tensor {
                 ensure(shape[a].is_multiple_of(n), || {
                     Error::shape("shard", &[&shape], format!("axis {a} does not split evenly over {n} devices"))
                 })?;
-                let size = shape[a] / n;
-                let part = |i: usize| {
-                    let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&d| (0, d)).collect();
-                    bounds[a] = (i * size, (i + 1) * size);
-                    self.shrink(&bounds)
-                };
-                (0..n).map(part).collect()
+                (0..n).map(|i| self.shard_part(a, i, n)).collect()
             }
         };
         let shards = parts.iter().zip(&devices).map(|(p, d)| p.to(d).uop()).collect();
@@ -56,6 +50,14 @@ impl Tensor {
     pub fn try_shard_(&self, devices: &[&str], axis: Option<isize>) -> Result<Tensor> {
         let grad = self.grad().map(|g| g.try_shard(devices, axis)).transpose()?;
         Ok(self.become_(&self.try_shard(devices, axis)?, |_| grad.clone().expect("a gradient to move")))
+    }
+    /// Part `i` of `n` equal parts along `axis` (which splits evenly): what shard `i` holds.
+    pub(crate) fn shard_part(&self, axis: usize, i: usize, n: usize) -> Tensor {
+        let shape = self.shape();
+        let size = shape[axis] / n;
+        let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&d| (0, d)).collect();
+        bounds[axis] = (i * size, (i + 1) * size);
+        self.shrink(&bounds)
     }
     /// The devices this tensor lives on: one, or the tuple a sharded tensor spans.
     pub fn devices(&self) -> Vec<String> {
