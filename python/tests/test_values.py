@@ -162,6 +162,15 @@ class TestGraph(unittest.TestCase):
         self.assertEqual(Tensor.from_blob(data.ctypes.data, (3,)).numpy().tolist(), [0.0, 1.0, 2.0])
         with self.assertRaises(RuntimeError):  # a null pointer is no memory
             Tensor.from_blob(0, (3,), device="CPU")
+        with self.assertRaises(ValueError):  # float32 elements at an odd address
+            Tensor.from_blob(data.ctypes.data + 1, (2,), device="CPU")
+        # 32 MiB written through memory off the 64-byte grid: refused, not a crash
+        big = np.ones((8 << 20) + 16, dtype=np.float32)
+        off = (-big.ctypes.data % 64) // 4 + 4
+        lent = Tensor.from_blob(big[off:].ctypes.data, (8 << 20,), device="CPU")
+        self.assertEqual(lent[:4].tolist(), [1.0] * 4)
+        with self.assertRaises(ValueError):
+            lent.assign(lent * 2).realize()
 
     def test_a_schedule_is_inspected_then_run(self):
         from lazygrad.engine import compile_linear, run_linear
