@@ -86,8 +86,9 @@ pub enum HostMemory {
     },
 }
 
-// SAFETY: HostMemory owns its allocation exclusively; the raw pointer is only a handle to it,
-// so moving or sharing the owner between threads is as safe as for a Vec<u8>.
+// SAFETY: HostMemory owns its allocation exclusively (or, `External`, is lent it by a caller who
+// promised it stays valid while the block lives: `Allocator::external`); the raw pointer is only a
+// handle to it, so moving or sharing the owner between threads is as safe as for a Vec<u8>.
 unsafe impl Send for HostMemory {}
 unsafe impl Sync for HostMemory {}
 
