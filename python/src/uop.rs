@@ -26,18 +26,28 @@ static LIVE_UOPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 impl PyUOp {
     /// The one `UOp` object of node `uop`.
     pub(crate) fn of(py: Python, uop: UOp) -> PyResult<Py<PyUOp>> {
-        let live = LIVE_UOPS.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
-        })?;
-        let live = live.bind(py);
-        let serial = uop.serial();
-        if let Ok(found) = live.call_method1("get", (serial,))?.cast::<PyUOp>() {
-            return Ok(found.clone().unbind());
-        }
-        let made = Py::new(py, PyUOp(uop))?;
-        live.set_item(serial, &made)?;
-        Ok(made)
+        one_object(py, &LIVE_UOPS, uop.serial(), || PyUOp(uop))
     }
+}
+
+/// The one live Python object of `key` in `table` (a `weakref.WeakValueDictionary`, made at first
+/// use), else `make()`'s, registered there: so that `is` holds between two reads of one thing.
+fn one_object<T: pyo3::PyClass + Into<PyClassInitializer<T>>>(
+    py: Python,
+    table: &PyOnceLock<Py<PyAny>>,
+    key: u64,
+    make: impl FnOnce() -> T,
+) -> PyResult<Py<T>> {
+    let live = table.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
+    })?;
+    let live = live.bind(py);
+    if let Ok(found) = live.call_method1("get", (key,))?.cast::<T>() {
+        return Ok(found.clone().unbind());
+    }
+    let made = Py::new(py, make())?;
+    live.set_item(key, &made)?;
+    Ok(made)
 }
 
 #[pymethods]
@@ -131,17 +141,7 @@ static LIVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 impl PyBuffer {
     /// The one `Buffer` object of `buffer`.
     fn of(py: Python, buffer: Arc<Buffer>) -> PyResult<Py<PyBuffer>> {
-        let live = LIVE.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind())
-        })?;
-        let live = live.bind(py);
-        let id = buffer.id();
-        if let Ok(found) = live.call_method1("get", (id,))?.cast::<PyBuffer>() {
-            return Ok(found.clone().unbind());
-        }
-        let made = Py::new(py, PyBuffer(buffer))?;
-        live.set_item(id, &made)?;
-        Ok(made)
+        one_object(py, &LIVE, buffer.id(), || PyBuffer(buffer))
     }
 }
 
