@@ -190,7 +190,7 @@ impl Buffer {
     }
     /// All of `src` combined with `op` (ADD, MUL or MAX) over the job's ranks, into this buffer
     /// (of as many bytes): on the device where its backend has a collective of its own (NCCL for
-    /// CUDA), else through host memory and `job::world()` (MPI).
+    /// CUDA), else through host memory and `job::world()` (MPI); alone, a copy.
     pub fn all_reduce_ranks_from(&self, src: &Buffer, op: Ops) -> Result<()> {
         let op_name = "an all-reduce over ranks";
         if src.dtype() != self.dtype() {
@@ -209,8 +209,13 @@ impl Buffer {
             false => None,
         };
         on_device.unwrap_or_else(|| {
+            let world = super::job::world()?;
+            // alone, the values as they are: one copy, not a round trip through a host vector
+            if world.size() == 1 {
+                return self.copy_from(src);
+            }
             let mut data = src.copyout()?;
-            super::job::world()?.all_reduce(&mut data, src.dtype(), op)?;
+            world.all_reduce(&mut data, src.dtype(), op)?;
             self.copyin(&data)
         })
     }
