@@ -74,9 +74,7 @@ fn run() -> lazygrad::Result<()> {
     // data parallel: every tensor of the model on each device (before the optimizer, which keeps
     // its state where the parameters are), each batch split over them
     let gpus = getenv("GPUS", 1).max(1) as usize;
-    let base = lazygrad::runtime::default_device();
-    let base = base.split(':').next().unwrap_or_default();
-    let devices: Vec<String> = (0..gpus).map(|i| format!("{base}:{i}")).collect();
+    let devices = lazygrad::runtime::default_devices(gpus);
     let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
     let spread = |t: Tensor| if gpus > 1 { t.try_shard(&devices, Some(0)) } else { Ok(t) };
     if bs % gpus != 0 {

@@ -31,12 +31,7 @@ fn run() -> lazygrad::Result<()> {
     let shard = getenv("SHARD", 1).max(1) as usize;
     let model = match shard {
         1 => model,
-        n => {
-            let base = lazygrad::runtime::default_device();
-            let base = base.split(':').next().unwrap_or_default();
-            let devices: Vec<String> = (0..n).map(|i| format!("{base}:{i}")).collect();
-            model.shard(&devices.iter().map(String::as_str).collect::<Vec<_>>())?
-        }
+        n => model.shard(&lazygrad::runtime::default_devices(n).iter().map(String::as_str).collect::<Vec<_>>())?,
     };
     let tokenizer = gguf_tokenizer(&meta)?;
     let user = std::env::args().nth(1).unwrap_or_else(|| "What is the capital of France?".into());

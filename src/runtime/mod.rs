@@ -22,4 +22,6 @@ pub mod webgpu;
 pub use allocator::{Allocator, AllocatorStats, LruAllocator, RawBuffer};
 pub use buffer::Buffer;
 pub use device::{Compiler, Device, KernelArg, Program};
-pub use registry::{canonical_device, default_device, device_list, get_device, intern_device, DefaultDevice};
+pub use registry::{
+    canonical_device, default_device, default_devices, device_list, get_device, intern_device, DefaultDevice,
+};

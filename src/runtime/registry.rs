@@ -126,6 +126,14 @@ impl Drop for DefaultDevice {
     }
 }
 
+/// The default device's numbers `0..n` (`CPU:0`, `CPU:1` ...): the devices a program spreads over
+/// when asked for `n` (tinygrad's `tuple(f"{Device.DEFAULT}:{i}" for i in range(n))`).
+pub fn default_devices(n: usize) -> Vec<String> {
+    let default = default_device();
+    let backend = default.split(':').next().unwrap_or_default();
+    (0..n).map(|i| format!("{backend}:{i}")).collect()
+}
+
 /// The device tensors go to by default: a `DefaultDevice::scoped` override, else `$DEV`, else
 /// the first backend in `BACKENDS` order that opens and is worth defaulting to. `DEBUG=1` says
 /// which were skipped and why; falling back to INTERP warns on one line.

@@ -201,3 +201,11 @@ fn a_bound_variable_is_a_scalar_on_each_device() {
     let half = (Tensor::arange(4).cast(lazygrad::DType::FLOAT32) * 0.5) + &pos.bind(2);
     assert_eq!(half.to_vec::<f32>(), [2.0, 2.5, 3.0, 3.5]);
 }
+
+#[test]
+fn the_default_devices_are_the_default_backends_numbers() {
+    use lazygrad::runtime::{canonical_device, default_device, default_devices};
+    let backend = default_device().split(':').next().unwrap_or_default().to_string();
+    let named: Vec<String> = default_devices(3).iter().map(|d| canonical_device(d)).collect();
+    assert_eq!(named, [canonical_device(&format!("{backend}:0")), format!("{backend}:1"), format!("{backend}:2")]);
+}
