@@ -6,8 +6,9 @@
 use lazygrad::codegen::get_program;
 use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
 use lazygrad::runtime::{default_device, get_device, Buffer};
-use lazygrad::schedule::{lay_out, ScheduleItem};
-use lazygrad::uop::{ConstValue, Ops, UOp};
+use lazygrad::schedule::layout::{pm_lay_out, Panels};
+use lazygrad::schedule::ScheduleItem;
+use lazygrad::uop::{graph_rewrite, ConstValue, Ops, UOp};
 use lazygrad::{DType, Error, Tensor};
 
 fn kernel_ast(t: &Tensor) -> UOp {
@@ -103,8 +104,9 @@ fn the_tensor_graph_is_one_for_every_device_and_the_scheduler_lays_it_out() {
     let scalar = lazygrad::uop::Target { vector_bytes: 0, ..cpu.clone() };
     // the copies a layout adds: CONTIGUOUS nodes of the weight's size
     let layout_copies = |t: &Tensor, target: &lazygrad::uop::Target, weight: &Tensor| {
-        let laid_out = lay_out(&[t.uop()], &mut |_| Some(target.clone()));
-        let nodes = laid_out[0].toposort();
+        let sink = UOp::sink(vec![t.uop()]);
+        let mut panels = Panels::find(&sink, &mut |_| Some(target.clone()));
+        let nodes = graph_rewrite(&sink, pm_lay_out(), &mut panels, "lay out", true).toposort();
         nodes.iter().filter(|u| u.op() == Ops::Contiguous && u.sh().iter().product::<usize>() == weight.numel()).count()
     };
     let (on_cpu, on_cl) = (build("CPU"), build("CL"));

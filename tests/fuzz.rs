@@ -223,7 +223,7 @@ fn run_on(p: &Program, device: &str) -> Result<Vec<f64>, String> {
 
 /// Random legal opts for the CPU (no workgroups) on the optimizable form of kernel `ast`.
 fn random_opts(ast: &UOp, c: &mut Choices) -> Vec<Opt> {
-    let mut current = optimizable(ast);
+    let mut current = optimizable(ast).unwrap();
     let mut opts = vec![];
     for _ in 0..1 + c.pick(5) {
         let ranges = kernel_ranges(&current);

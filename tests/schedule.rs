@@ -216,7 +216,7 @@ fn evaluations(outputs: &[Tensor], op: lazygrad::uop::Ops) -> usize {
     let mut total = 0;
     for item in Tensor::schedule(outputs) {
         let ScheduleItem::Kernel { ast, .. } = item else { continue };
-        for n in lazygrad::codegen::optimizable(&ast).toposort().iter().filter(|n| n.op() == op) {
+        for n in lazygrad::codegen::optimizable(&ast).unwrap().toposort().iter().filter(|n| n.op() == op) {
             let loops = n.toposort().into_iter().filter(|r| r.op() == Ops::Range);
             total += loops.map(|r| r.src()[0].const_int_value().unwrap() as usize).product::<usize>();
         }

@@ -7,8 +7,11 @@ mod common;
 
 use lazygrad::codegen::get_program;
 use lazygrad::renderer::listing::ListingRenderer;
-use lazygrad::uop::spec::{check_stage, verify_program, Stage};
-use lazygrad::uop::{graph_rewrite, rule, substitute, Arg, ConstValue, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use std::sync::LazyLock;
+
+use lazygrad::uop::pipeline::{Pipeline, Step};
+use lazygrad::uop::spec::{verify_program, Stage};
+use lazygrad::uop::{rule, substitute, Arg, ConstValue, Ops, PatternMatcher, UOp, UOpMap, UPat};
 use lazygrad::{Context, DType, Error, Tensor};
 
 fn spec_message(result: lazygrad::Result<impl std::fmt::Debug>) -> String {
@@ -29,22 +32,43 @@ fn a_malformed_tensor_graph_is_an_error_before_scheduling() {
     assert!(m.contains("`tensor ops`") && m.contains("Tensor stage") && m.contains("REDUCE_AXIS"), "{m}");
 }
 
+fn no_rules() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| PatternMatcher::new(vec![]));
+    &PM
+}
+
+/// Turns the index constant 4 into a float one (under an index ADD: malformed).
+fn to_float() -> &'static PatternMatcher {
+    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+        PatternMatcher::new(vec![rule(UPat::cvar("c").dtype(|d| d == DType::INDEX), |m| {
+            (m["c"].const_int_value() == Some(4)).then(|| UOp::constant(DType::FLOAT32, ConstValue::Float(4.0)))
+        })])
+    });
+    &PM
+}
+
+static THREE_STEPS: Pipeline<()> = Pipeline {
+    name: "test",
+    stage: Stage::Kernel,
+    steps: &[
+        Step::rules("a harmless step", no_rules),
+        Step::rules("the bad step", to_float),
+        Step::rules("a later step", no_rules),
+    ],
+};
+
 #[test]
-fn the_first_pass_to_leave_a_malformed_node_is_named() {
+fn the_first_step_to_leave_a_malformed_node_is_named() {
     let _on = Context::new(&[("SPEC", 1)]);
-    let (i, j) = (UOp::index_const(3), UOp::index_const(4));
-    let sum = i.alu(Ops::Add, &[&j]);
-    // a pass that turns an index constant into a float one under an index ADD
-    let to_float = PatternMatcher::new(vec![rule(UPat::cvar("c").dtype(|d| d == DType::INDEX), |m| {
-        (m["c"].const_int_value() == Some(4)).then(|| UOp::constant(DType::FLOAT32, ConstValue::Float(4.0)))
-    })]);
-    let check = check_stage(Stage::Kernel).expect("SPEC=1 turns the checks on");
-    let fine = graph_rewrite(&sum, &PatternMatcher::new(vec![]), &mut (), "a harmless pass", false);
-    let bad = graph_rewrite(&fine, &to_float, &mut (), "the bad pass", false);
-    graph_rewrite(&bad, &PatternMatcher::new(vec![]), &mut (), "a later pass", false);
-    let m = spec_message(check.finish());
-    assert!(m.contains("after pass `the bad pass`") && m.contains("ADD dtypes.index"), "{m}");
+    let sum = UOp::index_const(3).alu(Ops::Add, &[&UOp::index_const(4)]);
+    let m = spec_message(THREE_STEPS.run(&sum, &mut (), "the test"));
+    assert!(m.contains("after pass `the bad step`") && m.contains("ADD dtypes.index"), "{m}");
     assert!(m.contains("CONST dtypes.float"), "the node's sources are named: {m}");
+    // the input is checked too, named by what made it
+    let bad = UOp::index_const(3).alu(Ops::Add, &[&UOp::constant(DType::FLOAT32, ConstValue::Float(4.0))]);
+    assert!(spec_message(THREE_STEPS.run(&bad, &mut (), "the test")).contains("after pass `the test`"));
+    let _off = Context::new(&[("SPEC", 0)]);
+    assert!(THREE_STEPS.run(&sum, &mut (), "the test").is_ok(), "unchecked with SPEC=0");
 }
 
 #[test]

@@ -5,9 +5,14 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use lazygrad::codegen::{LOWER, SIMPLIFY};
+use lazygrad::nn::optim::{adam, Optimizer};
+use lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
+use lazygrad::tensor::{ConvOpts, PoolOpts, Reduction};
+use lazygrad::schedule::kernel::SCHEDULE;
 use lazygrad::uop::{graph_rewrite, rule, PatternMatcher, UPat};
 use lazygrad::viz::{self, export, server, Trace};
-use lazygrad::{Jit, Ops, Tensor, UOp};
+use lazygrad::{Context, Jit, Ops, Tensor, UOp};
 
 /// `x*1 -> x` and `x+0 -> x` applied to `((3*1)+0)*1`, recorded.
 fn identity_pass() -> (UOp, Trace) {
@@ -71,24 +76,16 @@ fn realize_records_the_schedule_and_each_kernel_with_its_code() {
     });
     assert_eq!(out.len(), 3);
     let schedule = trace.groups.iter().find(|g| g.name == "schedule").expect("a schedule group");
-    // the scheduler's passes, each by name, in the order they ran
-    let ran: Vec<&str> = schedule.passes.iter().map(|p| p.name.as_str()).collect();
-    let order = [
-        "lay_out",
-        "split_reduce",
-        "realize map",
-        "shared reduces",
-        "chain breaks",
-        "push indices",
-        "rangeify",
-        "kernel graph",
-        "order steps",
-    ];
-    let at: Vec<usize> =
-        order.iter().map(|n| ran.iter().position(|r| r == n).unwrap_or_else(|| panic!("{n} not in {ran:?}"))).collect();
-    assert!(at.windows(2).all(|w| w[0] < w[1]), "{ran:?}");
+    // the schedule's steps, each by name, in the order they ran; the passes a walk runs inside it
+    let steps: Vec<&str> = schedule.passes.iter().filter(|p| p.depth == 0).map(|p| p.name.as_str()).collect();
+    assert_eq!(steps, SCHEDULE.step_names(), "every step of the declared schedule");
+    let inside: Vec<&str> = schedule.passes.iter().filter(|p| p.depth == 1).map(|p| p.name.as_str()).collect();
+    let (first, last) = (inside.first(), inside.last());
+    assert_eq!((first, last), (Some(&"push indices"), Some(&"kernel graph")), "rangeify's own passes: {inside:?}");
     let rangeify = schedule.passes.iter().find(|p| p.name == "rangeify").expect("rangeify recorded");
-    assert_eq!(trace.nodes[rangeify.after as usize].op, Ops::Sink, "a kernel AST is a SINK");
+    let graph = &trace.nodes[rangeify.after as usize];
+    assert_eq!(graph.op, Ops::Sink, "the kernel graph is a SINK of the outputs' states");
+    assert_eq!(trace.nodes[graph.src[0] as usize].op, Ops::After, "the output's buffer once its kernel ran");
     // the steps in the order they run: the one kernel
     let ordered = schedule.passes.iter().find(|p| p.name == "order steps").expect("order steps recorded");
     let steps = &trace.nodes[ordered.after as usize];
@@ -98,11 +95,68 @@ fn realize_records_the_schedule_and_each_kernel_with_its_code() {
     let kernel = trace.groups.iter().find(|g| g.name.starts_with("kernel r_")).expect("a kernel group");
     let code = kernel.code.as_deref().expect("kernel code recorded");
     assert!(code.contains(&kernel.name["kernel ".len()..]), "the code defines the kernel:\n{code}");
-    let names: HashSet<&str> = kernel.passes.iter().map(|p| p.name.as_str()).collect();
-    for pass in ["symbolic", "lower reduce"] {
-        assert!(names.contains(pass), "{pass} missing from {names:?}");
-    }
+    // codegen's steps, each by name (a CPU kernel launches no workgroups and streams nothing),
+    // between them the heuristics trying opts ("split ranges")
+    let declared = [SIMPLIFY.step_names(), LOWER.step_names()].concat();
+    let steps: Vec<&str> = kernel.passes.iter().filter(|p| p.depth == 0).map(|p| p.name.as_str()).collect();
+    let ran: Vec<&str> = steps.iter().copied().filter(|s| declared.contains(s)).collect();
+    let cpu_steps: Vec<&str> =
+        declared.iter().copied().filter(|s| !["gpu dims", "stream stores"].contains(s)).collect();
+    assert_eq!(ran, cpu_steps, "{steps:?}");
     assert!(kernel.passes.iter().any(|p| !p.steps.is_empty()), "codegen rewrote something");
+}
+
+/// Every schedule and every kernel's codegen in `trace` shows each step of its declared stage by
+/// name, in order: the top-level passes of a group are exactly the steps that ran (codegen's
+/// may skip launch dims for workgroups and streamed stores, which a CPU kernel may not need;
+/// the heuristics' trial opts show between them as "split ranges"). Returns (schedules, kernels).
+fn every_step_shown(trace: &Trace) -> (usize, usize) {
+    let codegen = [SIMPLIFY.step_names(), LOWER.step_names()].concat();
+    let (mut schedules, mut kernels) = (0, 0);
+    for group in &trace.groups {
+        let top: Vec<&str> = group.passes.iter().filter(|p| p.depth == 0).map(|p| p.name.as_str()).collect();
+        if group.name == "schedule" {
+            assert_eq!(top, SCHEDULE.step_names());
+            schedules += 1;
+        } else if group.name.starts_with("kernel ") {
+            let ran: Vec<&str> = top.iter().copied().filter(|s| *s != "split ranges").collect();
+            let required: Vec<&str> =
+                codegen.iter().copied().filter(|s| !["gpu dims", "stream stores"].contains(s)).collect();
+            let shown: Vec<&str> = ran.iter().copied().filter(|s| required.contains(s)).collect();
+            assert_eq!(shown, required, "{}: {top:?}", group.name);
+            assert!(ran.iter().all(|s| codegen.contains(s)), "{}: {top:?}", group.name);
+            kernels += 1;
+        }
+    }
+    (schedules, kernels)
+}
+
+#[test]
+fn every_step_of_every_stage_is_shown_by_name_for_a_matmul_and_a_training_step() {
+    // lazy_matmul: a broadcast multiply and a sum, one kernel
+    Tensor::manual_seed(3);
+    let (a, b) = (Tensor::rand(&[32, 32]).realize(), Tensor::rand(&[32, 32]).realize());
+    let (_, trace) = viz::capture(|| (a.reshape(&[32, 1, 32]) * b.T().reshape(&[1, 32, 32])).sum(2, false).realize());
+    assert_eq!(every_step_shown(&trace), (1, 1));
+    // a beautiful_mnist step (convolutions, batch norms, pooling, a linear layer, Adam), smaller
+    let conv = |cin, cout| Conv2d::new(cin, cout, 3, ConvOpts::default(), true);
+    let (c1, bn, c2, fc) = (conv(1, 4), BatchNorm::with_size(4), conv(4, 8), Linear::new(8 * 2 * 2, 10, true));
+    let params: Vec<Tensor> = [&c1.weight, &c2.weight, &fc.weight].into_iter().cloned().collect();
+    let mut opt = adam(&params, 1e-3);
+    let (x, y) = (Tensor::rand(&[4, 1, 14, 14]), Tensor::new([1i32, 7, 3, 0]));
+    let (_, trace) = viz::capture(|| {
+        let _training = Context::new(&[("TRAINING", 1)]);
+        opt.zero_grad();
+        let h = bn.forward(&c1.forward(&x).relu()).max_pool2d(&PoolOpts::default());
+        let h = c2.forward(&h).relu().max_pool2d(&PoolOpts::default());
+        let loss = fc.forward(&h.flatten(1, -1)).sparse_categorical_crossentropy(&y, -1, 0.0, Reduction::Mean);
+        loss.backward();
+        let mut out = vec![loss];
+        out.extend(opt.schedule_step());
+        Tensor::realize_all(&out).unwrap();
+    });
+    let (schedules, kernels) = every_step_shown(&trace);
+    assert!(schedules >= 1 && kernels >= 10, "{schedules} schedules, {kernels} kernels");
 }
 
 #[test]

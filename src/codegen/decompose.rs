@@ -9,6 +9,7 @@ use crate::uop::{rule, rule_ctx, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// What the target renders: its ops, and the 16-bit float dtypes it only stores (bfloat16, or
 /// float16 on a device without half arithmetic), computing them in float32.
+#[derive(Clone)]
 pub struct Supported {
     pub ops: HashSet<Ops>,
     pub storage_only: Vec<DType>,
@@ -197,29 +198,32 @@ fn total_cast() -> crate::uop::pattern::Rule {
 
 /// Fallbacks, each firing only when the target lacks what it replaces, the multiply-add fusion
 /// where it has `MulAcc`, and integer division, shifts and float-to-integer casts made total.
-pub fn pm_decompose() -> PatternMatcher {
-    PatternMatcher::new(vec![
-        total_division(),
-        total_shift(),
-        fuse_mulacc(),
-        fuse_wmma_accumulate(),
-        rule_ctx(UPat::var("x"), |m, sup: &mut Supported| {
-            sup.storage_only.iter().find_map(|d| emulate_16bit(&m["x"], *d))
-        }),
-        // after the 16-bit float emulation, which casts through float32
-        total_cast(),
-        fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
-        fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {
-            true => Some(s[0].alu(Ops::Xor, &[&x.const_like(ConstValue::Bool(true))])),
-            false => Some(s[0].alu(Ops::Mul, &[&x.const_like(ConstValue::Int(-1))])),
-        }),
-        fallback(Ops::CmpEq, |s, x| {
-            Some(s[0].alu(Ops::CmpNe, &[&s[1]]).alu(Ops::Xor, &[&UOp::constant(x.dtype(), ConstValue::Bool(true))]))
-        }),
-        fallback(Ops::FDiv, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1].alu(Ops::Recip, &[])]))),
-        fallback(Ops::MulAcc, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1]]).alu(Ops::Add, &[&s[2]]))),
-        fallback(Ops::Max, |s, _| Some(UOp::where_(&s[1].alu(Ops::CmpLt, &[&s[0]]), &s[0], &s[1]))),
-    ])
+pub fn pm_decompose() -> &'static PatternMatcher {
+    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+        PatternMatcher::new(vec![
+            total_division(),
+            total_shift(),
+            fuse_mulacc(),
+            fuse_wmma_accumulate(),
+            rule_ctx(UPat::var("x"), |m, sup: &mut Supported| {
+                sup.storage_only.iter().find_map(|d| emulate_16bit(&m["x"], *d))
+            }),
+            // after the 16-bit float emulation, which casts through float32
+            total_cast(),
+            fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
+            fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {
+                true => Some(s[0].alu(Ops::Xor, &[&x.const_like(ConstValue::Bool(true))])),
+                false => Some(s[0].alu(Ops::Mul, &[&x.const_like(ConstValue::Int(-1))])),
+            }),
+            fallback(Ops::CmpEq, |s, x| {
+                Some(s[0].alu(Ops::CmpNe, &[&s[1]]).alu(Ops::Xor, &[&UOp::constant(x.dtype(), ConstValue::Bool(true))]))
+            }),
+            fallback(Ops::FDiv, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1].alu(Ops::Recip, &[])]))),
+            fallback(Ops::MulAcc, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1]]).alu(Ops::Add, &[&s[2]]))),
+            fallback(Ops::Max, |s, _| Some(UOp::where_(&s[1].alu(Ops::CmpLt, &[&s[0]]), &s[0], &s[1]))),
+        ])
+    });
+    &PM
 }
 
 #[cfg(test)]
@@ -232,7 +236,7 @@ mod tests {
         let ops = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat().into_iter().collect();
         let mut sup = Supported { ops, storage_only: vec![] };
         let param = |d: DType| UOp::new(Ops::Param, d, vec![], crate::uop::Arg::Int(0));
-        let lower = |e: &UOp, sup: &mut Supported| graph_rewrite(e, &pm_decompose(), sup, "decompose", false);
+        let lower = |e: &UOp, sup: &mut Supported| graph_rewrite(e, pm_decompose(), sup, "decompose", false);
         // an int16 in float32 fits int32: a plain cast
         let small = param(DType::INT16).cast(DType::FLOAT32).cast(DType::INT32);
         assert_eq!(lower(&small, &mut sup), small);
@@ -254,9 +258,9 @@ mod tests {
         let b = UOp::new(Ops::Param, DType::INT32, vec![], crate::uop::Arg::Int(0));
         let e = a.alu(Ops::Sub, &[&b]);
         let mut all = Supported { ops: [Ops::Add, Ops::Mul].into(), storage_only: vec![] };
-        let out = graph_rewrite(&e, &pm_decompose(), &mut all, "decompose", false);
+        let out = graph_rewrite(&e, pm_decompose(), &mut all, "decompose", false);
         assert!(out.toposort().iter().all(|u| !u.op().is_alu() || [Ops::Add, Ops::Mul].contains(&u.op())));
         let mut with_sub = Supported { ops: [Ops::Sub].into(), storage_only: vec![] };
-        assert_eq!(graph_rewrite(&e, &pm_decompose(), &mut with_sub, "decompose", false), e);
+        assert_eq!(graph_rewrite(&e, pm_decompose(), &mut with_sub, "decompose", false), e);
     }
 }

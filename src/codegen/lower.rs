@@ -192,42 +192,45 @@ fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
 }
 
 /// The reduce-to-accumulator rule table.
-pub fn pm_lower_reduce() -> PatternMatcher {
-    PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
-        let red = &m["red"];
-        let Arg::Reduce(op) = red.arg() else { return None };
-        let val = &red.src()[0];
-        let open = open_ranges(red, &mut ctx.ranges);
-        let mut outer = ctx.with_shared_outer(red, open);
-        outer.retain(|_, r| !red.src()[1..].contains(r));
-        let outer: Vec<UOp> = outer.into_values().collect();
-        let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
-        let lanes: Vec<usize> = (0..red.dtype().count as usize).collect();
-        let results: Vec<UOp> = lanes
-            .chunks(per_acc)
-            .map(|part| {
-                let dtype = scalar.vec(part.len() as u16);
-                let mut acc_src = vec![broadcast(&UOp::constant(scalar, identity(*op, dtype)), part.len())];
-                acc_src.extend(outer.iter().cloned());
-                let acc = UOp::new(Ops::DefineReg, dtype, acc_src, Arg::Int(ctx.accs));
-                ctx.accs += 1;
-                let mut current = vec![acc.clone()];
-                current.extend(red.src()[1..].iter().cloned());
-                let current = UOp::new(Ops::After, dtype, current, Arg::None);
-                let mut update_src = vec![acc.clone(), accumulate(&current, *op, val, part)];
-                update_src.extend(red.src()[1..].iter().cloned());
-                let update = UOp::new(Ops::Assign, dtype, update_src, Arg::None);
-                UOp::new(Ops::After, dtype, vec![acc, update], Arg::None)
-                    .cast(red.dtype().base().vec(part.len() as u16))
+pub fn pm_lower_reduce() -> &'static PatternMatcher {
+    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
+            let red = &m["red"];
+            let Arg::Reduce(op) = red.arg() else { return None };
+            let val = &red.src()[0];
+            let open = open_ranges(red, &mut ctx.ranges);
+            let mut outer = ctx.with_shared_outer(red, open);
+            outer.retain(|_, r| !red.src()[1..].contains(r));
+            let outer: Vec<UOp> = outer.into_values().collect();
+            let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
+            let lanes: Vec<usize> = (0..red.dtype().count as usize).collect();
+            let results: Vec<UOp> = lanes
+                .chunks(per_acc)
+                .map(|part| {
+                    let dtype = scalar.vec(part.len() as u16);
+                    let mut acc_src = vec![broadcast(&UOp::constant(scalar, identity(*op, dtype)), part.len())];
+                    acc_src.extend(outer.iter().cloned());
+                    let acc = UOp::new(Ops::DefineReg, dtype, acc_src, Arg::Int(ctx.accs));
+                    ctx.accs += 1;
+                    let mut current = vec![acc.clone()];
+                    current.extend(red.src()[1..].iter().cloned());
+                    let current = UOp::new(Ops::After, dtype, current, Arg::None);
+                    let mut update_src = vec![acc.clone(), accumulate(&current, *op, val, part)];
+                    update_src.extend(red.src()[1..].iter().cloned());
+                    let update = UOp::new(Ops::Assign, dtype, update_src, Arg::None);
+                    UOp::new(Ops::After, dtype, vec![acc, update], Arg::None)
+                        .cast(red.dtype().base().vec(part.len() as u16))
+                })
+                .collect();
+            Some(match &results[..] {
+                [one] => one.clone(),
+                parts => {
+                    let lanes: Vec<UOp> =
+                        parts.iter().flat_map(|p| (0..p.dtype().count as usize).map(|k| gep(p, k))).collect();
+                    UOp::new(Ops::Vectorize, red.dtype(), lanes, Arg::None)
+                }
             })
-            .collect();
-        Some(match &results[..] {
-            [one] => one.clone(),
-            parts => {
-                let lanes: Vec<UOp> =
-                    parts.iter().flat_map(|p| (0..p.dtype().count as usize).map(|k| gep(p, k))).collect();
-                UOp::new(Ops::Vectorize, red.dtype(), lanes, Arg::None)
-            }
-        })
-    })])
+        })])
+    });
+    &PM
 }

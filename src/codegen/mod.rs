@@ -1,4 +1,5 @@
-//! Kernel AST -> linear program: an ordered list of named passes, each a `graph_rewrite`.
+//! Kernel AST -> linear program -> source: the declared lists `SIMPLIFY` and `LOWER`
+//! (`uop/pipeline.rs`), the opts between them, then linearize and render.
 
 pub mod decompose;
 pub mod expand;
@@ -18,55 +19,119 @@ use crate::error::{Error, Result};
 use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
+use crate::uop::pipeline::{Pipeline, Step};
 use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::symbolic;
 use crate::uop::uop::UOpSet;
-use crate::uop::Target;
-use crate::uop::{graph_rewrite, Arg, Ops, Special, UOp};
-use crate::uop::{KernelName, ProgramSpec};
+use crate::uop::valid::pm_simplify_valid;
+use crate::uop::{Arg, KernelName, Ops, ProgramSpec, Special, Target, UOp};
 
 use opt::Opt;
 
-/// Gated loads' indices simplified under their gates (before opts, so that heuristics see which
-/// loops an address really depends on, and after them, for the split loops).
-fn simplify_valid(ast: &UOp) -> UOp {
-    graph_rewrite(ast, crate::uop::valid::pm_simplify_valid(), &mut HashSet::<UOp>::new(), "simplify valid", false)
+/// A kernel AST made ready for the opts (and what the heuristics and BEAM look at): index
+/// arithmetic simplified, gated loads' indices simplified under their gates (so that the opts see
+/// which loops an address really depends on), reduces of known closed forms folded.
+pub static SIMPLIFY: Pipeline<()> = Pipeline {
+    name: "simplify",
+    stage: Stage::Kernel,
+    steps: &[
+        Step::rules("symbolic", symbolic),
+        Step::rules_with("simplify valid", pm_simplify_valid, |_, _| Box::new(HashSet::<UOp>::new())),
+        Step::rules("reduce fold", fold::pm_reduce_fold),
+    ],
+};
+
+/// What lowering a kernel reads: its target, the ops its renderer supports, the opts to apply,
+/// and what the `plan launch` analysis finds.
+pub struct Lowering {
+    target: Target,
+    supported: decompose::Supported,
+    opts: Vec<Opt>,
+    /// The optimized kernel's name (before expanding turns its upcast loops into vectors).
+    name: Option<KernelName>,
+    /// It streams its stores past the caches (a CPU kernel writing whole vectors of a large output).
+    stream: bool,
+    /// It launches as workgroups (every GPU kernel; a CPU kernel with LOCAL or GROUP opts).
+    workgroups: bool,
 }
 
-/// The kernel AST the opts apply to: `kernel` simplified (symbolic, gated loads, reduce folds).
-pub fn optimizable(kernel: &UOp) -> UOp {
-    let ast = graph_rewrite(kernel, symbolic(), &mut (), "symbolic", false);
-    let ast = simplify_valid(&ast);
-    graph_rewrite(&ast, fold::pm_reduce_fold(), &mut (), "reduce fold", false)
+impl Lowering {
+    /// Lowering for `renderer`'s `target`, applying `opts` first.
+    fn new(renderer: &dyn Renderer, target: &Target, opts: &[Opt]) -> Lowering {
+        let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
+        let supported = decompose::Supported {
+            ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
+            storage_only: [(DType::BFLOAT16, target.dtypes.bfloat16), (DType::FLOAT16, target.dtypes.half)]
+                .into_iter()
+                .filter_map(|(d, native)| (!native).then_some(d))
+                .collect(),
+        };
+        Lowering {
+            target: target.clone(),
+            supported,
+            opts: opts.to_vec(),
+            name: None,
+            stream: false,
+            workgroups: false,
+        }
+    }
 }
 
-/// Run the codegen passes on a kernel AST (a SINK of STOREs) for `renderer` and its target, with
-/// the heuristics' opts. With `PROCESS_REPLAY` set, the rendered source is also captured
-/// (`replay.rs`); failing to write it is the error.
+/// The kernel's name and launch: a GPU-like target launches every kernel as workgroups, its
+/// output loops the grid, and has no stores around the caches.
+fn plan_launch(ast: &UOp, c: &mut Lowering) {
+    c.name = Some(KernelName::of(ast));
+    c.stream = !c.target.gpu && vectorize::streams_output(ast);
+    c.workgroups = c.target.gpu || opt::workgroups(ast);
+}
+
+/// An optimizable kernel AST -> the kernel as its renderer's ops, over loops, accumulators and
+/// vectors: the opts applied, upcast loops expanded into vectors, launch dims for workgroups,
+/// reduces lowered to accumulators, what the target lacks decomposed.
+pub static LOWER: Pipeline<Lowering> = Pipeline {
+    name: "lower",
+    stage: Stage::Kernel,
+    steps: &[
+        Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),
+        Step::analysis("plan launch", plan_launch),
+        Step::rules_with("transcendental", transcendental::pm_transcendental, |_, c| Box::new(c.supported.clone())),
+        Step::walk("expand", |ast, c| Ok(expand::expand(ast, c.target.vector_bytes))),
+        Step::walk("gpu dims", |ast, c: &mut Lowering| gpudims::gpudims(ast, c.target.workgroups.as_ref()))
+            .when(|c| c.workgroups),
+        Step::rules("symbolic", symbolic),
+        Step::rules_with("simplify valid", pm_simplify_valid, |_, _| Box::new(HashSet::<UOp>::new())),
+        Step::rules_with("stream stores", vectorize::pm_stream_stores, |_, c: &mut Lowering| {
+            Box::new(c.target.vector_bytes)
+        })
+        .when(|c| c.stream),
+        Step::rules_with("lower reduce", lower::pm_lower_reduce, |ast, c| {
+            Box::new(lower::LowerCtx::new(ast, &c.target))
+        }),
+        Step::rules_with("decompose", decompose::pm_decompose, |_, c| Box::new(c.supported.clone())),
+    ],
+};
+
+/// The kernel AST the opts apply to: `kernel` through `SIMPLIFY`. With spec checks on, a
+/// malformed kernel (or step) is the error.
+pub fn optimizable(kernel: &UOp) -> Result<UOp> {
+    SIMPLIFY.run(kernel, &mut (), "rangeify")
+}
+
+/// Codegen of a kernel AST (a SINK of STOREs) for `renderer` and its target, with the
+/// heuristics' opts: `SIMPLIFY`, the opts, `LOWER`, linearize, render. With `PROCESS_REPLAY` set,
+/// the rendered source is also captured (`replay.rs`); failing to write it is the error.
 pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec> {
-    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    checked(kernel, || {
-        let (ast, target) = (optimizable(kernel), renderer.target());
-        let opts = opt::hand_coded_optimizations(&ast, &target);
-        finish(kernel, &ast, &opts, renderer, &target, "")
-    })
-}
-
-/// `codegen` with every pass's result checked against the kernel spec (`uop/spec.rs`) when
-/// checks are on: a malformed node is the error, before whatever a later pass made of it.
-fn checked(kernel: &UOp, codegen: impl FnOnce() -> Result<ProgramSpec>) -> Result<ProgramSpec> {
-    let Some(check) = spec::check_stage(Stage::Kernel) else { return codegen() };
-    spec::verify(kernel, Stage::Kernel, "rangeify")?;
-    let result = codegen();
-    check.finish()?;
-    result
+    let _viz = crate::uop::track::group(|| format!("kernel {}", KernelName::of(kernel)));
+    let (ast, target) = (optimizable(kernel)?, renderer.target());
+    let opts = opt::hand_coded_optimizations(&ast, &target);
+    finish(kernel, &ast, &opts, renderer, &target, "")
 }
 
 /// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of
 /// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
 pub fn get_program_opts(kernel: &UOp, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
-    let _viz = crate::viz::group(|| format!("kernel {}", KernelName::of(kernel)));
-    checked(kernel, || finish(kernel, &optimizable(kernel), opts, renderer, &renderer.target(), note))
+    let _viz = crate::uop::track::group(|| format!("kernel {}", KernelName::of(kernel)));
+    finish(kernel, &optimizable(kernel)?, opts, renderer, &renderer.target(), note)
 }
 
 fn finish(
@@ -87,12 +152,12 @@ fn finish(
     if let Some(opt) = missing_tc {
         return Err(Error::value("opt", format!("{opt} needs a tensor core the {} target lacks", target.name)));
     }
-    let ast = opt::apply_opts(ast, opts);
-    if debug() >= 3 {
-        let line = opt::applied_opts_line(&KernelName::of(kernel), &KernelName::of(&ast), opts, stderr_is_terminal());
-        eprintln!("{line}{note}");
-    }
-    let spec = lower(&ast, renderer, target)?;
+    let spec = lower_with(ast, renderer, Lowering::new(renderer, target, opts), |name| {
+        if debug() >= 3 {
+            let line = opt::applied_opts_line(&KernelName::of(kernel), name, opts, stderr_is_terminal());
+            eprintln!("{line}{note}");
+        }
+    })?;
     if let Some(dir) = replay::capture_dir() {
         let key = replay::capture_key(kernel, &opt::settings(target));
         replay::capture(&dir, &spec.name.to_string(), key, renderer.language(), &spec.src)?;
@@ -100,41 +165,24 @@ fn finish(
     Ok(spec)
 }
 
-/// An optimized kernel AST -> program: expand, launch dims for workgroups, lower reduces,
-/// decompose for `renderer`, linearize, render, all for `target`.
+/// An optimized kernel AST (its opts applied) -> program for `renderer` and `target`.
 pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Result<ProgramSpec> {
-    let name = KernelName::of(ast);
-    // a GPU-like target launches every kernel as workgroups, its output loops the grid, and has
-    // no stores around the caches
-    let stream = !target.gpu && vectorize::streams_output(ast);
-    let workgroups = target.gpu || opt::workgroups(ast);
-    let alu = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
-    let mut sup = decompose::Supported {
-        ops: alu.into_iter().filter(|o| renderer.supports(*o)).collect(),
-        storage_only: [(DType::BFLOAT16, target.dtypes.bfloat16), (DType::FLOAT16, target.dtypes.half)]
-            .into_iter()
-            .filter_map(|(d, native)| (!native).then_some(d))
-            .collect(),
-    };
-    let ast = graph_rewrite(ast, transcendental::pm_transcendental(), &mut sup, "transcendental", false);
-    let ast = expand::expand(&ast, target.vector_bytes);
-    let ast = match workgroups {
-        true => gpudims::gpudims(&ast, target.workgroups.as_ref())?,
-        false => ast,
-    };
-    let ast = simplify_valid(&graph_rewrite(&ast, symbolic(), &mut (), "symbolic", false));
-    let ast = match stream {
-        true => {
-            graph_rewrite(&ast, vectorize::pm_stream_stores(), &mut { target.vector_bytes }, "stream stores", false)
-        }
-        false => ast,
-    };
-    let mut lower_ctx = lower::LowerCtx::new(&ast, target);
-    let ast = graph_rewrite(&ast, &lower::pm_lower_reduce(), &mut lower_ctx, "lower reduce", false);
-    let ast = graph_rewrite(&ast, &decompose::pm_decompose(), &mut sup, "decompose", false);
+    lower_with(ast, renderer, Lowering::new(renderer, target, &[]), |_| {})
+}
+
+/// `LOWER`, then linearize and render; `named` is given the kernel's name once its opts apply.
+fn lower_with(
+    ast: &UOp,
+    renderer: &dyn Renderer,
+    mut c: Lowering,
+    named: impl FnOnce(&KernelName),
+) -> Result<ProgramSpec> {
+    let ast = LOWER.run(ast, &mut c, "simplify")?;
+    let name = c.name.expect("LOWER plans the launch");
+    named(&name);
     let uops = linearize::linearize(&ast);
-    if let Some(dtype) = uops.iter().map(|u| u.dtype().base()).find(|d| !target.computes_in(*d)) {
-        return Err(Error::DType { device: target.name.clone(), dtype, kernel: name.to_string() });
+    if let Some(dtype) = uops.iter().map(|u| u.dtype().base()).find(|d| !c.target.computes_in(*d)) {
+        return Err(Error::DType { device: c.target.name.clone(), dtype, kernel: name.to_string() });
     }
     if spec::enabled() {
         spec::verify_program(&uops, "linearize")?;
@@ -144,8 +192,8 @@ pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Resu
         eprint!("{}", crate::renderer::listing::listing(&uops));
     }
     let src = renderer.render(&name.to_string(), &uops);
-    crate::viz::record_code(|| src.clone());
-    let (global_size, local_size) = launch_size(&uops, workgroups);
+    crate::uop::track::record_code(|| src.clone());
+    let (global_size, local_size) = launch_size(&uops, c.workgroups);
     Ok(ProgramSpec { ops: count_ops(&uops), global_size, local_size, name, uops, src })
 }
 

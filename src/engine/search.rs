@@ -122,7 +122,7 @@ pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<
 /// `dev`, from the disk cache when it has them. `None` when the kernel cannot be timed (its
 /// indices are unbounded, or its buffers too large).
 pub fn beam_search(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
-    let ast = optimizable(kernel);
+    let ast = optimizable(kernel)?;
     let path = cache_path(kernel, &dev.target(), width);
     if let Some(opts) = read_cache(&path, &ast) {
         return Ok(Some(Beam { opts, found: Found::Disk }));

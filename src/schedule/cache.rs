@@ -100,9 +100,9 @@ fn cache() -> &'static Mutex<Cache> {
     &CACHE
 }
 
-/// The key of `outputs` (every node under them in `order`, sources first) and the graph's input
+/// The key of `outputs` on `devices` (every node under them in `order`, sources first) and the graph's input
 /// buffers in key order; `None` when caching is off.
-pub fn key(outputs: &[UOp], order: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Option<(Key, Vec<Arc<Buffer>>)> {
+pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<(Key, Vec<Arc<Buffer>>)> {
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
@@ -142,7 +142,7 @@ pub fn key(outputs: &[UOp], order: &[UOp], device_of: &dyn Fn(&UOp) -> String) -
         sources,
         inputs: described,
         outputs: outputs.iter().map(|o| index[o]).collect(),
-        devices: outputs.iter().map(device_of).collect(),
+        devices: devices.to_vec(),
         split_reduceop: getenv("SPLIT_REDUCEOP", 1),
     };
     Some((key, inputs))

@@ -4,19 +4,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::layout::lay_out;
-use super::order::order_steps;
+use super::layout::{self, Panels};
+use super::multi::graph_device;
+use super::order::{kernel_graph, order_steps};
 use super::rangeify::{is_buffer_view, storage_order, Realized};
-use super::realize::realize_points;
-use super::split_reduce::split_large_reduces;
-use crate::dtype::DType;
+use super::realize;
+use super::split_reduce::{self, Partials};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::runtime::{get_device, Buffer};
-use crate::uop::spec::{self, Stage};
-use crate::uop::Target;
-use crate::uop::{Arg, Ops, UOp, UOpMap};
+use crate::runtime::{default_device, get_device, Buffer};
+use crate::uop::pipeline::{Pipeline, Step};
+use crate::uop::spec::Stage;
+use crate::uop::{Arg, Ops, Target, UOp, UOpMap};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -27,22 +27,18 @@ pub enum ScheduleItem {
     Copy { dst: Arc<Buffer>, src: Arc<Buffer>, ranks: Option<Ops> },
 }
 
-/// The kernels and copies that compute `outputs` (every node under them in `order`, sources
-/// first), and what each output node became (a BUFFER, reshaped to the node's shape).
-/// With spec checks on (`uop/spec.rs`), a malformed tensor graph or kernel is the error.
-pub fn create_schedule(
-    outputs: &[UOp],
-    order: &[UOp],
-    device_of: &dyn Fn(&UOp) -> String,
-) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
+/// The kernels and copies that compute `outputs` on `devices` (one per output; every node under
+/// them in `order`, sources first), and what each output node became (a BUFFER, reshaped to the
+/// node's shape). With spec checks on (`uop/spec.rs`), a malformed tensor graph is the error.
+pub fn create_schedule(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let start = Instant::now();
-    let key = super::cache::key(outputs, order, device_of);
+    let key = super::cache::key(outputs, devices, order);
     let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
     let hit = cached.is_some();
     let (items, becomes) = match cached {
         Some(cached) => cached,
         None => {
-            let (items, becomes) = schedule_graph(outputs, device_of)?;
+            let (items, becomes) = schedule_graph(outputs, devices)?;
             if let Some((k, inputs)) = key {
                 super::cache::insert(k, &inputs, outputs, &items, &becomes);
             }
@@ -77,26 +73,82 @@ pub fn create_schedule(
     Ok((items, becomes))
 }
 
-/// The schedule of `outputs`, computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
-    let _viz = crate::viz::group(|| "schedule".into());
-    let check = spec::check_stage(Stage::Tensor);
-    if check.is_some() {
-        spec::verify(&UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None), Stage::Tensor, "tensor ops")?;
+/// What the schedule's steps read and decide.
+pub struct Scheduling {
+    /// The device of each output (the SINK's sources), in order.
+    devices: Vec<String>,
+    /// Each device's target (None where it does not open).
+    targets: HashMap<String, Option<Target>>,
+    /// The nodes to store, as the realize analyses find them.
+    store: HashSet<UOp>,
+    /// The outputs as `rangeify` found them (laid out, reduces split).
+    outputs: Vec<UOp>,
+    /// What each stored node was stored into.
+    realized: Realized,
+    /// The steps, as `rangeify` made them, with the node each stores.
+    steps: Vec<(UOp, ScheduleItem)>,
+    /// The order to run them in.
+    order: Vec<usize>,
+}
+
+/// The device node `u` is computed on: an output's own (`devices` are the `outputs`'), else
+/// where its sources put it.
+fn device_of(devices: &[String], outputs: &[UOp], u: &UOp) -> String {
+    let output = outputs.iter().position(|o| o == u).map(|i| devices[i].clone());
+    output.or_else(|| graph_device(u)).unwrap_or_else(default_device)
+}
+
+impl Scheduling {
+    /// The target of each node's device in `sink`'s graph (None where it does not open).
+    fn targets_of<'a>(&'a mut self, sink: &'a UOp) -> impl FnMut(&UOp) -> Option<Target> + 'a {
+        let (devices, targets) = (&self.devices, &mut self.targets);
+        move |u: &UOp| {
+            let device = device_of(devices, sink.src(), u);
+            targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.target())).clone()
+        }
     }
-    let mut targets: HashMap<String, Option<Target>> = HashMap::new();
-    let mut target_of = |u: &UOp| {
-        let device = device_of(u);
-        let target = targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.target()));
-        target.clone()
-    };
-    let split = split_large_reduces(&lay_out(outputs, &mut target_of));
-    let points = realize_points(&split, &mut target_of);
-    let mut realized = Realized::default();
-    let requested: HashSet<&UOp> = split.iter().collect();
-    let mut steps: Vec<(UOp, ScheduleItem)> = vec![];
+}
+
+/// Tensor graph -> ordered kernels and copies: lay out, split large reduces, decide what is
+/// stored (five analyses), rangeify every stored node into a kernel (the kernel graph), order.
+pub static SCHEDULE: Pipeline<Scheduling> = Pipeline {
+    name: "schedule",
+    stage: Stage::Tensor,
+    steps: &[
+        Step::rules_with("lay out", layout::pm_lay_out, |sink, s: &mut Scheduling| {
+            Box::new(Panels::find(sink, &mut s.targets_of(sink)))
+        })
+        .bottom_up(),
+        Step::rules_with("split reduce", split_reduce::pm_split_reduce, |_, _| Box::new(Partials::default()))
+            .when(|_| split_reduce::enabled()),
+        Step::analysis("realize map", |sink, s| realize::realize_map(sink, &mut s.store)),
+        Step::analysis("shared reduces", |sink, s| realize::shared_reduces(sink, &mut s.store)),
+        Step::analysis("shared elementwise", |sink, s| realize::shared_elementwise(sink, &mut s.store)),
+        Step::analysis("chain breaks", |sink, s| realize::chain_breaks(sink, &mut s.store)),
+        Step::analysis("wide kernel splits", |sink, s| {
+            let mut store = std::mem::take(&mut s.store);
+            realize::wide_kernel_splits(sink, &mut store, &mut s.targets_of(sink));
+            s.store = store;
+        }),
+        Step::walk("rangeify", rangeify),
+        Step::walk("order steps", |graph, s| {
+            let (order, in_order) = order_steps(graph);
+            s.order = order;
+            Ok(in_order)
+        }),
+    ],
+};
+
+/// Every stored node becomes a step: a kernel computing it into a new buffer (or into its
+/// target, for an ASSIGN), or a copy; returns the kernel graph the steps make.
+fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
+    let outputs = sink.src().to_vec();
+    let points: Vec<UOp> = sink.toposort().into_iter().filter(|u| s.store.contains(u)).collect();
+    let requested: HashSet<&UOp> = outputs.iter().collect();
     for u in &points {
-        let new_buffer = || Arc::new(Buffer::new(&device_of(u), u.sh().iter().product(), u.dtype()));
+        let devices = &s.devices;
+        let new_buffer = || Arc::new(Buffer::new(&device_of(devices, &outputs, u), u.sh().iter().product(), u.dtype()));
+        let realized = &mut s.realized;
         let buf = match u.op() {
             Ops::Copy | Ops::AllReduce => {
                 let src = &u.src()[0];
@@ -109,7 +161,7 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
                     Arg::Reduce(op) => Some(*op),
                     _ => None,
                 };
-                steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf, ranks }));
+                s.steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf, ranks }));
                 buf
             }
             Ops::Assign => {
@@ -125,11 +177,11 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
                     let value = &u.src()[1];
                     let tmp = new_buffer();
                     let (tmp_ast, tmp_bufs) = realized.build(value, &tmp, None)?;
-                    steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
+                    s.steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
                     realized.buffers.insert(value.clone(), tmp);
                     (ast, bufs) = realized.build(u, &target, None)?;
                 }
-                steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
+                s.steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 target
             }
             // nothing to compute for an empty tensor
@@ -142,22 +194,38 @@ fn schedule_graph(outputs: &[UOp], device_of: &dyn Fn(&UOp) -> String) -> Result
                     (ast, bufs) = realized.build(u, &buf, Some(&order))?;
                     realized.orders.insert(u.clone(), order);
                 }
-                steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
+                s.steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
                 buf
             }
         };
-        realized.buffers.insert(u.clone(), buf);
+        s.realized.buffers.insert(u.clone(), buf);
     }
+    let nodes: Vec<UOp> = s.steps.iter().map(|(u, _)| u.clone()).collect();
+    let graph = kernel_graph(sink, s.realized.buffers.clone(), &nodes);
+    s.outputs = outputs;
+    Ok(graph)
+}
+
+/// The schedule of `outputs` on `devices`, computed (`create_schedule` without the cache).
+fn schedule_graph(outputs: &[UOp], devices: &[String]) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
+    let _viz = crate::uop::track::group(|| "schedule".into());
+    let mut s = Scheduling {
+        devices: devices.to_vec(),
+        targets: HashMap::new(),
+        store: HashSet::new(),
+        outputs: vec![],
+        realized: Realized::default(),
+        steps: vec![],
+        order: vec![],
+    };
+    SCHEDULE.run(&UOp::sink(outputs.to_vec()), &mut s, "tensor ops")?;
     let becomes = outputs
         .iter()
-        .zip(&split)
-        .filter_map(|(o, s)| realized.buffers.get(s).map(|b| (o.clone(), became(o, b, o.sym_dims().is_some()))))
+        .zip(&s.outputs)
+        .filter_map(|(o, s2)| s.realized.buffers.get(s2).map(|b| (o.clone(), became(o, b, o.sym_dims().is_some()))))
         .collect::<UOpMap<_>>();
-    let (nodes, items): (Vec<UOp>, Vec<ScheduleItem>) = steps.into_iter().unzip();
-    let order = order_steps(&split, std::mem::take(&mut realized.buffers), &nodes);
-    let mut items: Vec<Option<ScheduleItem>> = items.into_iter().map(Some).collect();
-    let items = order.into_iter().map(|i| items[i].take().expect("each step runs once")).collect();
-    check.map_or(Ok(()), spec::StageCheck::finish)?;
+    let mut items: Vec<Option<ScheduleItem>> = s.steps.into_iter().map(|(_, item)| Some(item)).collect();
+    let items = s.order.iter().map(|&i| items[i].take().expect("each step runs once")).collect();
     Ok((items, becomes))
 }
 

@@ -9,15 +9,23 @@ use std::sync::LazyLock;
 use crate::codegen::opt::matmul_panel;
 use crate::dtype::DType;
 use crate::uop::Target;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::uop::{rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// The panel width (columns of a matmul tile) of the device of each matmul and conv CALL,
-/// found before the rewrite (which offers the original CALLs).
-struct Panels(UOpMap<Option<usize>>);
+/// found before the rewrite (which offers the original CALLs): the context of `pm_lay_out`.
+pub struct Panels(UOpMap<Option<usize>>);
 
-/// `outputs` with every CALL replaced by its value in the layout for the target of its device
-/// (`target_of` a node; None where there is none).
-pub fn lay_out(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option<Target>) -> Vec<UOp> {
+impl Panels {
+    /// The panels of the CALLs in `sink`'s graph, for the target of each one's device
+    /// (`target_of` a node; None where there is none).
+    pub fn find(sink: &UOp, target_of: &mut dyn FnMut(&UOp) -> Option<Target>) -> Panels {
+        let calls = sink.toposort().into_iter().filter(|u| matches!(u.arg(), Arg::Call(Call::Matmul | Call::Conv, _)));
+        Panels(calls.map(|c| (c.clone(), target_of(&c).as_ref().and_then(matmul_panel))).collect())
+    }
+}
+
+/// Every CALL becomes its value in the layout for its target (offered bottom-up, with `Panels`).
+pub fn pm_lay_out() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Call]).named("c"), |m, panels: &mut Panels| {
             let call = &m["c"];
@@ -32,10 +40,7 @@ pub fn lay_out(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option<Target
             )
         })])
     });
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    let calls = sink.toposort().into_iter().filter(|u| matches!(u.arg(), Arg::Call(Call::Matmul | Call::Conv, _)));
-    let panels = calls.map(|c| (c.clone(), target_of(&c).as_ref().and_then(matmul_panel))).collect();
-    graph_rewrite(&sink, &PM, &mut Panels(panels), "lay_out", true).src().to_vec()
+    &PM
 }
 
 /// Whether sums of `dtype` accumulate in `dtype` itself (no casts around the reduce).

@@ -12,7 +12,6 @@ pub mod split_reduce;
 pub mod unbind;
 
 pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
-pub use layout::lay_out;
 pub use memory::memory_planner;
 pub use multi::{graph_device, graph_devices, lower_multi, multi, multi_axis};
 pub use unbind::{rebind, unbind, unbind_graph, VarVals};

@@ -37,20 +37,22 @@ static PM_KERNEL_GRAPH: LazyLock<PatternMatcher> = LazyLock::new(|| {
     })])
 });
 
-/// The order in which to run the steps that store the nodes of `outputs`' graph: `buffers` says
-/// where each stored node went, `steps` which node each step stores.
-pub(super) fn order_steps(outputs: &[UOp], buffers: HashMap<UOp, Arc<Buffer>>, steps: &[UOp]) -> Vec<usize> {
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
+/// The kernel graph of the tensor graph `sink`: `buffers` says where each stored node went,
+/// `steps` which node each step stores.
+pub(super) fn kernel_graph(sink: &UOp, buffers: HashMap<UOp, Arc<Buffer>>, steps: &[UOp]) -> UOp {
     let steps = steps.iter().enumerate().map(|(i, u)| (u.clone(), i)).collect();
-    let graph = graph_rewrite(&sink, &PM_KERNEL_GRAPH, &mut Stored { buffers, steps }, "kernel graph", true);
+    graph_rewrite(sink, &PM_KERNEL_GRAPH, &mut Stored { buffers, steps }, "kernel graph", true)
+}
+
+/// The order in which to run the steps of a kernel graph, and its KERNELs in that order (a SINK).
+pub(super) fn order_steps(graph: &UOp) -> (Vec<usize>, UOp) {
     let nodes = graph.toposort();
     let mut kernels: Vec<&UOp> = nodes.iter().filter(|u| u.op() == Ops::Kernel).collect();
     kernels.sort_by_key(|k| step_of(k));
     assert!(kernels.iter().enumerate().all(|(i, k)| step_of(k) == i), "every step is in the kernel graph once");
     let order = linearize(&nodes, &kernels);
     let in_order = order.iter().map(|&i| kernels[i].clone()).collect();
-    crate::viz::record_transform("order steps", &graph, &UOp::new(Ops::Sink, DType::VOID, in_order, Arg::None));
-    order
+    (order, UOp::sink(in_order))
 }
 
 /// Which step a KERNEL is.

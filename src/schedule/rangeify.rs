@@ -14,7 +14,6 @@ use std::sync::{Arc, LazyLock};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::runtime::Buffer;
-use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::simplify;
 use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
@@ -147,10 +146,8 @@ static PM_PUSH_INDEX: LazyLock<PatternMatcher> = LazyLock::new(|| {
 
 impl Realized {
     /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
-    /// `order` (row-major without one); the loops nest in storage order. With spec checks on, the
-    /// AST and the passes that built it are checked against the kernel spec (`uop/spec.rs`).
+    /// `order` (row-major without one); the loops nest in storage order.
     pub fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<(UOp, Vec<Arc<Buffer>>)> {
-        let check = spec::check_stage(Stage::Kernel);
         let mut k = KernelCtx {
             realized: std::mem::take(self),
             bufs: vec![],
@@ -160,12 +157,7 @@ impl Realized {
         };
         let ast = k.build(root, out, order);
         *self = std::mem::take(&mut k.realized);
-        let ast = ast?;
-        if let Some(check) = check {
-            check.finish()?;
-            spec::verify(&ast, Stage::Kernel, "rangeify")?;
-        }
-        Ok((ast, k.bufs))
+        Ok((ast?, k.bufs))
     }
 }
 
@@ -192,9 +184,7 @@ impl KernelCtx {
         };
         let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, index], Arg::None);
         let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
-        let ast = UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None);
-        crate::viz::record_transform("rangeify", root, &ast);
-        Ok(ast)
+        Ok(UOp::sink(vec![store]))
     }
 
     fn param(&mut self, buf: &Arc<Buffer>) -> UOp {

@@ -1,22 +1,22 @@
 //! Realize decisions: which tensor nodes are stored to memory, each kernel computing one of them
-//! and fusing everything between. Three named passes over the tensor graph (rule tables that
-//! record into their context and rewrite nothing), each a step in VIZ:
-//! - `realize map`: the requested outputs, CONTIGUOUS, ASSIGN and COPY (and a COPY's computed
+//! and fusing everything between. Five analyses over the tensor graph, in this order, each a
+//! step of the schedule (`kernel.rs`) adding to one set of nodes to store:
+//! - `realize_map`: the requested outputs, CONTIGUOUS, ASSIGN and COPY (and a COPY's computed
 //!   source), every reduce whose result is broadcast, and every costly value that is broadcast
 //!   (fusing either would recompute it once per broadcast element);
-//! - `shared reduces`: a reduce or a transcendental reading memory that two kernels would fuse (a
-//!   weight's gradient feeding both of Adam's moments, softmax's exp) is computed once;
-//! - `chain breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops;
-//!
-//! and, after them, a kernel reading more buffers than its device binds (`Target::max_buffers`)
-//! stores part of its computation first (`wide_kernel_splits`).
+//! - `shared_reduces`: a reduce or a transcendental reading memory that several kernels would
+//!   fuse is computed once;
+//! - `shared_elementwise`: so is an elementwise value recomputed from more memory than storing
+//!   it costs;
+//! - `chain_breaks`: no kernel chains more than `MAX_FUSED_DEPTH` ALU ops;
+//! - `wide_kernel_splits`: a kernel reading more buffers than its device binds
+//!   (`Target::max_buffers`) stores part of its computation first.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
 
 use super::rangeify::{is_arange, is_buffer_view, reads_memory};
 use crate::dtype::DType;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, Target, UOp, UPat};
+use crate::uop::{Ops, Target, UOp};
 
 /// The most ALU ops a kernel chains one after another. A deeper chain (100,000 times `x = x + 1`)
 /// is stored every this many ops: a C compiler given it as one kernel runs out of stack (gcc 12's
@@ -28,78 +28,62 @@ const BROADCAST_MIN_RATIO: usize = 4;
 /// A broadcast source reading memory with at least this many ALU ops plus loads is stored first.
 const BROADCAST_MIN_COST: usize = 3;
 
-/// What the passes decide: the nodes to store; for `shared reduces` how many kernels fuse each
-/// reduce, and for `chain breaks` how many ALU ops each node's value chains since the last
-/// stored one.
-#[derive(Default)]
-struct Realize {
-    nodes: HashSet<UOp>,
-    uses: HashMap<UOp, usize>,
-    depth: HashMap<UOp, usize>,
+/// The first realize analysis: the requested outputs (but buffers), CONTIGUOUS, ASSIGN, COPY and
+/// ALLREDUCE (and the computed source of a copy), every reduce whose result is broadcast, and the
+/// costly source of a broadcast.
+pub fn realize_map(sink: &UOp, nodes: &mut HashSet<UOp>) {
+    nodes.extend(sink.src().iter().filter(|u| !is_buffer_view(u)).cloned());
+    for u in sink.toposort() {
+        match u.op() {
+            Ops::Contiguous | Ops::Assign => {
+                nodes.insert(u);
+            }
+            Ops::Copy | Ops::AllReduce => {
+                if !is_buffer_view(&u.src()[0]) {
+                    nodes.insert(u.src()[0].clone());
+                }
+                nodes.insert(u);
+            }
+            Ops::Expand => {
+                mark_reduces_below(&u.src()[0], nodes);
+                if let Some(src) = costly_broadcast_source(&u, nodes) {
+                    nodes.insert(src);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
-/// The stored nodes among `outputs`' graph, sources before users; `target_of` says what each
-/// node's device binds.
-pub fn realize_points(outputs: &[UOp], target_of: &mut dyn FnMut(&UOp) -> Option<Target>) -> Vec<UOp> {
-    static REALIZE_MAP: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![
-            rule_ctx(UPat::ops(&[Ops::Contiguous, Ops::Assign]).named("u"), |m, r: &mut Realize| {
-                r.nodes.insert(m["u"].clone());
-                None
-            }),
-            rule_ctx(UPat::ops(&[Ops::Copy, Ops::AllReduce]).named("u"), |m, r: &mut Realize| {
-                r.nodes.insert(m["u"].clone());
-                if !is_buffer_view(&m["u"].src()[0]) {
-                    r.nodes.insert(m["u"].src()[0].clone());
-                }
-                None
-            }),
-            rule_ctx(UPat::ops(&[Ops::Expand]).named("u"), |m, r: &mut Realize| {
-                mark_reduces_below(&m["u"].src()[0], &mut r.nodes);
-                if let Some(src) = costly_broadcast_source(&m["u"], &r.nodes) {
-                    r.nodes.insert(src);
-                }
-                None
-            }),
-        ])
-    });
-    static SHARED_REDUCES: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
-            if r.nodes.contains(&m["u"]) {
-                let (inside, _) = fused_region(m["u"].src(), &|n| r.nodes.contains(n));
-                for n in inside.into_iter().filter(costly_to_share) {
-                    *r.uses.entry(n).or_default() += 1;
-                }
-            }
-            None
-        })])
-    });
-    static CHAIN_BREAKS: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, r: &mut Realize| {
-            let u = &m["u"];
-            let chained = u.src().iter().map(|s| r.depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
-            let depth = chained + usize::from(u.op().is_alu() || u.op() == Ops::Cast);
-            let storable = u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none();
-            if depth >= MAX_FUSED_DEPTH && storable {
-                r.nodes.insert(u.clone());
-            }
-            r.depth.insert(u.clone(), if r.nodes.contains(u) { 0 } else { depth });
-            None
-        })])
-    });
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    let requested = outputs.iter().filter(|u| !is_buffer_view(u)).cloned().collect();
-    let mut realize = Realize { nodes: requested, ..Realize::default() };
-    graph_rewrite(&sink, &REALIZE_MAP, &mut realize, "realize map", false);
-    graph_rewrite(&sink, &SHARED_REDUCES, &mut realize, "shared reduces", false);
-    let shared = std::mem::take(&mut realize.uses)
-        .into_iter()
-        .filter(|(n, count)| *count >= kernels_to_share(n) && reads_memory(n));
-    realize.nodes.extend(shared.map(|(n, _)| n));
-    shared_elementwise(&sink, &mut realize.nodes);
-    graph_rewrite(&sink, &CHAIN_BREAKS, &mut realize, "chain breaks", false);
-    wide_kernel_splits(&sink, &mut realize.nodes, target_of);
-    sink.toposort().into_iter().filter(|u| realize.nodes.contains(u)).collect()
+/// A `costly_to_share` value (a reduce, a transcendental reading memory) that `kernels_to_share`
+/// kernels would fuse is stored once: a weight's gradient feeding both of Adam's moments,
+/// attention's exp read by the forward and the backward.
+pub fn shared_reduces(sink: &UOp, nodes: &mut HashSet<UOp>) {
+    let mut uses: HashMap<UOp, usize> = HashMap::new();
+    for u in sink.toposort().iter().filter(|u| nodes.contains(*u)) {
+        let (inside, _) = fused_region(u.src(), &|n| nodes.contains(n));
+        for n in inside.into_iter().filter(costly_to_share) {
+            *uses.entry(n).or_default() += 1;
+        }
+    }
+    let shared = uses.into_iter().filter(|(n, count)| *count >= kernels_to_share(n) && reads_memory(n));
+    nodes.extend(shared.map(|(n, _)| n));
+}
+
+/// No kernel chains more than `MAX_FUSED_DEPTH` ALU ops: the node where a chain reaches it is
+/// stored.
+pub fn chain_breaks(sink: &UOp, nodes: &mut HashSet<UOp>) {
+    let mut depth: HashMap<UOp, usize> = HashMap::new();
+    for u in sink.toposort() {
+        let chained = u.src().iter().map(|s| depth.get(s).copied().unwrap_or(0)).max().unwrap_or(0);
+        let d = chained + usize::from(u.op().is_alu() || u.op() == Ops::Cast);
+        let storable = u.dtype() != DType::INDEX && u.shape().is_some() && u.sym_dims().is_none();
+        if d >= MAX_FUSED_DEPTH && storable {
+            nodes.insert(u.clone());
+        }
+        let d = if nodes.contains(&u) { 0 } else { d };
+        depth.insert(u, d);
+    }
 }
 
 /// A value that several kernels should not each compute: a reduce, or a transcendental (exp's,
@@ -128,7 +112,7 @@ fn kernels_to_share(n: &UOp) -> usize {
 /// LayerNorm, forward and backward: 13 buffers read per row statistic at 4 layers, 1.3 ms each.
 /// Values over a reduce stay fused (the reduce passes decide those); sources are decided first,
 /// so that a value over a stored one counts that one as a single read.
-fn shared_elementwise(sink: &UOp, nodes: &mut HashSet<UOp>) {
+pub fn shared_elementwise(sink: &UOp, nodes: &mut HashSet<UOp>) {
     let order = sink.toposort();
     let mut uses: HashMap<UOp, usize> = HashMap::new();
     for u in order.iter().filter(|u| nodes.contains(*u)) {
@@ -163,7 +147,7 @@ fn storable(u: &UOp) -> bool {
 /// Store part of every kernel that would bind more buffers (its output and what it loads) than
 /// its device allows: the node of its region loading the most buffers that still fit, else the
 /// one loading the most, until the kernel fits; each node stored so is checked in turn.
-fn wide_kernel_splits(sink: &UOp, nodes: &mut HashSet<UOp>, target_of: &mut dyn FnMut(&UOp) -> Option<Target>) {
+pub fn wide_kernel_splits(sink: &UOp, nodes: &mut HashSet<UOp>, target_of: &mut dyn FnMut(&UOp) -> Option<Target>) {
     let mut todo: Vec<UOp> = sink.toposort().into_iter().filter(|u| nodes.contains(u)).collect();
     while let Some(u) = todo.pop() {
         let Some(limit) = target_of(&u).and_then(|t| t.max_buffers) else { continue };

@@ -10,10 +10,8 @@
 use std::sync::LazyLock;
 
 use super::rangeify::is_arange;
-use crate::dtype::DType;
 use crate::helpers::{debug, getenv};
 use crate::uop::pattern::{rule_ctx, PatternMatcher, UPat};
-use crate::uop::rewrite::graph_rewrite;
 use crate::uop::{Arg, Ops, UOp};
 
 /// Split when a reduce combines at least this many inputs per output. Each part also reads a
@@ -28,24 +26,24 @@ const SPLIT_MIN_PARTS: usize = 8;
 /// L2 (1.4x as fast as parts of 4).
 const SPLIT_MAX_OUTPUT: usize = 1 << 23;
 
-/// `outputs` with every large reduce split in two (see the module doc); same order and shapes.
-/// `SPLIT_REDUCEOP=0` turns it off.
-pub fn split_large_reduces(outputs: &[UOp]) -> Vec<UOp> {
-    if getenv("SPLIT_REDUCEOP", 1) == 0 {
-        return outputs.to_vec();
-    }
+/// Whether large reduces are split (`SPLIT_REDUCEOP`, on by default).
+pub fn enabled() -> bool {
+    getenv("SPLIT_REDUCEOP", 1) != 0
+}
+
+/// Every large reduce split in two (see the module doc), with the `Partials` made so far.
+pub fn pm_split_reduce() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m, partials: &mut Partials| {
             split(&m["r"], partials)
         })])
     });
-    let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
-    graph_rewrite(&sink, &PM, &mut Partials::default(), "split_reduce", false).src().to_vec()
+    &PM
 }
 
 /// The partial reduces made by splits: they are not split again, since splitting a partial's
 /// contiguous run would make each part read short runs far apart.
-type Partials = std::collections::HashSet<UOp>;
+pub type Partials = std::collections::HashSet<UOp>;
 
 fn split(reduce: &UOp, partials: &mut Partials) -> Option<UOp> {
     // a reduce of a symbolic size runs as it is written: its length is known only at launch

@@ -242,15 +242,10 @@ impl Tensor {
                 _ => devices.push((o.clone(), t.device().to_string())),
             }
         }
-        let outputs: Vec<UOp> = devices.iter().map(|(o, _)| o.clone()).collect();
-        // a node inside the graph is where its sources put it
-        let device_of = |u: &UOp| -> String {
-            let output = devices.iter().find(|(o, _)| o == u).map(|(_, d)| d.clone());
-            output.or_else(|| graph_device(u)).unwrap_or_else(default_device)
-        };
+        let (outputs, devices): (Vec<UOp>, Vec<String>) = devices.into_iter().unzip();
         // the walk of `bound` serves unless unbinding or lowering changed the graph
         let walked = (outputs != bound).then(|| UOp::toposort_all(&outputs));
-        let (items, stored) = create_schedule(&outputs, walked.as_deref().unwrap_or(graph), &device_of)?;
+        let (items, stored) = create_schedule(&outputs, &devices, walked.as_deref().unwrap_or(graph))?;
         // each tensor's graph becomes what its output (or each of its shards) was stored as
         let became = |o: &UOp| match o.op() {
             Ops::Multi => {

@@ -6,6 +6,7 @@ pub mod function;
 pub mod name;
 pub mod ops;
 pub mod pattern;
+pub mod pipeline;
 pub mod print;
 pub mod program;
 pub mod reach;
@@ -14,6 +15,8 @@ pub mod shape;
 pub mod spec;
 pub mod symbolic;
 pub mod target;
+pub mod trace;
+pub mod track;
 #[allow(clippy::module_inception)]
 pub mod uop;
 pub mod valid;

@@ -5,8 +5,9 @@ use std::panic::Location;
 use std::sync::LazyLock;
 
 use super::pattern::{rule_ctx, PatternMatcher, UPat};
+use super::trace::Rewrite;
+use super::track;
 use super::uop::{UOp, UOpMap, SMALL_GRAPH};
-use crate::viz::{self, Rewrite};
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
 ///
@@ -67,22 +68,20 @@ type Offer<'a> = dyn FnMut(&UOp, &UOp) -> Option<(UOp, &'static Location<'static
 /// says are final are neither offered nor walked.
 fn run_pass(root: &UOp, name: &str, bottom_up: bool, settled: &dyn Fn(&UOp) -> bool, offer: &mut Offer) -> UOp {
     let mut map = UOpMap::with_capacity_and_hasher(2 * SMALL_GRAPH, Default::default());
-    let result = match viz::recording() {
+    match track::recording() {
         false => {
             rewrite_into(root, name, settled, offer, bottom_up, &mut map, None);
             map[root].clone()
         }
         true => {
-            let pass = viz::start_pass(name, root);
+            let pass = track::start_pass(name, root);
             let mut rewrites = vec![];
             rewrite_into(root, name, settled, offer, bottom_up, &mut map, Some(&mut rewrites));
             let result = map[root].clone();
             pass.finish(&result, &rewrites);
             result
         }
-    };
-    super::spec::after_pass(name, &result);
-    result
+    }
 }
 
 enum Step {

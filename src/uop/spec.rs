@@ -4,7 +4,6 @@
 //! node a pass left malformed becomes an error naming the pass and the node, instead of a panic
 //! deep in a later pass or the renderer. On with `SPEC=1`, and by default in debug builds (tests).
 
-use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use super::ops::Ops;
@@ -273,47 +272,4 @@ pub fn verify_program(uops: &[UOp], pass: &str) -> Result<()> {
         Some(r) => Err(violation(Stage::Program, pass, r, "RANGE never closed")),
         None => Ok(()),
     }
-}
-
-thread_local! {
-    /// The stages entered on this thread, innermost last, each with its first violation.
-    static STAGES: RefCell<Vec<(Stage, Option<Error>)>> = const { RefCell::new(vec![]) };
-}
-
-/// A stage entered by `check_stage`; `finish` ends it with the first violation a pass made.
-pub struct StageCheck(());
-
-/// Enter `stage` on this thread: until the returned check finishes (or drops), each pass's
-/// result is checked against its spec. None when checks are off.
-pub fn check_stage(stage: Stage) -> Option<StageCheck> {
-    enabled().then(|| {
-        STAGES.with(|s| s.borrow_mut().push((stage, None)));
-        StageCheck(())
-    })
-}
-
-impl StageCheck {
-    /// Leave the stage: the first violation its passes made, if any.
-    pub fn finish(self) -> Result<()> {
-        let first = STAGES.with(|s| s.borrow_mut().last_mut().and_then(|(_, v)| v.take()));
-        drop(self);
-        first.map_or(Ok(()), Err)
-    }
-}
-
-impl Drop for StageCheck {
-    fn drop(&mut self) {
-        STAGES.with(|s| s.borrow_mut().pop());
-    }
-}
-
-/// Called by `graph_rewrite` after each pass: check its result against the innermost stage
-/// entered, keeping the first violation.
-pub(crate) fn after_pass(pass: &str, root: &UOp) {
-    STAGES.with(|s| {
-        let mut stages = s.borrow_mut();
-        if let Some((stage, first @ None)) = stages.last_mut() {
-            *first = verify(root, *stage, pass).err();
-        }
-    });
 }

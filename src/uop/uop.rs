@@ -504,6 +504,10 @@ impl UOp {
     pub fn where_(cond: &UOp, a: &UOp, b: &UOp) -> UOp {
         cond.alu(Ops::Where, &[a, b])
     }
+    /// A SINK of `src`: the root of several graphs (a schedule's outputs, a kernel's stores).
+    pub fn sink(src: Vec<UOp>) -> UOp {
+        UOp::new(Ops::Sink, DType::VOID, src, Arg::None)
+    }
 
     /// Every node reachable from `self`, sources before users.
     pub fn toposort(&self) -> Vec<UOp> {

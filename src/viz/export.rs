@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::trace::{NodeRecord, Trace};
+use crate::uop::trace::{NodeRecord, Trace};
 use crate::uop::Ops;
 
 /// Fill color of a node by its op's family (the page and DOT use the same colors).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::export::{changed_nodes, graph_to_dot, to_json};
-use super::trace::Trace;
+use crate::uop::trace::Trace;
 
 const INDEX_HTML: &str = include_str!("web/index.html");
 const VIZ_JS: &str = include_str!("web/viz.js");

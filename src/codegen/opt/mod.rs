@@ -134,7 +134,7 @@ fn split(ast: &UOp, range: &UOp, outer: UOp, amount: usize, inner: UOp) -> UOp {
         })
         .collect();
     parts.insert(range.clone(), outer.alu(Ops::Mul, &[&UOp::index_const(amount as i64)]).alu(Ops::Add, &[&inner]));
-    crate::uop::substitute(ast, &mut parts, "apply opts")
+    crate::uop::substitute(ast, &mut parts, "split ranges")
 }
 
 /// A loop of `size` (the constant 0 for a single iteration).
@@ -178,13 +178,13 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             let (size_a, size_b) = (size_a as usize, size_b as usize);
             let parked = [new_range(size_a, next_id, AxisKind::Loop), new_range(size_b, next_id + 1, AxisKind::Loop)];
             let mut first = UOpMap::from_iter([(a, parked[0].clone()), (b, parked[1].clone())]);
-            let ast = crate::uop::substitute(ast, &mut first, "apply opts");
+            let ast = crate::uop::substitute(ast, &mut first, "split ranges");
             let [pa, pb] = parked;
             let mut second = UOpMap::from_iter([
                 (pa, new_range(size_a, with, AxisKind::Loop)),
                 (pb, new_range(size_b, range, AxisKind::Loop)),
             ]);
-            Some(crate::uop::substitute(&ast, &mut second, "apply opts"))
+            Some(crate::uop::substitute(&ast, &mut second, "split ranges"))
         }
         Opt::Padto { range, amount } => {
             let r = find_range(ast, range)?;

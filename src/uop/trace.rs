@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::panic::Location;
 
-use crate::uop::print::arg_str;
-use crate::uop::{Ops, UOp, WeakUOp};
+use super::print::arg_str;
+use super::{Ops, UOp, WeakUOp};
 
 /// Above this many node visits (rewrites × graph size), a pass keeps its before and after graphs
 /// and its rewrites but not the whole graph after each rewrite.
@@ -165,12 +165,6 @@ impl Trace {
         let pass = &mut self.groups[group].passes[index];
         pass.after = after;
         pass.steps = steps;
-    }
-
-    /// Record a named transformation that is not a rule table (e.g. rangeify building a kernel).
-    pub fn add_transform(&mut self, group: usize, name: &str, depth: u32, before: &UOp, after: &UOp) {
-        let index = self.open_pass(group, name, depth, before);
-        self.groups[group].passes[index].after = self.node_id(after);
     }
 
     /// The ids of every node reachable from `root`, sources first.

@@ -1,0 +1,133 @@
+//! A compiler stage as a declared list of named steps (tinygrad's `full_rewrite_to_sink`): each
+//! step a rule table that `graph_rewrite` runs to a fixed point, or a walk or analysis written as
+//! a function and named as what it does. Running the list is the one place where VIZ records
+//! each step and the spec check (`SPEC`) verifies each step's result against its stage: no step
+//! calls them itself.
+
+use std::any::Any;
+
+use super::pattern::PatternMatcher;
+use super::rewrite::graph_rewrite;
+use super::spec::{self, Stage};
+use super::track;
+use super::UOp;
+use crate::error::Result;
+
+/// What a step does to the stage's graph.
+pub enum Action<C: 'static> {
+    /// Rewrite with a rule table to a fixed point (`bottom_up` as `graph_rewrite`'s), with the
+    /// rules' context made for this graph from the stage's.
+    Rules { rules: fn() -> &'static PatternMatcher, context: fn(&UOp, &mut C) -> Box<dyn Any>, bottom_up: bool },
+    /// A walk written as a function.
+    Walk(fn(&UOp, &mut C) -> Result<UOp>),
+    /// An analysis: it keeps what it finds in the stage's context and leaves the graph alone.
+    Analysis(fn(&UOp, &mut C)),
+}
+
+/// One named step of a stage over context `C`.
+pub struct Step<C: 'static> {
+    pub name: &'static str,
+    pub action: Action<C>,
+    /// Whether the step runs for this context (a CPU kernel has no GPU launch dims to add).
+    pub when: fn(&C) -> bool,
+}
+
+fn always<C>(_: &C) -> bool {
+    true
+}
+
+fn no_context<C>(_: &UOp, _: &mut C) -> Box<dyn Any> {
+    Box::new(())
+}
+
+impl<C> Step<C> {
+    /// Rewrite with `rules`, which take no context.
+    pub const fn rules(name: &'static str, rules: fn() -> &'static PatternMatcher) -> Step<C> {
+        Step { name, action: Action::Rules { rules, context: no_context::<C>, bottom_up: false }, when: always::<C> }
+    }
+    /// Rewrite with `rules`, whose context `context` makes from the graph and the stage's context.
+    pub const fn rules_with(
+        name: &'static str,
+        rules: fn() -> &'static PatternMatcher,
+        context: fn(&UOp, &mut C) -> Box<dyn Any>,
+    ) -> Step<C> {
+        Step { name, action: Action::Rules { rules, context, bottom_up: false }, when: always::<C> }
+    }
+    /// A walk.
+    pub const fn walk(name: &'static str, walk: fn(&UOp, &mut C) -> Result<UOp>) -> Step<C> {
+        Step { name, action: Action::Walk(walk), when: always::<C> }
+    }
+    /// An analysis.
+    pub const fn analysis(name: &'static str, analysis: fn(&UOp, &mut C)) -> Step<C> {
+        Step { name, action: Action::Analysis(analysis), when: always::<C> }
+    }
+    /// The rules offered each node before its sources are rewritten.
+    pub const fn bottom_up(mut self) -> Step<C> {
+        if let Action::Rules { bottom_up, .. } = &mut self.action {
+            *bottom_up = true;
+        }
+        self
+    }
+    /// Run only where `when` holds.
+    pub const fn when(mut self, when: fn(&C) -> bool) -> Step<C> {
+        self.when = when;
+        self
+    }
+}
+
+/// `run`'s result, recorded for VIZ as the pass `name` on `root` when it is on (the passes `run`
+/// itself runs are recorded inside it).
+fn recorded(name: &str, root: &UOp, run: impl FnOnce() -> Result<UOp>) -> Result<UOp> {
+    if !track::recording() {
+        return run();
+    }
+    let pass = track::start_pass(name, root);
+    let result = run()?;
+    pass.finish(&result, &[]);
+    Ok(result)
+}
+
+/// A stage: the steps that take a graph of `stage` to its next form, in order.
+pub struct Pipeline<C: 'static> {
+    pub name: &'static str,
+    /// The IR stage every step's result belongs to (checked with `SPEC`).
+    pub stage: Stage,
+    pub steps: &'static [Step<C>],
+}
+
+impl<C> Pipeline<C> {
+    /// Run every step that applies to `ctx` on `root`, in order. With `SPEC` on, `root` (which
+    /// `made_by` made) and each step's result are checked against the stage's spec: a malformed
+    /// node is the error, naming the step that made it.
+    pub fn run(&self, root: &UOp, ctx: &mut C, made_by: &str) -> Result<UOp> {
+        let check = spec::enabled();
+        if check {
+            spec::verify(root, self.stage, made_by)?;
+        }
+        let mut root = root.clone();
+        for step in self.steps {
+            if !(step.when)(ctx) {
+                continue;
+            }
+            root = match &step.action {
+                Action::Rules { rules, context, bottom_up } => {
+                    graph_rewrite(&root, rules(), &mut *context(&root, ctx), step.name, *bottom_up)
+                }
+                Action::Walk(walk) => recorded(step.name, &root, || walk(&root, ctx))?,
+                Action::Analysis(analysis) => recorded(step.name, &root, || {
+                    analysis(&root, ctx);
+                    Ok(root.clone())
+                })?,
+            };
+            if check {
+                spec::verify(&root, self.stage, step.name)?;
+            }
+        }
+        Ok(root)
+    }
+
+    /// The names of the steps, in order (what VIZ shows for each run).
+    pub fn step_names(&self) -> Vec<&'static str> {
+        self.steps.iter().map(|s| s.name).collect()
+    }
+}
