@@ -51,9 +51,9 @@ static THREE_STEPS: Pipeline<()> = Pipeline {
     name: "test",
     stage: Stage::Kernel,
     steps: &[
-        Step::rules("a harmless step", no_rules),
-        Step::rules("the bad step", to_float),
-        Step::rules("a later step", no_rules),
+        Step::table("a harmless step", no_rules),
+        Step::table("the bad step", to_float),
+        Step::table("a later step", no_rules),
     ],
 };
 

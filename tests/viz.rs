@@ -6,10 +6,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use lazygrad::codegen::{LOWER, SIMPLIFY};
-use lazygrad::nn::optim::{adam, Optimizer};
 use lazygrad::nn::layers::{BatchNorm, Conv2d, Linear};
-use lazygrad::tensor::{ConvOpts, PoolOpts, Reduction};
+use lazygrad::nn::optim::{adam, Optimizer};
 use lazygrad::schedule::kernel::SCHEDULE;
+use lazygrad::tensor::{ConvOpts, PoolOpts, Reduction};
 use lazygrad::uop::{graph_rewrite, rule, PatternMatcher, UPat};
 use lazygrad::viz::{self, export, server, Trace};
 use lazygrad::{Context, Jit, Ops, Tensor, UOp};

@@ -17,7 +17,7 @@ pub struct Supported {
 
 /// The rule rewriting `op` by `f` (its sources, itself) where the target does not list `op`.
 #[track_caller]
-pub(super) fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule {
+pub(super) fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule<Supported> {
     rule_ctx(UPat::ops(&[op]).named("x"), move |m, sup: &mut Supported| {
         let x = &m["x"];
         (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten()
@@ -45,7 +45,7 @@ fn emulate_16bit(x: &UOp, bf16: DType) -> Option<UOp> {
 
 /// `a*b + c` in float32 or float64 as one fused multiply-add (one rounding, one instruction).
 #[track_caller]
-fn fuse_mulacc() -> crate::uop::pattern::Rule {
+fn fuse_mulacc() -> crate::uop::pattern::Rule<Supported> {
     let product = UPat::op(Ops::Mul, [UPat::var("a"), UPat::var("b")]);
     let float = |d: DType| matches!(d.scalar, Scalar::Float32 | Scalar::Float64);
     rule_ctx(UPat::comm(Ops::Add, product, UPat::var("c")).dtype(float), |m, sup: &mut Supported| {
@@ -55,7 +55,7 @@ fn fuse_mulacc() -> crate::uop::pattern::Rule {
 
 /// `c + WMMA(a, b, 0)` as `WMMA(a, b, c)`: a tensor core adds into its accumulator itself.
 #[track_caller]
-fn fuse_wmma_accumulate() -> crate::uop::pattern::Rule {
+fn fuse_wmma_accumulate() -> crate::uop::pattern::Rule<Supported> {
     let wmma = UPat::op(Ops::Wmma, [UPat::var("a"), UPat::var("b"), UPat::var("zero")]).named("w");
     rule(UPat::comm(Ops::Add, wmma, UPat::var("c")), |m| {
         let zero = &m["zero"];
@@ -78,7 +78,7 @@ fn scalar_int(d: DType) -> bool {
 /// returns what it likes, so a divisor that may be 0 or -1 is replaced by 1 and the quotient
 /// fixed up; divisors known to avoid both (index arithmetic's constants) are left alone.
 #[track_caller]
-fn total_division() -> crate::uop::pattern::Rule {
+fn total_division() -> crate::uop::pattern::Rule<Supported> {
     rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).dtype(scalar_int).named("d"), |m| {
         let d = &m["d"];
         let (x, y) = (&d.src()[0], &d.src()[1]);
@@ -108,7 +108,7 @@ fn total_division() -> crate::uop::pattern::Rule {
 /// (`uop/exec.rs`). C leaves those undefined, so an amount that may fall outside `0..bits` is
 /// replaced by `bits - 1` (which a signed right shift needs) and the result selected.
 #[track_caller]
-fn total_shift() -> crate::uop::pattern::Rule {
+fn total_shift() -> crate::uop::pattern::Rule<Supported> {
     rule(UPat::ops(&[Ops::Shl, Ops::Shr]).dtype(scalar_int).named("s"), |m| {
         let s = &m["s"];
         let (x, n) = (&s.src()[0], &s.src()[1]);
@@ -171,7 +171,7 @@ fn fits(x: &UOp, (lo, end): (f64, f64)) -> bool {
 /// cast whose source may fall outside casts 0 in its place and selects the ends; sources proved
 /// to fit (`fits`) keep the plain cast. Float-to-integer casts are never vectors (`vector_op`).
 #[track_caller]
-fn total_cast() -> crate::uop::pattern::Rule {
+fn total_cast() -> crate::uop::pattern::Rule<Supported> {
     rule(UPat::ops(&[Ops::Cast]).dtype(scalar_int).named("c"), |m| {
         let c = &m["c"];
         let (x, span) = (&c.src()[0], int_span(c.dtype()));
@@ -198,8 +198,8 @@ fn total_cast() -> crate::uop::pattern::Rule {
 
 /// Fallbacks, each firing only when the target lacks what it replaces, the multiply-add fusion
 /// where it has `MulAcc`, and integer division, shifts and float-to-integer casts made total.
-pub fn pm_decompose() -> &'static PatternMatcher {
-    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+pub fn pm_decompose() -> &'static PatternMatcher<Supported> {
+    static PM: std::sync::LazyLock<PatternMatcher<Supported>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![
             total_division(),
             total_shift(),

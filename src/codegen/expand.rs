@@ -222,8 +222,8 @@ fn combine_lanes(accs: &[UOp], op: Ops) -> UOp {
 
 /// REDUCE(v, r..., unroll...) -> REDUCE(v[lane 0] op v[lane 1] op ..., r...). The context is the
 /// target's vector width.
-fn pm_unroll() -> &'static PatternMatcher {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+fn pm_unroll() -> &'static PatternMatcher<usize> {
+    static PM: LazyLock<PatternMatcher<usize>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, vector_bytes: &mut usize| {
             let red = &m["red"];
             let Arg::Reduce(op) = red.arg() else { return None };

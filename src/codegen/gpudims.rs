@@ -154,8 +154,8 @@ fn is_group(r: &UOp) -> bool {
 
 /// REDUCE over GROUP parts -> a per-thread partial through shared memory; a global store whose
 /// address does not depend on every group thread -> made by thread 0 of the groups it ignores.
-fn pm_group_reduce() -> &'static PatternMatcher {
-    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+fn pm_group_reduce() -> &'static PatternMatcher<GroupCtx> {
+    static PM: std::sync::LazyLock<PatternMatcher<GroupCtx>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![
             rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut GroupCtx| group_reduce(&m["red"], ctx)),
             rule_ctx(UPat::ops(&[Ops::Store]).named("st"), |m, ctx: &mut GroupCtx| first_thread_stores(&m["st"], ctx)),

@@ -192,8 +192,8 @@ fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
 }
 
 /// The reduce-to-accumulator rule table.
-pub fn pm_lower_reduce() -> &'static PatternMatcher {
-    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+pub fn pm_lower_reduce() -> &'static PatternMatcher<LowerCtx> {
+    static PM: std::sync::LazyLock<PatternMatcher<LowerCtx>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
             let red = &m["red"];
             let Arg::Reduce(op) = red.arg() else { return None };

@@ -24,9 +24,14 @@ use crate::uop::spec::{self, Stage};
 use crate::uop::symbolic::symbolic;
 use crate::uop::uop::UOpSet;
 use crate::uop::valid::pm_simplify_valid;
-use crate::uop::{Arg, KernelName, Ops, ProgramSpec, Special, Target, UOp};
+use crate::uop::{graph_rewrite, Arg, KernelName, Ops, ProgramSpec, Special, Target, UOp};
 
 use opt::Opt;
+
+/// Gated loads' indices simplified under their gates, each once.
+fn simplify_valid<C>(ast: &UOp, _: &mut C, pass: &'static str) -> UOp {
+    graph_rewrite(ast, pm_simplify_valid(), &mut HashSet::new(), pass, false)
+}
 
 /// A kernel AST made ready for the opts (and what the heuristics and BEAM look at): index
 /// arithmetic simplified, gated loads' indices simplified under their gates (so that the opts see
@@ -35,9 +40,9 @@ pub static SIMPLIFY: Pipeline<()> = Pipeline {
     name: "simplify",
     stage: Stage::Kernel,
     steps: &[
-        Step::rules("symbolic", symbolic),
-        Step::rules_with("simplify valid", pm_simplify_valid, |_, _| Box::new(HashSet::<UOp>::new())),
-        Step::rules("reduce fold", fold::pm_reduce_fold),
+        Step::table("symbolic", symbolic),
+        Step::rules("simplify valid", simplify_valid),
+        Step::table("reduce fold", fold::pm_reduce_fold),
     ],
 };
 
@@ -94,20 +99,24 @@ pub static LOWER: Pipeline<Lowering> = Pipeline {
     steps: &[
         Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),
         Step::analysis("plan launch", plan_launch),
-        Step::rules_with("transcendental", transcendental::pm_transcendental, |_, c| Box::new(c.supported.clone())),
+        Step::rules("transcendental", |ast, c, pass| {
+            graph_rewrite(ast, transcendental::pm_transcendental(), &mut c.supported, pass, false)
+        }),
         Step::walk("expand", |ast, c| Ok(expand::expand(ast, c.target.vector_bytes))),
         Step::walk("gpu dims", |ast, c: &mut Lowering| gpudims::gpudims(ast, c.target.workgroups.as_ref()))
             .when(|c| c.workgroups),
-        Step::rules("symbolic", symbolic),
-        Step::rules_with("simplify valid", pm_simplify_valid, |_, _| Box::new(HashSet::<UOp>::new())),
-        Step::rules_with("stream stores", vectorize::pm_stream_stores, |_, c: &mut Lowering| {
-            Box::new(c.target.vector_bytes)
+        Step::table("symbolic", symbolic),
+        Step::rules("simplify valid", simplify_valid),
+        Step::rules("stream stores", |ast, c: &mut Lowering, pass| {
+            graph_rewrite(ast, vectorize::pm_stream_stores(), &mut { c.target.vector_bytes }, pass, false)
         })
         .when(|c| c.stream),
-        Step::rules_with("lower reduce", lower::pm_lower_reduce, |ast, c| {
-            Box::new(lower::LowerCtx::new(ast, &c.target))
+        Step::rules("lower reduce", |ast, c, pass| {
+            graph_rewrite(ast, lower::pm_lower_reduce(), &mut lower::LowerCtx::new(ast, &c.target), pass, false)
         }),
-        Step::rules_with("decompose", decompose::pm_decompose, |_, c| Box::new(c.supported.clone())),
+        Step::rules("decompose", |ast, c, pass| {
+            graph_rewrite(ast, decompose::pm_decompose(), &mut c.supported, pass, false)
+        }),
     ],
 };
 

@@ -29,8 +29,8 @@ const LOG_TERMS: usize = 10;
 /// The rewrite of float32 EXP2 and LOG2 where the target does not list them (`decompose`'s
 /// fallbacks, with its `Supported` as the context). It runs before vectorization, so vectors of
 /// float32 lanes compute the float64 arithmetic as vectors too.
-pub fn pm_transcendental() -> &'static PatternMatcher {
-    static PM: std::sync::LazyLock<PatternMatcher> = std::sync::LazyLock::new(|| {
+pub fn pm_transcendental() -> &'static PatternMatcher<super::decompose::Supported> {
+    static PM: std::sync::LazyLock<PatternMatcher<super::decompose::Supported>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![
             fallback(Ops::Exp2, |s, x| (x.dtype() == DType::FLOAT32).then(|| exp2(&s[0]))),
             fallback(Ops::Log2, |s, x| (x.dtype() == DType::FLOAT32).then(|| log2(&s[0]))),

@@ -275,11 +275,11 @@ struct Lanes {
 /// lanes, in one pass: the loop becomes the vector `(0, 1, .., w-1)` and each user of it a vector
 /// op as it is rebuilt, so that no node is left scalar over a vector source.
 pub fn vectorize_value(u: &UOp, r: &UOp) -> UOp {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    static PM: LazyLock<PatternMatcher<Lanes>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Range]).named("r"), |m, lanes: &mut Lanes| {
             (m["r"] == lanes.range).then(|| lanes.iota.clone())
         })])
-        .extend(pm_vectorize())
+        .extend(&pm_vectorize().with_context())
     });
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
     let iota = UOp::new(Ops::Vectorize, DType::INDEX.vec(w as u16), (0..w).map(UOp::index_const).collect(), Arg::None);
@@ -348,8 +348,8 @@ pub fn all_vector(ast: &UOp) -> bool {
 /// Whole-register float32 vector stores whose address is a multiple of the register (64-byte aligned, as
 /// buffers are) bypass the caches (`STORE` arg `stream`): an output too large to stay in cache
 /// would otherwise be read into it before each write. The context is the target's vector width.
-pub fn pm_stream_stores() -> &'static PatternMatcher {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+pub fn pm_stream_stores() -> &'static PatternMatcher<usize> {
+    static PM: LazyLock<PatternMatcher<usize>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Store]).named("st"), |m, vector_bytes: &mut usize| {
             let st = &m["st"];
             let (index, value) = (&st.src()[0], &st.src()[1]);

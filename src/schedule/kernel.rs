@@ -16,7 +16,7 @@ use crate::helpers::debug;
 use crate::runtime::{default_device, get_device, Buffer};
 use crate::uop::pipeline::{Pipeline, Step};
 use crate::uop::spec::Stage;
-use crate::uop::{Arg, Ops, Target, UOp, UOpMap};
+use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp, UOpMap};
 
 /// One step of a schedule.
 pub enum ScheduleItem {
@@ -115,12 +115,14 @@ pub static SCHEDULE: Pipeline<Scheduling> = Pipeline {
     name: "schedule",
     stage: Stage::Tensor,
     steps: &[
-        Step::rules_with("lay out", layout::pm_lay_out, |sink, s: &mut Scheduling| {
-            Box::new(Panels::find(sink, &mut s.targets_of(sink)))
+        Step::rules("lay out", |sink, s, pass| {
+            let mut panels = Panels::find(sink, &mut s.targets_of(sink));
+            graph_rewrite(sink, layout::pm_lay_out(), &mut panels, pass, true)
+        }),
+        Step::rules("split reduce", |sink, _, pass| {
+            graph_rewrite(sink, split_reduce::pm_split_reduce(), &mut Partials::default(), pass, false)
         })
-        .bottom_up(),
-        Step::rules_with("split reduce", split_reduce::pm_split_reduce, |_, _| Box::new(Partials::default()))
-            .when(|_| split_reduce::enabled()),
+        .when(|_| split_reduce::enabled()),
         Step::analysis("realize map", |sink, s| realize::realize_map(sink, &mut s.store)),
         Step::analysis("shared reduces", |sink, s| realize::shared_reduces(sink, &mut s.store)),
         Step::analysis("shared elementwise", |sink, s| realize::shared_elementwise(sink, &mut s.store)),

@@ -25,8 +25,8 @@ impl Panels {
 }
 
 /// Every CALL becomes its value in the layout for its target (offered bottom-up, with `Panels`).
-pub fn pm_lay_out() -> &'static PatternMatcher {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+pub fn pm_lay_out() -> &'static PatternMatcher<Panels> {
+    static PM: LazyLock<PatternMatcher<Panels>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Call]).named("c"), |m, panels: &mut Panels| {
             let call = &m["c"];
             let panel = panels.0.get(call).copied().flatten();

@@ -77,7 +77,7 @@ fn own_device(u: &UOp, device_of: impl Fn(&UOp) -> Option<String>) -> Option<Str
 /// of them. A sharded tensor an op cannot keep sharded (a reshape moving items between shards,
 /// padding or flipping the sharded axis) is an error naming the op.
 pub fn lower_multi(outputs: &[UOp]) -> Result<Vec<UOp>> {
-    static LOWER: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    static LOWER: LazyLock<PatternMatcher<Option<Error>>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, failed: &mut Option<Error>| {
             let u = &m["u"];
             if u.op() == Ops::Sink || !u.src().iter().any(|s| s.op() == Ops::Multi) {

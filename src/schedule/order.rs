@@ -25,7 +25,7 @@ struct Stored {
     steps: HashMap<UOp, usize>,
 }
 
-static PM_KERNEL_GRAPH: LazyLock<PatternMatcher> = LazyLock::new(|| {
+static PM_KERNEL_GRAPH: LazyLock<PatternMatcher<Stored>> = LazyLock::new(|| {
     PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, s: &mut Stored| {
         let u = &m["u"];
         let buffer = s.buffers.get(u).filter(|_| u.op() != Ops::Buffer)?;

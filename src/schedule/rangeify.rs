@@ -135,7 +135,7 @@ fn site(u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
 /// loops, over an ALU op the op over its sources' sites, and over a stored node or a buffer a
 /// LOAD. Applied bottom-up (each site before what it becomes), so the loops are numbered in the
 /// order a recursive walk would visit them: consumer, then first operand first.
-static PM_PUSH_INDEX: LazyLock<PatternMatcher> = LazyLock::new(|| {
+static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
     PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("site"), |m, k: &mut KernelCtx| {
         let site = &m["site"];
         let Arg::Int(n) = site.arg() else { return None };

@@ -32,8 +32,8 @@ pub fn enabled() -> bool {
 }
 
 /// Every large reduce split in two (see the module doc), with the `Partials` made so far.
-pub fn pm_split_reduce() -> &'static PatternMatcher {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+pub fn pm_split_reduce() -> &'static PatternMatcher<Partials> {
+    static PM: LazyLock<PatternMatcher<Partials>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m, partials: &mut Partials| {
             split(&m["r"], partials)
         })])

@@ -23,7 +23,7 @@ struct Bindings {
     conflict: Option<(String, i64, i64)>,
 }
 
-static PM_UNBIND: LazyLock<PatternMatcher> = LazyLock::new(|| {
+static PM_UNBIND: LazyLock<PatternMatcher<Bindings>> = LazyLock::new(|| {
     PatternMatcher::new(vec![
         rule_ctx(UPat::ops(&[Ops::Bind]).named("b"), |m, ctx: &mut Bindings| {
             let bind = &m["b"];
@@ -93,7 +93,7 @@ pub fn unbind_graph(outputs: &[UOp], order: &[UOp]) -> (Vec<UOp>, VarVals) {
 /// `u` with each variable in `vals` bound to its value again (what realized outputs of symbolic
 /// shape become in the tensors, which keep their values).
 pub fn rebind(u: &UOp, vals: &VarVals) -> UOp {
-    static PM_REBIND: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    static PM_REBIND: LazyLock<PatternMatcher<VarVals>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, vals: &mut VarVals| {
             let x = &m["x"];
             let bound = |v: &UOp| match v.arg() {

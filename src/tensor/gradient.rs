@@ -33,7 +33,7 @@ fn grads(src: Vec<Option<Tensor>>) -> Option<UOp> {
 /// A gradient rule over tensors: the node, its sources and the incoming gradient in, one
 /// gradient per source out.
 #[track_caller]
-fn grad_rule(op: Ops, f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>) -> crate::uop::pattern::Rule {
+fn grad_rule(op: Ops, f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>) -> crate::uop::pattern::Rule<GradCtx> {
     rule_ctx(UPat::ops(&[op]).named("k"), move |m, ctx: &mut GradCtx| {
         let t = |u: &UOp| Tensor::from_uop(u.clone(), &ctx.device);
         let k = &m["k"];
@@ -61,7 +61,7 @@ fn reduce_axes(k: &UOp) -> Vec<isize> {
     }
 }
 
-static PM_GRADIENT: LazyLock<PatternMatcher> = LazyLock::new(|| {
+static PM_GRADIENT: LazyLock<PatternMatcher<GradCtx>> = LazyLock::new(|| {
     use std::f64::consts::LN_2;
     PatternMatcher::new(vec![
         grad_rule(Ops::Cast, |_, s, g| vec![Some(g.cast(s[0].dtype()))]),

@@ -1,6 +1,5 @@
 //! `UPat` patterns and the `PatternMatcher` rule table every pass is written as.
 
-use std::any::Any;
 use std::ops;
 use std::panic::Location;
 use std::sync::Arc;
@@ -214,35 +213,84 @@ impl ops::Neg for UPat {
     }
 }
 
-/// A rewrite function: the captures and the pass context in, a replacement (or nothing) out.
-pub type RuleFn = Arc<dyn Fn(&Captures, &mut dyn Any) -> Option<UOp> + Send + Sync>;
+/// A rewrite function: the captures and the pass context `C` in, a replacement (or nothing) out.
+pub type RuleFn<C> = Arc<dyn Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync>;
 
-/// One rule of a table: a pattern, its rewrite function, and where in the source the rule was
-/// written (VIZ names the rule that fired by this `file:line`).
-#[derive(Clone)]
-pub struct Rule {
+/// One rule of a table over pass context `C`: a pattern, its rewrite function, and where in the
+/// source the rule was written (VIZ names the rule that fired by this `file:line`).
+pub struct Rule<C = ()> {
     pat: UPat,
-    f: RuleFn,
+    f: RuleFn<C>,
     location: &'static Location<'static>,
 }
 
-impl Rule {
+impl<C> Clone for Rule<C> {
+    fn clone(&self) -> Self {
+        Rule { pat: self.pat.clone(), f: self.f.clone(), location: self.location }
+    }
+}
+
+impl<C> Rule<C> {
     /// Where the rule was written.
     pub fn location(&self) -> &'static Location<'static> {
         self.location
     }
 }
 
-/// An ordered rule table. Rules are indexed by the root op they can match; the first rule that
-/// returns a new node wins.
-#[derive(Clone)]
-pub struct PatternMatcher {
-    rules: Vec<Rule>,
+/// An ordered rule table over pass context `C` (its rules read or update a `C`). Rules are
+/// indexed by the root op they can match; the first rule that returns a new node wins.
+///
+/// A table runs with its own context only:
+/// ```
+/// use lazygrad::uop::{graph_rewrite, rule_ctx, PatternMatcher, UOp, UPat};
+/// let count = PatternMatcher::new(vec![rule_ctx(UPat::cvar("c"), |_, seen: &mut i64| {
+///     *seen += 1;
+///     None
+/// })]);
+/// let mut seen = 0i64;
+/// graph_rewrite(&UOp::index_const(1), &count, &mut seen, "count constants", false);
+/// assert_eq!(seen, 1);
+/// ```
+/// and given another, it does not compile (where a rule once silently never fired):
+/// ```compile_fail
+/// use lazygrad::uop::{graph_rewrite, rule_ctx, PatternMatcher, UOp, UPat};
+/// let count = PatternMatcher::new(vec![rule_ctx(UPat::cvar("c"), |_, seen: &mut i64| {
+///     *seen += 1;
+///     None
+/// })]);
+/// graph_rewrite(&UOp::index_const(1), &count, &mut (), "count constants", false);
+/// ```
+pub struct PatternMatcher<C = ()> {
+    rules: Vec<Rule<C>>,
     by_op: Vec<Vec<usize>>,
 }
 
-impl PatternMatcher {
-    pub fn new(rules: Vec<Rule>) -> PatternMatcher {
+impl<C> Clone for PatternMatcher<C> {
+    fn clone(&self) -> Self {
+        PatternMatcher { rules: self.rules.clone(), by_op: self.by_op.clone() }
+    }
+}
+
+impl PatternMatcher<()> {
+    /// Whether some rule accepts `u` (a spec table's rules return the node itself to accept it).
+    pub fn accepts(&self, u: &UOp) -> bool {
+        self.by_op[u.op() as usize].iter().any(|&i| {
+            let rule = &self.rules[i];
+            rule.pat.matches(u, Captures::default()).iter().any(|caps| (rule.f)(caps, &mut ()).is_some())
+        })
+    }
+    /// These context-free rules as a table over context `C`, to extend one that reads a `C`.
+    pub fn with_context<C: 'static>(&self) -> PatternMatcher<C> {
+        let lift = |r: &Rule| {
+            let f = r.f.clone();
+            Rule { pat: r.pat.clone(), f: Arc::new(move |m: &Captures, _: &mut C| f(m, &mut ())), location: r.location }
+        };
+        PatternMatcher::new(self.rules.iter().map(lift).collect())
+    }
+}
+
+impl<C> PatternMatcher<C> {
+    pub fn new(rules: Vec<Rule<C>>) -> PatternMatcher<C> {
         let mut by_op = vec![vec![]; Ops::COUNT];
         for (i, rule) in rules.iter().enumerate() {
             match &rule.pat.ops {
@@ -253,22 +301,15 @@ impl PatternMatcher {
         PatternMatcher { rules, by_op }
     }
     /// This table followed by `other`'s rules.
-    pub fn extend(&self, other: &PatternMatcher) -> PatternMatcher {
+    pub fn extend(&self, other: &PatternMatcher<C>) -> PatternMatcher<C> {
         PatternMatcher::new(self.rules.iter().chain(&other.rules).cloned().collect())
     }
-    /// Whether some rule accepts `u` (a spec table's rules return the node itself to accept it).
-    pub fn accepts(&self, u: &UOp) -> bool {
-        self.by_op[u.op() as usize].iter().any(|&i| {
-            let rule = &self.rules[i];
-            rule.pat.matches(u, Captures::default()).iter().any(|caps| (rule.f)(caps, &mut ()).is_some())
-        })
-    }
     /// The first rewrite of `u` a rule offers, if any.
-    pub fn rewrite(&self, u: &UOp, ctx: &mut dyn Any) -> Option<UOp> {
+    pub fn rewrite(&self, u: &UOp, ctx: &mut C) -> Option<UOp> {
         self.rewrite_by_rule(u, ctx).map(|(r, _)| r)
     }
     /// The first rewrite of `u` a rule offers, with the rule that offered it.
-    pub fn rewrite_by_rule(&self, u: &UOp, ctx: &mut dyn Any) -> Option<(UOp, &Rule)> {
+    pub fn rewrite_by_rule(&self, u: &UOp, ctx: &mut C) -> Option<(UOp, &Rule<C>)> {
         for &i in &self.by_op[u.op() as usize] {
             let rule = &self.rules[i];
             for caps in rule.pat.matches(u, Captures::default()) {
@@ -283,16 +324,16 @@ impl PatternMatcher {
     }
 }
 
-/// A context-free rule.
+/// A rule that reads no context (it fits a table over any context).
 #[track_caller]
-pub fn rule(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> Rule {
+pub fn rule<C>(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
     Rule { pat, f: Arc::new(move |m, _| f(m)), location: Location::caller() }
 }
 
-/// A rule that reads or updates the pass context `C`; it never fires under another context.
+/// A rule that reads or updates the pass context `C`.
 #[track_caller]
-pub fn rule_ctx<C: 'static>(pat: UPat, f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule {
-    Rule { pat, f: Arc::new(move |m, ctx| ctx.downcast_mut::<C>().and_then(|c| f(m, c))), location: Location::caller() }
+pub fn rule_ctx<C>(pat: UPat, f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
+    Rule { pat, f: Arc::new(f), location: Location::caller() }
 }
 
 #[cfg(test)]
@@ -328,6 +369,6 @@ mod tests {
         })]);
         let mut n: i64 = 10;
         assert_eq!(pm.rewrite(&UOp::index_const(5), &mut n), Some(UOp::index_const(16)));
-        assert_eq!(pm.rewrite(&UOp::index_const(5), &mut ()), None);
+        assert_eq!(n, 11);
     }
 }

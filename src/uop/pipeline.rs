@@ -4,8 +4,6 @@
 //! each step and the spec check (`SPEC`) verifies each step's result against its stage: no step
 //! calls them itself.
 
-use std::any::Any;
-
 use super::pattern::PatternMatcher;
 use super::rewrite::graph_rewrite;
 use super::spec::{self, Stage};
@@ -15,9 +13,12 @@ use crate::error::Result;
 
 /// What a step does to the stage's graph.
 pub enum Action<C: 'static> {
-    /// Rewrite with a rule table to a fixed point (`bottom_up` as `graph_rewrite`'s), with the
-    /// rules' context made for this graph from the stage's.
-    Rules { rules: fn() -> &'static PatternMatcher, context: fn(&UOp, &mut C) -> Box<dyn Any>, bottom_up: bool },
+    /// Rewrite to a fixed point with a context-free rule table (`bottom_up` as `graph_rewrite`'s).
+    Table { rules: fn() -> &'static PatternMatcher, bottom_up: bool },
+    /// Rewrite to a fixed point with a rule table over a context of its own: the function runs
+    /// `graph_rewrite` with the table and the context it makes from the stage's (a table run
+    /// with the wrong context does not compile), under the pass name it is given.
+    Rules(fn(&UOp, &mut C, &'static str) -> UOp),
     /// A walk written as a function.
     Walk(fn(&UOp, &mut C) -> Result<UOp>),
     /// An analysis: it keeps what it finds in the stage's context and leaves the graph alone.
@@ -36,22 +37,14 @@ fn always<C>(_: &C) -> bool {
     true
 }
 
-fn no_context<C>(_: &UOp, _: &mut C) -> Box<dyn Any> {
-    Box::new(())
-}
-
 impl<C> Step<C> {
-    /// Rewrite with `rules`, which take no context.
-    pub const fn rules(name: &'static str, rules: fn() -> &'static PatternMatcher) -> Step<C> {
-        Step { name, action: Action::Rules { rules, context: no_context::<C>, bottom_up: false }, when: always::<C> }
+    /// Rewrite with the context-free table `rules`.
+    pub const fn table(name: &'static str, rules: fn() -> &'static PatternMatcher) -> Step<C> {
+        Step { name, action: Action::Table { rules, bottom_up: false }, when: always::<C> }
     }
-    /// Rewrite with `rules`, whose context `context` makes from the graph and the stage's context.
-    pub const fn rules_with(
-        name: &'static str,
-        rules: fn() -> &'static PatternMatcher,
-        context: fn(&UOp, &mut C) -> Box<dyn Any>,
-    ) -> Step<C> {
-        Step { name, action: Action::Rules { rules, context, bottom_up: false }, when: always::<C> }
+    /// Rewrite with a table over its own context, as `rewrite` runs it.
+    pub const fn rules(name: &'static str, rewrite: fn(&UOp, &mut C, &'static str) -> UOp) -> Step<C> {
+        Step { name, action: Action::Rules(rewrite), when: always::<C> }
     }
     /// A walk.
     pub const fn walk(name: &'static str, walk: fn(&UOp, &mut C) -> Result<UOp>) -> Step<C> {
@@ -61,9 +54,9 @@ impl<C> Step<C> {
     pub const fn analysis(name: &'static str, analysis: fn(&UOp, &mut C)) -> Step<C> {
         Step { name, action: Action::Analysis(analysis), when: always::<C> }
     }
-    /// The rules offered each node before its sources are rewritten.
+    /// The table's rules offered each node before its sources are rewritten.
     pub const fn bottom_up(mut self) -> Step<C> {
-        if let Action::Rules { bottom_up, .. } = &mut self.action {
+        if let Action::Table { bottom_up, .. } = &mut self.action {
             *bottom_up = true;
         }
         self
@@ -110,9 +103,8 @@ impl<C> Pipeline<C> {
                 continue;
             }
             root = match &step.action {
-                Action::Rules { rules, context, bottom_up } => {
-                    graph_rewrite(&root, rules(), &mut *context(&root, ctx), step.name, *bottom_up)
-                }
+                Action::Table { rules, bottom_up } => graph_rewrite(&root, rules(), &mut (), step.name, *bottom_up),
+                Action::Rules(rewrite) => rewrite(&root, ctx, step.name),
                 Action::Walk(walk) => recorded(step.name, &root, || walk(&root, ctx))?,
                 Action::Analysis(analysis) => recorded(step.name, &root, || {
                     analysis(&root, ctx);

@@ -1,6 +1,5 @@
 //! `graph_rewrite`: apply a rule table to a whole graph until nothing more matches.
 
-use std::any::Any;
 use std::panic::Location;
 use std::sync::LazyLock;
 
@@ -15,14 +14,14 @@ use super::uop::{UOp, UOpMap, SMALL_GRAPH};
 /// node rewritten again (sources first) until no rule fires. With `bottom_up`, each node is
 /// offered to the rules *before* its sources are rewritten, as the scheduler needs when rules
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
-pub fn graph_rewrite(root: &UOp, pm: &PatternMatcher, ctx: &mut dyn Any, name: &str, bottom_up: bool) -> UOp {
+pub fn graph_rewrite<C>(root: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str, bottom_up: bool) -> UOp {
     run_pass(root, name, bottom_up, &|_| false, &mut |_, u| {
         pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location()))
     })
 }
 
 /// The substitution rule: a node found in the context map becomes what it maps to.
-static PM_SUBSTITUTE: LazyLock<PatternMatcher> = LazyLock::new(|| {
+static PM_SUBSTITUTE: LazyLock<PatternMatcher<UOpMap<UOp>>> = LazyLock::new(|| {
     PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut UOpMap<UOp>| map.get(&m["x"]).cloned())])
 });
 

@@ -73,7 +73,7 @@ fn replace_scaled(n: &UOp, x: &Lin, v: &UOp) -> Option<UOp> {
 /// none of the expressions).
 fn with_stand_ins(u: &UOp, mut bounds: Vec<Bound>) -> (UOp, super::UOpMap<UOp>) {
     // the stand-in rule: the context is (the expression as a linear form, its stand-in)
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+    static PM: LazyLock<PatternMatcher<(Lin, UOp)>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Add, Ops::Mul]).named("n"), |m, ctx: &mut (Lin, UOp)| {
             replace_scaled(&m["n"], &ctx.0, &ctx.1)
         })])
@@ -154,8 +154,8 @@ pub(super) fn bounds_given(idx: &UOp, valid: &UOp) -> (i128, i128) {
 /// The rule table: every gated INDEX gets its gate's clauses simplified against each other and
 /// its index simplified under the gate, once (the context holds the INDEXes already made, since
 /// clauses simplified against each other need not reach a fixed point).
-pub fn pm_simplify_valid() -> &'static PatternMatcher {
-    static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
+pub fn pm_simplify_valid() -> &'static PatternMatcher<HashSet<UOp>> {
+    static PM: LazyLock<PatternMatcher<HashSet<UOp>>> = LazyLock::new(|| {
         PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("i"), |m, done: &mut HashSet<UOp>| {
             let i = &m["i"];
             let [buf, idx, valid] = i.src() else { return None };
