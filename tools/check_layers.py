@@ -5,15 +5,14 @@ import of a higher layer by a lower one, and on any cycle of imports between fil
 
 Layers: ranks the top-level modules of src/ as DESIGN.md draws them (`nn`/`models` -> `tensor` ->
 `engine` -> `schedule` -> `codegen` -> `renderer` -> `runtime`, with `uop`, `dtype`, `error`,
-`helpers` and VIZ's export beneath them all; the recorder is `uop/track.rs`) and reads every `crate::` path in each file
-outside its `#[cfg(test)]` module, grouped imports (`use crate::{a::X, b}`) included. A path into a
+`helpers` and VIZ's export beneath them all; the recorder is `uop/track.rs`) and reads every
+`crate::` path in each file outside its `#[cfg(test)]` module, grouped imports (`use crate::{a::X, b}`) included. A path into a
 higher layer is a violation.
 
 Cycles: in src/ and python/src/, every `use` and every `crate::`/`super::` path names a file (an
 item re-exported by a `pub use` is followed to the file that defines it; a `pub use` is a
 module's face, not a dependency of its own). A cycle of such imports between files is a
-violation, except among the `uop/` files, which together define `UOp`, and the cycles listed in
-`KNOWN_CYCLES` (each to be taken apart, none to be added).
+violation, except among the `uop/` files, which together define `UOp`.
 
 Exit 1 with one line per violation, else 0.
 """
@@ -69,11 +68,6 @@ def violations(root):
     return found
 
 
-# cycles of file imports not taken apart yet (issue 42): the schedule cache and the kernel builder
-# call each other
-KNOWN_CYCLES = [
-    {"src/schedule/cache.rs", "src/schedule/kernel.rs"},
-]
 
 USE = re.compile(r"\b(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.S)
 PATH = re.compile(r"\b(crate|super)((?:::\w+)+)")
@@ -217,12 +211,12 @@ def cycles(edges):
 
 
 def cycle_violations(root):
-    """The import cycles between files beyond `uop/`'s own and the known ones."""
+    """The import cycles between files beyond `uop/`'s own."""
     found = []
     for src in ("src", os.path.join("python", "src")):
         for group in cycles(Crate(root, src).imports()):
             outside_uop = {p for p in group if not p.startswith("src/uop/")}
-            if not outside_uop or any(outside_uop <= known for known in KNOWN_CYCLES):
+            if not outside_uop:
                 continue
             found.append(sorted(group))
     return found
@@ -238,7 +232,7 @@ def main():
         print(f"import cycle between files: {', '.join(group)}")
     if found or loops:
         sys.exit(1)
-    print("layers: every import points down (DESIGN.md); no import cycle between files beyond the known ones")
+    print("layers: every import points down (DESIGN.md); no import cycle between files outside uop/")
 
 
 if __name__ == "__main__":

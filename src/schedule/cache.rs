@@ -12,7 +12,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use super::kernel::ScheduleItem;
+use super::item::{assigned_buffer, became, view_buffer, ScheduleItem};
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::helpers::lru::Lru;
@@ -178,7 +178,7 @@ pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec
     let becomes = outputs
         .iter()
         .zip(&t.becomes)
-        .filter_map(|(o, s)| s.map(|(s, symbolic)| (o.clone(), super::kernel::became(o, &buf(&s), symbolic))))
+        .filter_map(|(o, s)| s.map(|(s, symbolic)| (o.clone(), became(o, &buf(&s), symbolic))))
         .collect();
     Some((items, becomes))
 }
@@ -210,11 +210,9 @@ pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[Schedu
         .iter()
         .map(|o| {
             let buf = match o.op() {
-                Ops::Assign => super::kernel::assigned_buffer(o),
+                Ops::Assign => assigned_buffer(o),
                 // an output of variable shape became a symbolic SHRINK of its buffer
-                _ => {
-                    becomes.get(o).and_then(|v| super::view_buffer(v).or_else(|| super::view_buffer(v.src().first()?)))
-                }
+                _ => becomes.get(o).and_then(|v| view_buffer(v).or_else(|| view_buffer(v.src().first()?))),
             };
             buf.as_ref().map(&mut slot).map(|s| (s, o.op() != Ops::Assign && o.sym_dims().is_some()))
         })

@@ -1,6 +1,7 @@
 //! Tensor graph -> list of kernels.
 
 pub mod cache;
+pub mod item;
 pub mod kernel;
 pub mod layout;
 pub mod memory;
@@ -11,7 +12,8 @@ pub mod realize;
 pub mod split_reduce;
 pub mod unbind;
 
-pub use kernel::{buffer_view, create_schedule, view_buffer, ScheduleItem};
+pub use item::{buffer_view, view_buffer, ScheduleItem};
+pub use kernel::create_schedule;
 pub use memory::memory_planner;
 pub use multi::{graph_device, graph_devices, lower_multi, multi, multi_axis};
 pub use unbind::{rebind, unbind, unbind_graph, VarVals};
