@@ -1,9 +1,9 @@
 //! Rangeify: how one kernel's value is expressed as index arithmetic over RANGE loops (which
 //! nodes become kernels is `realize.rs`'s).
 //!
-//! Building a kernel is one rule-table pass, `push indices`: the stored value's *site* (the node
-//! and the index, one UOp per axis, at which it is wanted) is pushed down the tensor graph,
-//! consumer first. Movement ops only transform the index: SHRINK adds an offset, PERMUTE
+//! Building a kernel is one rule-table pass, `push indices`, one rule per kind of node: the
+//! stored value's *site* (the node and the index, one UOp per axis, at which it is wanted) is
+//! pushed down the tensor graph, consumer first. Movement ops only transform the index: SHRINK adds an offset, PERMUTE
 //! reorders, FLIP is `n-1-i`, EXPAND drops it, PAD adds a validity condition and RESHAPE
 //! flattens and unflattens with `*`, `//` and `%`, which the symbolic rules fold back. The
 //! engine keeps its own stack, so a graph deeper than the thread's stack builds too.
@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::runtime::Buffer;
 use crate::uop::symbolic::simplify;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UPat};
 
 /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
 pub fn is_buffer_view(u: &UOp) -> bool {
@@ -130,19 +130,82 @@ fn site(u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
     UOp::new(Ops::Index, u.dtype(), src, Arg::Int(idx.len() as i64))
 }
 
-/// Index pushing: a site over a movement op becomes a site over its source at the moved index
-/// (a PAD's also gated, and selected by its valid condition), over a reduce a REDUCE over new
-/// loops, over an ALU op the op over its sources' sites, and over a stored node or a buffer a
-/// LOAD. Applied bottom-up (each site before what it becomes), so the loops are numbered in the
-/// order a recursive walk would visit them: consumer, then first operand first.
+/// A site over a node `node` matches (captured as "u"; the site as "site").
+fn site_over(node: UPat) -> UPat {
+    UPat::ops(&[Ops::Index]).first_src(node.named("u")).named("site")
+}
+
+/// A site's node, its index (one UOp per axis) and its gate; None for a kernel-level INDEX.
+fn parts(site: &UOp) -> Option<(&UOp, &[UOp], Option<UOp>)> {
+    let Arg::Int(n) = site.arg() else { return None };
+    let n = *n as usize;
+    Some((&site.src()[0], &site.src()[1..=n], site.src().get(n + 1).cloned()))
+}
+
+/// The rule pushing a site over a node `node` matches: `push` is given the kernel being built,
+/// the node, its index and its gate.
+#[track_caller]
+fn push_rule(node: UPat, push: fn(&mut KernelCtx, &UOp, &[UOp], Option<UOp>) -> Option<UOp>) -> Rule<KernelCtx> {
+    rule_ctx(site_over(node), move |m, k: &mut KernelCtx| {
+        let (u, idx, gate) = parts(&m["site"])?;
+        push(k, u, idx, gate)
+    })
+}
+
+/// Index pushing, one rule per kind of node a site is over: a node stored before (but the one
+/// this kernel stores) or a buffer becomes a LOAD, a constant itself, a movement op a site over
+/// its source at the moved index (a PAD's also gated, and selected by its valid condition), a
+/// reduce a REDUCE over new loops, an ALU op the op over its sources' sites. Applied bottom-up
+/// (each site before what it becomes), so the loops are numbered in the order a recursive walk
+/// would visit them: consumer, then first operand first.
 static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
-    PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("site"), |m, k: &mut KernelCtx| {
-        let site = &m["site"];
-        let Arg::Int(n) = site.arg() else { return None };
-        let (u, idx) = (&site.src()[0], &site.src()[1..=*n as usize]);
-        Some(k.push(site, u, idx, site.src().get(*n as usize + 1).cloned()))
-    })])
+    let alu: Vec<Ops> = [Ops::UNARY, Ops::BINARY, Ops::TERNARY, &[Ops::Cast, Ops::Bitcast]].concat();
+    let mut rules = vec![
+        rule_ctx(site_over(UPat::any()), |m, k: &mut KernelCtx| {
+            let site = &m["site"];
+            let (u, idx, gate) = parts(site)?;
+            let buf = k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site)).cloned()?;
+            let index = storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice));
+            Some(k.load(&buf, index, gate, u.dtype()))
+        }),
+        push_rule(UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {
+            let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
+            Some(k.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
+        }),
+        push_rule(UPat::ops(&[Ops::Const]), |_, u, _, _| match u.arg() {
+            Arg::Const(c) => Some(UOp::constant(u.dtype(), *c)),
+            _ => None,
+        }),
+        // a scalar parameter's DEVICE stays in the tensor graph
+        push_rule(UPat::ops(&[Ops::DefineVar]), |_, u, _, _| {
+            Some(UOp::new(Ops::DefineVar, u.dtype(), vec![], u.arg().clone()))
+        }),
+        push_rule(UPat::ops(&[Ops::ReduceAxis]), KernelCtx::reduce),
+        push_rule(UPat::ops(&[Ops::Contiguous, Ops::Detach]), |_, u, idx, gate| Some(site(&u.src()[0], idx, gate))),
+        push_rule(UPat::ops(&alu), |_, u, idx, gate| {
+            Some(u.replace_src(u.src().iter().map(|s| site(s, idx, gate.clone())).collect()))
+        }),
+    ];
+    rules.extend(Ops::MOVEMENT.iter().map(|&op| push_rule(UPat::ops(&[op]), moved_site)));
+    rules.push(push_rule(UPat::any(), |_, u, _, _| panic!("rangeify: {} cannot be part of a kernel", u.op().name())));
+    PatternMatcher::new(rules)
 });
+
+/// The site over movement op `u`'s source that its site at `idx` (valid where `gate` holds)
+/// reads: for a PAD, gated by where the index lies inside the source and selected by it.
+fn moved_site(_: &mut KernelCtx, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> Option<UOp> {
+    Some(match moved_index(u, idx) {
+        (new_idx, None) => site(&u.src()[0], &new_idx, gate),
+        (new_idx, Some(valid)) => {
+            let inner_gate = match &gate {
+                Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
+                None => valid.clone(),
+            };
+            let inner = site(&u.src()[0], &new_idx, Some(inner_gate));
+            UOp::where_(&valid, &inner, &UOp::constant(u.dtype(), ConstValue::Int(0)))
+        }
+    })
+}
 
 impl Realized {
     /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
@@ -220,64 +283,32 @@ impl KernelCtx {
         UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
     }
 
-    /// What the value of tensor node `u` at `idx` (valid where `gate` holds) is one step closer
-    /// to a kernel: a load or a constant, or an op over the sites of its sources.
-    fn push(&mut self, site_node: &UOp, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
-        if self.root.as_ref() != Some(site_node) {
-            if let Some(buf) = self.realized.buffers.get(u).cloned() {
-                let index = storage_index(idx, u.sh(), self.realized.orders.get(u).map(Vec::as_slice));
-                return self.load(&buf, index, gate, u.dtype());
-            }
+    /// The value of reduce `u` at `idx` (valid where `gate` holds): a REDUCE over a new loop per
+    /// reduced axis (its identity where an axis is empty).
+    fn reduce(&mut self, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> Option<UOp> {
+        let Arg::ReduceAxis(op, axes) = u.arg() else { return None };
+        let old = u.src()[0].sh().to_vec();
+        if axes.iter().any(|&a| old[a] == 0) {
+            return Some(UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype())));
         }
-        match (u.op(), u.arg()) {
-            (Ops::Buffer, Arg::Buffer(_)) => {
-                let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
-                self.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype())
-            }
-            (Ops::Const, Arg::Const(c)) => UOp::constant(u.dtype(), *c),
-            // a scalar parameter's DEVICE stays in the tensor graph
-            (Ops::DefineVar, _) => UOp::new(Ops::DefineVar, u.dtype(), vec![], u.arg().clone()),
-            (op, _) if op.is_movement() => match moved_index(u, idx) {
-                (new_idx, None) => site(&u.src()[0], &new_idx, gate),
-                (new_idx, Some(valid)) => {
-                    let inner_gate = match &gate {
-                        Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
-                        None => valid.clone(),
-                    };
-                    let inner = site(&u.src()[0], &new_idx, Some(inner_gate));
-                    UOp::where_(&valid, &inner, &UOp::constant(u.dtype(), ConstValue::Int(0)))
+        let mut ranges = vec![];
+        let new_idx: Vec<UOp> = (0..old.len())
+            .map(|i| {
+                if !axes.contains(&i) {
+                    return idx[i].clone();
                 }
-            },
-            (Ops::ReduceAxis, Arg::ReduceAxis(op, axes)) => {
-                let old = u.src()[0].sh().to_vec();
-                if axes.iter().any(|&a| old[a] == 0) {
-                    return UOp::constant(u.dtype(), crate::codegen::lower::identity(*op, u.dtype()));
+                let r = self.range(old[i], sym_dim(&u.src()[0], i), AxisKind::Reduce);
+                if r.op() == Ops::Range {
+                    ranges.push(r.clone());
                 }
-                let mut ranges = vec![];
-                let new_idx: Vec<UOp> = (0..old.len())
-                    .map(|i| {
-                        if !axes.contains(&i) {
-                            return idx[i].clone();
-                        }
-                        let r = self.range(old[i], sym_dim(&u.src()[0], i), AxisKind::Reduce);
-                        if r.op() == Ops::Range {
-                            ranges.push(r.clone());
-                        }
-                        r
-                    })
-                    .collect();
-                let inner = site(&u.src()[0], &new_idx, gate);
-                match ranges.is_empty() {
-                    true => inner,
-                    false => UOp::new(Ops::Reduce, u.dtype(), [vec![inner], ranges].concat(), Arg::Reduce(*op)),
-                }
-            }
-            (Ops::Contiguous | Ops::Detach, _) => site(&u.src()[0], idx, gate),
-            (op, _) if op.is_alu() || op == Ops::Cast || op == Ops::Bitcast => {
-                u.replace_src(u.src().iter().map(|s| site(s, idx, gate.clone())).collect())
-            }
-            (op, _) => panic!("rangeify: {} cannot be part of a kernel", op.name()),
-        }
+                r
+            })
+            .collect();
+        let inner = site(&u.src()[0], &new_idx, gate);
+        Some(match ranges.is_empty() {
+            true => inner,
+            false => UOp::new(Ops::Reduce, u.dtype(), [vec![inner], ranges].concat(), Arg::Reduce(*op)),
+        })
     }
 }
 

@@ -18,6 +18,8 @@ enum SrcPat {
     Perms(Vec<UPat>),
     /// Every source matches this one pattern.
     Repeat(Box<UPat>),
+    /// The first source matches this pattern; any others are anything.
+    First(Box<UPat>),
 }
 
 /// A pattern over UOps: ops, dtype, argument, sources and a capture name, each optional.
@@ -104,6 +106,11 @@ impl UPat {
         self.src = SrcPat::Repeat(Box::new(p));
         self
     }
+    /// The first source matches `p`, whatever follows it.
+    pub fn first_src(mut self, p: UPat) -> UPat {
+        self.src = SrcPat::First(Box::new(p));
+        self
+    }
     pub fn idiv(self, rhs: UPat) -> UPat {
         UPat::op(Ops::IDiv, [self, rhs])
     }
@@ -160,6 +167,11 @@ impl UPat {
                 out.extend(sets);
             }
             SrcPat::Exact(pats) => match_seq(pats, u.src(), caps, out),
+            SrcPat::First(p) => {
+                if let Some(first) = u.src().first() {
+                    out.extend(p.matches(first, caps));
+                }
+            }
             SrcPat::Perms(pats) => {
                 if pats.len() != u.src().len() {
                     return;
@@ -350,6 +362,17 @@ mod tests {
         assert_eq!(pm.rewrite(&x.alu(Ops::Add, &[&c]), &mut ()), Some(x.clone()));
         assert_eq!(pm.rewrite(&c.alu(Ops::Add, &[&x]), &mut ()), Some(x.clone()));
         assert_eq!(pm.rewrite(&x.alu(Ops::Mul, &[&c]), &mut ()), None);
+    }
+
+    #[test]
+    fn a_first_source_pattern_leaves_the_others_free() {
+        let r =
+            UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(4)], Arg::Range(0, super::super::AxisKind::Loop));
+        let c = UOp::index_const(2);
+        let pat = UPat::ops(&[Ops::Add]).first_src(UPat::cvar("c"));
+        assert_eq!(pat.matches(&c.alu(Ops::Add, &[&r]), Captures::default())[0]["c"], c);
+        assert!(pat.matches(&r.alu(Ops::Add, &[&c]), Captures::default()).is_empty());
+        assert!(pat.matches(&c, Captures::default()).is_empty(), "the op must match too");
     }
 
     #[test]
