@@ -48,7 +48,6 @@ fn to_float() -> &'static PatternMatcher {
 }
 
 static THREE_STEPS: Pipeline<()> = Pipeline {
-    name: "test",
     stage: Stage::Kernel,
     steps: &[
         Step::table("a harmless step", no_rules),

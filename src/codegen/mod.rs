@@ -37,7 +37,6 @@ fn simplify_valid<C>(ast: &UOp, _: &mut C, pass: &'static str) -> UOp {
 /// arithmetic simplified, gated loads' indices simplified under their gates (so that the opts see
 /// which loops an address really depends on), reduces of known closed forms folded.
 pub static SIMPLIFY: Pipeline<()> = Pipeline {
-    name: "simplify",
     stage: Stage::Kernel,
     steps: &[
         Step::table("symbolic", symbolic),
@@ -94,7 +93,6 @@ fn plan_launch(ast: &UOp, c: &mut Lowering) {
 /// vectors: the opts applied, upcast loops expanded into vectors, launch dims for workgroups,
 /// reduces lowered to accumulators, what the target lacks decomposed.
 pub static LOWER: Pipeline<Lowering> = Pipeline {
-    name: "lower",
     stage: Stage::Kernel,
     steps: &[
         Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),

@@ -104,7 +104,6 @@ impl Scheduling {
 /// Tensor graph -> ordered kernels and copies: lay out, split large reduces, decide what is
 /// stored (five analyses), rangeify every stored node into a kernel (the kernel graph), order.
 pub static SCHEDULE: Pipeline<Scheduling> = Pipeline {
-    name: "schedule",
     stage: Stage::Tensor,
     steps: &[
         Step::rules("lay out", |sink, s, pass| {

@@ -13,8 +13,8 @@ use crate::error::Result;
 
 /// What a step does to the stage's graph.
 pub enum Action<C: 'static> {
-    /// Rewrite to a fixed point with a context-free rule table (`bottom_up` as `graph_rewrite`'s).
-    Table { rules: fn() -> &'static PatternMatcher, bottom_up: bool },
+    /// Rewrite to a fixed point with a context-free rule table.
+    Table(fn() -> &'static PatternMatcher),
     /// Rewrite to a fixed point with a rule table over a context of its own: the function runs
     /// `graph_rewrite` with the table and the context it makes from the stage's (a table run
     /// with the wrong context does not compile), under the pass name it is given.
@@ -40,7 +40,7 @@ fn always<C>(_: &C) -> bool {
 impl<C> Step<C> {
     /// Rewrite with the context-free table `rules`.
     pub const fn table(name: &'static str, rules: fn() -> &'static PatternMatcher) -> Step<C> {
-        Step { name, action: Action::Table { rules, bottom_up: false }, when: always::<C> }
+        Step { name, action: Action::Table(rules), when: always::<C> }
     }
     /// Rewrite with a table over its own context, as `rewrite` runs it.
     pub const fn rules(name: &'static str, rewrite: fn(&UOp, &mut C, &'static str) -> UOp) -> Step<C> {
@@ -53,13 +53,6 @@ impl<C> Step<C> {
     /// An analysis.
     pub const fn analysis(name: &'static str, analysis: fn(&UOp, &mut C)) -> Step<C> {
         Step { name, action: Action::Analysis(analysis), when: always::<C> }
-    }
-    /// The table's rules offered each node before its sources are rewritten.
-    pub const fn bottom_up(mut self) -> Step<C> {
-        if let Action::Table { bottom_up, .. } = &mut self.action {
-            *bottom_up = true;
-        }
-        self
     }
     /// Run only where `when` holds.
     pub const fn when(mut self, when: fn(&C) -> bool) -> Step<C> {
@@ -82,7 +75,6 @@ fn recorded(name: &str, root: &UOp, run: impl FnOnce() -> Result<UOp>) -> Result
 
 /// A stage: the steps that take a graph of `stage` to its next form, in order.
 pub struct Pipeline<C: 'static> {
-    pub name: &'static str,
     /// The IR stage every step's result belongs to (checked with `SPEC`).
     pub stage: Stage,
     pub steps: &'static [Step<C>],
@@ -103,7 +95,7 @@ impl<C> Pipeline<C> {
                 continue;
             }
             root = match &step.action {
-                Action::Table { rules, bottom_up } => graph_rewrite(&root, rules(), &mut (), step.name, *bottom_up),
+                Action::Table(rules) => graph_rewrite(&root, rules(), &mut (), step.name, false),
                 Action::Rules(rewrite) => rewrite(&root, ctx, step.name),
                 Action::Walk(walk) => recorded(step.name, &root, || walk(&root, ctx))?,
                 Action::Analysis(analysis) => recorded(step.name, &root, || {
