@@ -166,7 +166,7 @@ impl UPat {
                 }
                 out.extend(sets);
             }
-            SrcPat::Exact(pats) => match_seq(pats, u.src(), caps, out),
+            SrcPat::Exact(pats) => match_seq(pats.iter(), u.src(), caps, out),
             SrcPat::First(p) => {
                 if let Some(first) = u.src().first() {
                     out.extend(p.matches(first, caps));
@@ -176,22 +176,21 @@ impl UPat {
                 if pats.len() != u.src().len() {
                     return;
                 }
-                match_seq(pats, u.src(), caps.clone(), out);
+                match_seq(pats.iter(), u.src(), caps.clone(), out);
                 if pats.len() == 2 {
-                    let swapped = [pats[1].clone(), pats[0].clone()];
-                    match_seq(&swapped, u.src(), caps, out);
+                    match_seq(pats.iter().rev(), u.src(), caps, out);
                 }
             }
         }
     }
 }
 
-fn match_seq(pats: &[UPat], src: &[UOp], caps: Captures, out: &mut Vec<Captures>) {
+fn match_seq<'a>(pats: impl ExactSizeIterator<Item = &'a UPat>, src: &[UOp], caps: Captures, out: &mut Vec<Captures>) {
     if pats.len() != src.len() {
         return;
     }
     let mut sets = vec![caps];
-    for (p, s) in pats.iter().zip(src) {
+    for (p, s) in pats.zip(src) {
         sets = sets.into_iter().flat_map(|c| p.matches(s, c)).collect();
         if sets.is_empty() {
             return;
