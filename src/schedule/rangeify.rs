@@ -51,7 +51,7 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
 pub fn flat_index(idx: &[UOp], shape: &[usize]) -> UOp {
     let mut flat = UOp::index_const(0);
     for (i, st) in idx.iter().zip(strides(shape)) {
-        flat = flat.alu(Ops::Add, &[&i.alu(Ops::Mul, &[&UOp::index_const(st as i64)])]);
+        flat = &flat + &(i * st as i64);
     }
     simplify(&flat)
 }
@@ -198,7 +198,7 @@ fn moved_site(_: &mut KernelCtx, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> Opt
         (new_idx, None) => site(&u.src()[0], &new_idx, gate),
         (new_idx, Some(valid)) => {
             let inner_gate = match &gate {
-                Some(g) => simplify(&g.alu(Ops::And, &[&valid])),
+                Some(g) => simplify(&g.and(&valid)),
                 None => valid.clone(),
             };
             let inner = site(&u.src()[0], &new_idx, Some(inner_gate));
@@ -245,9 +245,7 @@ impl KernelCtx {
             Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx)?,
             _ => storage_index(&idx, &shape, order),
         };
-        let target = UOp::new(Ops::Index, out_param.dtype(), vec![out_param, index], Arg::None);
-        let store = UOp::new(Ops::Store, DType::VOID, vec![target, value], Arg::None);
-        Ok(UOp::sink(vec![store]))
+        Ok(UOp::sink(vec![out_param.index(&index).store(&value)]))
     }
 
     fn param(&mut self, buf: &Arc<Buffer>) -> UOp {
@@ -278,9 +276,10 @@ impl KernelCtx {
 
     fn load(&mut self, buf: &Arc<Buffer>, index: UOp, gate: Option<UOp>, dtype: DType) -> UOp {
         let p = self.param(buf);
-        let mut src = vec![p.clone(), index];
-        src.extend(gate);
-        UOp::new(Ops::Load, dtype, vec![UOp::new(Ops::Index, p.dtype(), src, Arg::None)], Arg::None)
+        match gate {
+            Some(g) => p.index_gated(&index, &g).load(dtype),
+            None => p.index(&index).load(dtype),
+        }
     }
 
     /// The value of reduce `u` at `idx` (valid where `gate` holds): a REDUCE over a new loop per
@@ -325,7 +324,7 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
     let new_idx = match (u.op(), u.arg()) {
         (Ops::Reshape, _) => {
             let flat = flat_index(idx, u.sh());
-            let at = |(&d, st): (&usize, usize)| simplify(&flat.alu(Ops::IDiv, &[&ic(st)]).alu(Ops::Mod, &[&ic(d)]));
+            let at = |(&d, st): (&usize, usize)| simplify(&(&flat.idiv(st as i64) % d as i64));
             old.iter().zip(strides(old)).map(at).collect()
         }
         (Ops::Permute, Arg::Axes(order)) => {
@@ -342,11 +341,11 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
                 1 => bounds.iter().map(|(s, _)| ic(*s)).collect(),
                 _ => u.src()[1..].iter().step_by(2).cloned().collect(),
             };
-            idx.iter().zip(starts).map(|(i, s)| simplify(&i.alu(Ops::Add, &[&s]))).collect()
+            idx.iter().zip(starts).map(|(i, s)| simplify(&(i + &s))).collect()
         }
         (Ops::Flip, Arg::Axes(axes)) => (0..idx.len())
             .map(|i| match axes.contains(&i) {
-                true => simplify(&ic(old[i] - 1).alu(Ops::Add, &[&idx[i].alu(Ops::Neg, &[])])),
+                true => simplify(&(&ic(old[i] - 1) + &-&idx[i])),
                 false => idx[i].clone(),
             })
             .collect(),
@@ -354,16 +353,16 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
             let mut valid: Option<UOp> = None;
             let mut new_idx = vec![];
             for ((i, &(before, _)), &d) in idx.iter().zip(pads).zip(old) {
-                new_idx.push(simplify(&i.alu(Ops::Add, &[&UOp::index_const(-(before as i64))])));
-                let lo = UOp::index_const(before as i64 - 1).alu(Ops::CmpLt, &[i]);
-                let hi = i.alu(Ops::CmpLt, &[&ic(before + d)]);
+                new_idx.push(simplify(&(i + -(before as i64))));
+                let lo = ic(before - 1).lt(i);
+                let hi = i.lt(&ic(before + d));
                 for c in [lo, hi] {
                     let c = simplify(&c);
                     if c.const_value().is_some_and(|v| v.as_bool()) {
                         continue;
                     }
                     valid = Some(match valid {
-                        Some(v) => simplify(&v.alu(Ops::And, &[&c])),
+                        Some(v) => simplify(&v.and(&c)),
                         None => c,
                     });
                 }

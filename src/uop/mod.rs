@@ -3,6 +3,7 @@
 pub mod bounds;
 pub mod exec;
 pub mod function;
+pub mod math;
 pub mod name;
 pub mod ops;
 pub mod pattern;
