@@ -3,16 +3,15 @@
 //! The key is the outputs' graph with every BUFFER replaced by its position among the graph's
 //! buffers (with its device, size and dtype) and every CONTIGUOUS's id by its position among the
 //! CONTIGUOUS nodes: a training step rebuilt over new input batches is the same key. The entry
-//! is the schedule with each buffer recorded as one of those inputs or as a fresh buffer, so a
-//! hit only allocates the fresh ones. `SCACHE=0` turns it off; it is off with VIZ, which records
-//! the rewrites scheduling runs.
+//! is the schedule itself, over slots that name those inputs by the same positions: a plain
+//! lookup. `SCACHE=0` turns it off; it is off with VIZ, which records the rewrites scheduling
+//! runs.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use super::item::{assigned_buffer, became, view_buffer, ScheduleItem};
+use super::item::Schedule;
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::helpers::lru::Lru;
@@ -64,26 +63,6 @@ impl Hash for Key {
     }
 }
 
-/// A buffer of a cached schedule: the graph's `n`th input buffer, or the `n`th fresh one.
-#[derive(Clone, Copy)]
-enum Slot {
-    Input(usize),
-    Fresh(usize),
-}
-
-/// A cached schedule over slots.
-struct Template {
-    items: Vec<TemplateItem>,
-    fresh: Vec<(String, usize, DType)>,
-    /// Per output: the slot it became, and whether it has symbolic sizes.
-    becomes: Vec<Option<(Slot, bool)>>,
-}
-
-enum TemplateItem {
-    Kernel { ast: UOp, bufs: Vec<Slot> },
-    Copy { dst: Slot, src: Slot, ranks: Option<Ops> },
-}
-
 static HITS: AtomicUsize = AtomicUsize::new(0);
 static MISSES: AtomicUsize = AtomicUsize::new(0);
 
@@ -93,21 +72,21 @@ pub fn stats() -> (usize, usize) {
 }
 
 /// Keys are hashed with `FastHasher`: they are the program's own graphs, and long.
-type Cache = Lru<Key, Template, BuildHasherDefault<FastHasher>>;
+type Cache = Lru<Key, Arc<Schedule>, BuildHasherDefault<FastHasher>>;
 
 fn cache() -> &'static Mutex<Cache> {
     static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Lru::new(MAX_ENTRIES)));
     &CACHE
 }
 
-/// The key of `outputs` on `devices` (every node under them in `order`, sources first) and the graph's input
-/// buffers in key order; `None` when caching is off.
-pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<(Key, Vec<Arc<Buffer>>)> {
+/// The key of `outputs` on `devices` (every node under them in `order`, sources first); `None`
+/// when caching is off.
+pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
     let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
-    let (mut inputs, mut described, mut contiguous) = (vec![], vec![], 0i64);
+    let (mut described, mut contiguous) = (vec![], 0i64);
     let mut sources = Vec::with_capacity(2 * order.len());
     // per node in `order`: whether it is a `NodeKey::Fixed`
     let mut fixed = Vec::with_capacity(order.len());
@@ -124,8 +103,7 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<(Key, V
                 (Ops::Buffer, Arg::Buffer(_)) => {
                     let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
                     described.push((b.device().to_string(), b.size(), b.dtype()));
-                    inputs.push(b);
-                    Arg::Int(inputs.len() as i64 - 1)
+                    Arg::Int(described.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {
                     contiguous += 1;
@@ -145,77 +123,19 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<(Key, V
         devices: devices.to_vec(),
         split_reduceop: getenv("SPLIT_REDUCEOP", 1),
     };
-    Some((key, inputs))
+    Some(key)
 }
 
-/// The cached schedule for `key` over this call's `inputs` (fresh buffers for the rest), and
-/// what each output became.
-pub fn lookup(key: &Key, inputs: &[Arc<Buffer>], outputs: &[UOp]) -> Option<(Vec<ScheduleItem>, UOpMap<UOp>)> {
+/// The schedule cached for `key`.
+pub fn lookup(key: &Key) -> Option<Arc<Schedule>> {
     let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
-    let Some(t) = cache.get(key) else {
-        MISSES.fetch_add(1, Ordering::Relaxed);
-        return None;
-    };
-    HITS.fetch_add(1, Ordering::Relaxed);
-    let fresh: Vec<Arc<Buffer>> =
-        t.fresh.iter().map(|(d, size, dtype)| Arc::new(Buffer::new(d, *size, *dtype))).collect();
-    let buf = |s: &Slot| match *s {
-        Slot::Input(i) => inputs[i].clone(),
-        Slot::Fresh(i) => fresh[i].clone(),
-    };
-    let items = t
-        .items
-        .iter()
-        .map(|item| match item {
-            TemplateItem::Kernel { ast, bufs } => {
-                ScheduleItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(buf).collect() }
-            }
-            TemplateItem::Copy { dst, src, ranks } => {
-                ScheduleItem::Copy { dst: buf(dst), src: buf(src), ranks: *ranks }
-            }
-        })
-        .collect();
-    let becomes = outputs
-        .iter()
-        .zip(&t.becomes)
-        .filter_map(|(o, s)| s.map(|(s, symbolic)| (o.clone(), became(o, &buf(&s), symbolic))))
-        .collect();
-    Some((items, becomes))
+    let found = cache.get(key).cloned();
+    let counter = if found.is_some() { &HITS } else { &MISSES };
+    counter.fetch_add(1, Ordering::Relaxed);
+    found
 }
 
-/// Remember the schedule `items` (and `becomes`) computed for `key`.
-pub fn insert(key: Key, inputs: &[Arc<Buffer>], outputs: &[UOp], items: &[ScheduleItem], becomes: &UOpMap<UOp>) {
-    let position: HashMap<u64, usize> = inputs.iter().enumerate().map(|(i, b)| (b.id(), i)).collect();
-    let mut fresh: Vec<(String, usize, DType)> = vec![];
-    let mut fresh_ids: HashMap<u64, usize> = HashMap::new();
-    let mut slot = |b: &Arc<Buffer>| match position.get(&b.id()) {
-        Some(&i) => Slot::Input(i),
-        None => Slot::Fresh(*fresh_ids.entry(b.id()).or_insert_with(|| {
-            fresh.push((b.device().to_string(), b.size(), b.dtype()));
-            fresh.len() - 1
-        })),
-    };
-    let items: Vec<TemplateItem> = items
-        .iter()
-        .map(|item| match item {
-            ScheduleItem::Kernel { ast, bufs } => {
-                TemplateItem::Kernel { ast: ast.clone(), bufs: bufs.iter().map(&mut slot).collect() }
-            }
-            ScheduleItem::Copy { dst, src, ranks } => {
-                TemplateItem::Copy { dst: slot(dst), src: slot(src), ranks: *ranks }
-            }
-        })
-        .collect();
-    let becomes = outputs
-        .iter()
-        .map(|o| {
-            let buf = match o.op() {
-                Ops::Assign => assigned_buffer(o),
-                // an output of variable shape became a symbolic SHRINK of its buffer
-                _ => becomes.get(o).and_then(|v| view_buffer(v).or_else(|| view_buffer(v.src().first()?))),
-            };
-            buf.as_ref().map(&mut slot).map(|s| (s, o.op() != Ops::Assign && o.sym_dims().is_some()))
-        })
-        .collect();
-    cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, Template { items, fresh, becomes });
+/// Remember `schedule`, computed for `key`.
+pub fn insert(key: Key, schedule: Arc<Schedule>) {
+    cache().lock().unwrap_or_else(|e| e.into_inner()).insert(key, schedule);
 }

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::item::{assigned_buffer, became, view_buffer, ScheduleItem};
+use super::item::{Schedule, ScheduleItem, ScheduleStep};
 use super::layout::{self, Panels};
 use super::multi::graph_device;
 use super::order::{kernel_graph, order_steps};
@@ -14,7 +14,7 @@ use super::split_reduce::{self, Partials};
 use crate::error::Result;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::runtime::{default_device, get_device, Buffer};
+use crate::runtime::{default_device, get_device};
 use crate::uop::pipeline::{Pipeline, Step};
 use crate::uop::spec::Stage;
 use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp, UOpMap};
@@ -24,19 +24,22 @@ use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp, UOpMap};
 /// node's shape). With spec checks on (`uop/spec.rs`), a malformed tensor graph is the error.
 pub fn create_schedule(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
     let start = Instant::now();
+    // the graph's input buffers, in the order the schedule (and the cache's key) names them
+    let inputs: Vec<UOp> = order.iter().filter(|u| u.op() == Ops::Buffer).cloned().collect();
     let key = super::cache::key(outputs, devices, order);
-    let cached = key.as_ref().and_then(|(k, inputs)| super::cache::lookup(k, inputs, outputs));
+    let cached = key.as_ref().and_then(super::cache::lookup);
     let hit = cached.is_some();
-    let (items, becomes) = match cached {
+    let schedule = match cached {
         Some(cached) => cached,
         None => {
-            let (items, becomes) = schedule_graph(outputs, devices)?;
-            if let Some((k, inputs)) = key {
-                super::cache::insert(k, &inputs, outputs, &items, &becomes);
+            let schedule = Arc::new(schedule_graph(outputs, devices, &inputs)?);
+            if let Some(k) = key {
+                super::cache::insert(k, schedule.clone());
             }
-            (items, becomes)
+            schedule
         }
     };
+    let (items, becomes) = schedule.bind(&inputs, outputs);
     if debug() >= 3 {
         for (i, item) in items.iter().enumerate() {
             match item {
@@ -75,10 +78,10 @@ pub struct Scheduling {
     store: HashSet<UOp>,
     /// The outputs as `rangeify` found them (laid out, reduces split).
     outputs: Vec<UOp>,
-    /// What each stored node was stored into.
+    /// The slots, and what each stored node was stored into.
     realized: Realized,
     /// The steps, as `rangeify` made them, with the node each stores.
-    steps: Vec<(UOp, ScheduleItem)>,
+    steps: Vec<(UOp, ScheduleStep)>,
     /// The order to run them in.
     order: Vec<usize>,
 }
@@ -139,87 +142,96 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
     let points: Vec<UOp> = sink.toposort().into_iter().filter(|u| s.store.contains(u)).collect();
     let requested: HashSet<&UOp> = outputs.iter().collect();
     for u in &points {
-        let devices = &s.devices;
-        let new_buffer = || Arc::new(Buffer::new(&device_of(devices, &outputs, u), u.sh().iter().product(), u.dtype()));
+        let device = || device_of(&s.devices, &outputs, u);
         let realized = &mut s.realized;
-        let buf = match u.op() {
+        let new_slot = |realized: &mut Realized| realized.new_slot(device(), u.sh().iter().product(), u.dtype());
+        let slot = match u.op() {
             Ops::Copy | Ops::AllReduce => {
                 let src = &u.src()[0];
-                let src_buf = match realized.buffers.get(src) {
-                    Some(b) => b.clone(),
-                    None => view_buffer(src).expect("COPY source is realized or a buffer").clone(),
+                let src = match realized.buffers.get(src) {
+                    Some(&slot) => slot,
+                    None => realized.input(buffer_under(src)),
                 };
-                let buf = new_buffer();
+                let dst = new_slot(realized);
                 let ranks = match u.arg() {
                     Arg::Reduce(op) => Some(*op),
                     _ => None,
                 };
-                s.steps.push((u.clone(), ScheduleItem::Copy { dst: buf.clone(), src: src_buf, ranks }));
-                buf
+                s.steps.push((u.clone(), ScheduleStep::Copy { dst, src, ranks }));
+                dst
             }
             Ops::Assign => {
-                let target = assigned_buffer(u).expect("ASSIGN target is a view of a buffer").clone();
+                let target = realized.input(buffer_under(&u.src()[0]));
                 // a view of no elements writes nothing (its kernel's empty loop would fold away)
                 if u.sh().contains(&0) {
                     realized.buffers.insert(u.clone(), target);
                     continue;
                 }
-                let (mut ast, mut bufs) = realized.build(u, &target, None)?;
+                let (mut ast, mut slots) = realized.build(u, target, None)?;
                 if reads_other_elements(&ast) {
                     // the value reads the target at other positions: compute it aside first
                     let value = &u.src()[1];
-                    let tmp = new_buffer();
-                    let (tmp_ast, tmp_bufs) = realized.build(value, &tmp, None)?;
-                    s.steps.push((value.clone(), ScheduleItem::Kernel { ast: tmp_ast, bufs: tmp_bufs }));
+                    let tmp = new_slot(realized);
+                    let (tmp_ast, tmp_slots) = realized.build(value, tmp, None)?;
+                    s.steps.push((value.clone(), ScheduleStep::Kernel { ast: tmp_ast, slots: tmp_slots }));
                     realized.buffers.insert(value.clone(), tmp);
-                    (ast, bufs) = realized.build(u, &target, None)?;
+                    (ast, slots) = realized.build(u, target, None)?;
                 }
-                s.steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
+                s.steps.push((u.clone(), ScheduleStep::Kernel { ast, slots }));
                 target
             }
             // nothing to compute for an empty tensor
-            _ if u.sh().contains(&0) => new_buffer(),
+            _ if u.sh().contains(&0) => new_slot(realized),
             _ => {
-                let buf = new_buffer();
-                let (mut ast, mut bufs) = realized.build(u, &buf, None)?;
+                let out = new_slot(realized);
+                let (mut ast, mut slots) = realized.build(u, out, None)?;
                 // an intermediate (never a requested output) may be stored in another order
-                if let Some(order) = (!requested.contains(u)).then(|| storage_order(u, &ast, &bufs)).flatten() {
-                    (ast, bufs) = realized.build(u, &buf, Some(&order))?;
+                let sizes: Vec<usize> = slots.iter().map(|&s| realized.slots[s].size()).collect();
+                if let Some(order) = (!requested.contains(u)).then(|| storage_order(u, &ast, &sizes)).flatten() {
+                    (ast, slots) = realized.build(u, out, Some(&order))?;
                     realized.orders.insert(u.clone(), order);
                 }
-                s.steps.push((u.clone(), ScheduleItem::Kernel { ast, bufs }));
-                buf
+                s.steps.push((u.clone(), ScheduleStep::Kernel { ast, slots }));
+                out
             }
         };
-        s.realized.buffers.insert(u.clone(), buf);
+        s.realized.buffers.insert(u.clone(), slot);
     }
     let nodes: Vec<UOp> = s.steps.iter().map(|(u, _)| u.clone()).collect();
-    let graph = kernel_graph(sink, s.realized.buffers.clone(), &nodes);
+    let graph = kernel_graph(sink, &s.realized, &nodes);
     s.outputs = outputs;
     Ok(graph)
 }
 
-/// The schedule of `outputs` on `devices`, computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], devices: &[String]) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
+/// The BUFFER under a view of it (a COPY's source, an ASSIGN's target: RESHAPE, PERMUTE, SHRINK,
+/// FLIP, PAD of a BUFFER).
+fn buffer_under(view: &UOp) -> &UOp {
+    match view.op() {
+        Ops::Buffer => view,
+        _ => buffer_under(&view.src()[0]),
+    }
+}
+
+/// The schedule of `outputs` on `devices` over a graph whose input BUFFERs are `inputs`,
+/// computed (`create_schedule` without the cache).
+fn schedule_graph(outputs: &[UOp], devices: &[String], inputs: &[UOp]) -> Result<Schedule> {
     let _viz = crate::uop::track::group(|| "schedule".into());
     let mut s = Scheduling {
         devices: devices.to_vec(),
         targets: HashMap::new(),
         store: HashSet::new(),
         outputs: vec![],
-        realized: Realized::default(),
+        realized: Realized::new(inputs),
         steps: vec![],
         order: vec![],
     };
     SCHEDULE.run(&UOp::sink(outputs.to_vec()), &mut s, "tensor ops")?;
-    let becomes = outputs
-        .iter()
-        .zip(&s.outputs)
-        .filter_map(|(o, s2)| s.realized.buffers.get(s2).map(|b| (o.clone(), became(o, b, o.sym_dims().is_some()))))
-        .collect::<UOpMap<_>>();
-    let mut items: Vec<Option<ScheduleItem>> = s.steps.into_iter().map(|(_, item)| Some(item)).collect();
-    let items = s.order.iter().map(|&i| items[i].take().expect("each step runs once")).collect();
-    Ok((items, becomes))
+    let stored = outputs.iter().zip(&s.outputs);
+    let outputs = stored.map(|(o, stored)| s.realized.buffers.get(stored).map(|&slot| (slot, o.sym_dims().is_some())));
+    let outputs = outputs.collect();
+    let mut steps: Vec<Option<ScheduleStep>> = s.steps.into_iter().map(|(_, step)| Some(step)).collect();
+    let steps = s.order.iter().map(|&i| steps[i].take().expect("each step runs once")).collect();
+    Ok(Schedule { steps, slots: s.realized.slots, outputs })
 }
 
 /// Whether a kernel loads its output buffer at an index other than the one it stores to.

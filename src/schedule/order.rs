@@ -11,37 +11,39 @@
 //! the steps ready to run, the one made first runs first.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
+use super::rangeify::Realized;
 use super::realize::fused_region;
 use crate::dtype::DType;
-use crate::runtime::Buffer;
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
 
-/// What `kernel graph` reads: the buffer each stored node went to, and the step that stored it
-/// (none for an empty tensor: nothing to compute).
+/// What `kernel graph` reads: the slot each stored node went to, each slot's BUFFER node, and
+/// the step that stored each node (none for an empty tensor: nothing to compute).
 struct Stored {
-    buffers: HashMap<UOp, Arc<Buffer>>,
+    slots: HashMap<UOp, usize>,
+    nodes: Vec<UOp>,
     steps: HashMap<UOp, usize>,
 }
 
 static PM_KERNEL_GRAPH: LazyLock<PatternMatcher<Stored>> = LazyLock::new(|| {
     PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, s: &mut Stored| {
         let u = &m["u"];
-        let buffer = s.buffers.get(u).filter(|_| u.op() != Ops::Buffer)?;
-        let buffer = UOp::new(Ops::Buffer, buffer.dtype(), vec![], Buffer::arg(buffer));
+        let buffer = s.nodes[*s.slots.get(u).filter(|_| u.op() != Ops::Buffer)?].clone();
         let Some(&step) = s.steps.get(u) else { return Some(buffer) };
-        let (_, reads) = fused_region(u.src(), &|n| s.buffers.contains_key(n));
+        let (_, reads) = fused_region(u.src(), &|n| s.slots.contains_key(n));
         let kernel = UOp::new(Ops::Kernel, DType::VOID, reads, Arg::Int(step as i64));
         Some(UOp::new(Ops::After, buffer.dtype(), vec![buffer, kernel], Arg::None))
     })])
 });
 
-/// The kernel graph of the tensor graph `sink`: `buffers` says where each stored node went,
+/// The kernel graph of the tensor graph `sink`: `realized` says where each stored node went,
 /// `steps` which node each step stores.
-pub(super) fn kernel_graph(sink: &UOp, buffers: HashMap<UOp, Arc<Buffer>>, steps: &[UOp]) -> UOp {
+pub(super) fn kernel_graph(sink: &UOp, realized: &Realized, steps: &[UOp]) -> UOp {
     let steps = steps.iter().enumerate().map(|(i, u)| (u.clone(), i)).collect();
-    graph_rewrite(sink, &PM_KERNEL_GRAPH, &mut Stored { buffers, steps }, "kernel graph", true)
+    let nodes = (0..realized.slots.len()).map(|s| realized.slot_node(s)).collect();
+    let mut stored = Stored { slots: realized.buffers.clone(), nodes, steps };
+    graph_rewrite(sink, &PM_KERNEL_GRAPH, &mut stored, "kernel graph", true)
 }
 
 /// The order in which to run the steps of a kernel graph, and its KERNELs in that order (a SINK).

@@ -9,22 +9,13 @@
 //! engine keeps its own stack, so a graph deeper than the thread's stack builds too.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
+use super::item::Slot;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::runtime::Buffer;
 use crate::uop::symbolic::simplify;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UPat};
-
-/// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
-pub fn is_buffer_view(u: &UOp) -> bool {
-    match u.op() {
-        Ops::Buffer => true,
-        Ops::Reshape => u.src()[0].op() == Ops::Buffer,
-        _ => false,
-    }
-}
+use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UOpMap, UPat};
 
 /// A reduce over constants only (an arange): codegen folds it into index arithmetic.
 pub(super) fn is_arange(u: &UOp) -> bool {
@@ -69,15 +60,15 @@ pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&[usize]>) -> U
 }
 
 /// A storage order for an intermediate elementwise value `root` whose kernel `ast` (built
-/// row-major, reading `bufs`) transposes: when its largest input walks memory along an axis
-/// other than the innermost, that axis is stored innermost instead, so the kernel streams and
-/// its consumers read the layout its producer wrote (a convolution's channels-last output through
-/// a bias and a ReLU stays channels last).
-pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<usize>> {
+/// row-major, reading `bufs`, their sizes in PARAM order) transposes: when its largest input walks
+/// memory along an axis other than the innermost, that axis is stored innermost instead, so the
+/// kernel streams and its consumers read the layout its producer wrote (a convolution's
+/// channels-last output through a bias and a ReLU stays channels last).
+pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[usize]) -> Option<Vec<usize>> {
     let elementwise = root.op().is_alu() || root.op() == Ops::Cast;
     let shape = root.sh();
     let size: usize = shape.iter().product();
-    if !elementwise || bufs.iter().skip(1).all(|b| b.size() < size) {
+    if !elementwise || bufs.iter().skip(1).all(|&b| b < size) {
         return None;
     }
     let (_, largest) = ast
@@ -87,7 +78,7 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<
         .filter_map(|l| {
             let index = &l.src()[0];
             let Arg::Int(slot) = index.src()[0].arg() else { return None };
-            Some((bufs[*slot as usize].size(), index.src()[1].clone()))
+            Some((bufs[*slot as usize], index.src()[1].clone()))
         })
         .max_by_key(|(n, _)| *n)?;
     // the output loops, in the order `build` numbered them; the one that input walks with stride 1
@@ -101,20 +92,65 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[Arc<Buffer>]) -> Option<Vec<
     (contiguous != innermost).then(|| (0..shape.len()).filter(|&a| a != contiguous).chain([contiguous]).collect())
 }
 
-/// The nodes stored so far (what each was stored into, and the storage order of those not
-/// stored row-major), from which each next kernel's AST is built.
+/// The buffers a schedule names (its slots), and the nodes stored so far (the slot each was
+/// stored into, and the storage order of those not stored row-major), from which each next
+/// kernel's AST is built.
 #[derive(Default)]
 pub struct Realized {
-    pub buffers: HashMap<UOp, Arc<Buffer>>,
+    pub slots: Vec<Slot>,
+    pub buffers: HashMap<UOp, usize>,
     pub orders: HashMap<UOp, Vec<usize>>,
+    /// The graph's input BUFFER nodes (`Slot::Input` positions), the position of each, and the
+    /// slot of each one used.
+    inputs: Vec<UOp>,
+    positions: UOpMap<usize>,
+    input_slots: HashMap<usize, usize>,
+}
+
+impl Realized {
+    /// The slots of a graph whose input BUFFERs are `inputs` (in `Slot::Input` position order).
+    pub fn new(inputs: &[UOp]) -> Realized {
+        let positions = inputs.iter().enumerate().map(|(i, u)| (u.clone(), i)).collect();
+        Realized { inputs: inputs.to_vec(), positions, ..Realized::default() }
+    }
+    /// The BUFFER node standing for `slot` in the kernel graph: an input's own, or a new slot's
+    /// (its argument the slot).
+    pub fn slot_node(&self, slot: usize) -> UOp {
+        match &self.slots[slot] {
+            Slot::Input { position, .. } => self.inputs[*position].clone(),
+            Slot::New { dtype, .. } => UOp::new(Ops::Buffer, *dtype, vec![], Arg::Int(slot as i64)),
+        }
+    }
+    /// The slot of input BUFFER node `buffer`.
+    pub fn input(&mut self, buffer: &UOp) -> usize {
+        let position = *self.positions.get(buffer).expect("every BUFFER of the graph is an input");
+        let slots = &mut self.slots;
+        *self.input_slots.entry(position).or_insert_with(|| {
+            slots.push(Slot::Input { position, size: buffer_size(buffer), dtype: buffer.dtype() });
+            slots.len() - 1
+        })
+    }
+    /// A new slot of `size` elements of `dtype` on `device`.
+    pub fn new_slot(&mut self, device: String, size: usize, dtype: DType) -> usize {
+        self.slots.push(Slot::New { device, size, dtype });
+        self.slots.len() - 1
+    }
+}
+
+/// The number of elements of the buffer a BUFFER node holds.
+fn buffer_size(buffer: &UOp) -> usize {
+    match buffer.arg() {
+        Arg::Buffer(b) => b.0.numel(),
+        arg => unreachable!("a BUFFER holds its buffer, not {arg:?}"),
+    }
 }
 
 /// The context of `push indices` while it builds one kernel: the stored nodes, the kernel's
-/// buffers in PARAM order (the output is slot 0), and its loops so far.
+/// slots in PARAM order (the output is PARAM 0), and its loops so far.
 struct KernelCtx {
     realized: Realized,
-    bufs: Vec<Arc<Buffer>>,
-    params: HashMap<u64, UOp>,
+    bufs: Vec<usize>,
+    params: HashMap<usize, UOp>,
     next_range: usize,
     /// The site of the value the kernel stores: computed even if its node was stored before.
     root: Option<UOp>,
@@ -164,13 +200,13 @@ static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
         rule_ctx(site_over(UPat::any()), |m, k: &mut KernelCtx| {
             let site = &m["site"];
             let (u, idx, gate) = parts(site)?;
-            let buf = k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site)).cloned()?;
+            let slot = *k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site))?;
             let index = storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice));
-            Some(k.load(&buf, index, gate, u.dtype()))
+            Some(k.load(slot, index, gate, u.dtype()))
         }),
         push_rule(UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {
-            let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
-            Some(k.load(&b, flat_index(idx, &[b.size()]), gate, u.dtype()))
+            let slot = k.realized.input(u);
+            Some(k.load(slot, flat_index(idx, &[buffer_size(u)]), gate, u.dtype()))
         }),
         push_rule(UPat::ops(&[Ops::Const]), |_, u, _, _| match u.arg() {
             Arg::Const(c) => Some(UOp::constant(u.dtype(), *c)),
@@ -208,9 +244,10 @@ fn moved_site(_: &mut KernelCtx, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> Opt
 }
 
 impl Realized {
-    /// The AST computing `root` into `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored in
-    /// `order` (row-major without one); the loops nest in storage order.
-    pub fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<(UOp, Vec<Arc<Buffer>>)> {
+    /// The AST computing `root` into slot `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored
+    /// in `order` (row-major without one), and the slots of its PARAMs; the loops nest in storage
+    /// order.
+    pub fn build(&mut self, root: &UOp, out: usize, order: Option<&[usize]>) -> Result<(UOp, Vec<usize>)> {
         let mut k = KernelCtx {
             realized: std::mem::take(self),
             bufs: vec![],
@@ -225,7 +262,7 @@ impl Realized {
 }
 
 impl KernelCtx {
-    fn build(&mut self, root: &UOp, out: &Arc<Buffer>, order: Option<&[usize]>) -> Result<UOp> {
+    fn build(&mut self, root: &UOp, out: usize, order: Option<&[usize]>) -> Result<UOp> {
         let out_param = self.param(out);
         let shape = root.sh().to_vec();
         let mut idx = vec![UOp::index_const(0); shape.len()];
@@ -242,24 +279,20 @@ impl KernelCtx {
         self.root = (src == root).then(|| top.clone());
         let value = graph_rewrite(&top, &PM_PUSH_INDEX, self, "push indices", true);
         let index = match root.op() {
-            Ops::Assign if !is_buffer_view(&root.src()[0]) => view_store_index(&root.src()[0], &idx)?,
+            Ops::Assign if !root.src()[0].is_buffer_view() => view_store_index(&root.src()[0], &idx)?,
             _ => storage_index(&idx, &shape, order),
         };
         Ok(UOp::sink(vec![out_param.index(&index).store(&value)]))
     }
 
-    fn param(&mut self, buf: &Arc<Buffer>) -> UOp {
-        if let Some(p) = self.params.get(&buf.id()) {
+    fn param(&mut self, slot: usize) -> UOp {
+        if let Some(p) = self.params.get(&slot) {
             return p.clone();
         }
-        let p = UOp::new(
-            Ops::Param,
-            buf.dtype().ptr(crate::dtype::AddrSpace::Global),
-            vec![],
-            Arg::Int(self.bufs.len() as i64),
-        );
-        self.bufs.push(buf.clone());
-        self.params.insert(buf.id(), p.clone());
+        let dtype = self.realized.slots[slot].dtype().ptr(crate::dtype::AddrSpace::Global);
+        let p = UOp::new(Ops::Param, dtype, vec![], Arg::Int(self.bufs.len() as i64));
+        self.bufs.push(slot);
+        self.params.insert(slot, p.clone());
         p
     }
 
@@ -274,8 +307,8 @@ impl KernelCtx {
         UOp::new(Ops::Range, DType::INDEX, vec![end], Arg::Range(self.next_range - 1, kind))
     }
 
-    fn load(&mut self, buf: &Arc<Buffer>, index: UOp, gate: Option<UOp>, dtype: DType) -> UOp {
-        let p = self.param(buf);
+    fn load(&mut self, slot: usize, index: UOp, gate: Option<UOp>, dtype: DType) -> UOp {
+        let p = self.param(slot);
         match gate {
             Some(g) => p.index_gated(&index, &g).load(dtype),
             None => p.index(&index).load(dtype),

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::rangeify::{is_arange, is_buffer_view, reads_memory};
+use super::rangeify::{is_arange, reads_memory};
 use crate::dtype::DType;
 use crate::uop::{Ops, Target, UOp};
 
@@ -32,14 +32,14 @@ const BROADCAST_MIN_COST: usize = 3;
 /// ALLREDUCE (and the computed source of a copy), every reduce whose result is broadcast, and the
 /// costly source of a broadcast.
 pub fn realize_map(sink: &UOp, nodes: &mut HashSet<UOp>) {
-    nodes.extend(sink.src().iter().filter(|u| !is_buffer_view(u)).cloned());
+    nodes.extend(sink.src().iter().filter(|u| !u.is_buffer_view()).cloned());
     for u in sink.toposort() {
         match u.op() {
             Ops::Contiguous | Ops::Assign => {
                 nodes.insert(u);
             }
             Ops::Copy | Ops::AllReduce => {
-                if !is_buffer_view(&u.src()[0]) {
+                if !u.src()[0].is_buffer_view() {
                     nodes.insert(u.src()[0].clone());
                 }
                 nodes.insert(u);

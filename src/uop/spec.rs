@@ -89,7 +89,8 @@ fn shared_rules() -> Vec<Rule> {
 static TENSOR_SPEC: LazyLock<PatternMatcher> = LazyLock::new(|| {
     let mut rules = shared_rules();
     rules.extend([
-        accept(UPat::ops(&[Ops::Buffer]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Buffer(_))),
+        // a schedule's new buffer is a BUFFER of its slot in the kernel graph
+        accept(UPat::ops(&[Ops::Buffer]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Buffer(_) | Arg::Int(_))),
         accept(UPat::ops(&[Ops::Device]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Str(_))),
         // a tensor's constant is on a device; an index constant (a shape, an offset) is not
         // (nor is a variable, unless it holds a constant: a scalar parameter, `schedule/unbind.rs`)

@@ -487,6 +487,14 @@ impl UOp {
     pub fn const_like(&self, value: ConstValue) -> UOp {
         UOp::constant(self.dtype(), value)
     }
+    /// A BUFFER, possibly reshaped: already contiguous data, nothing to compute.
+    pub fn is_buffer_view(&self) -> bool {
+        match self.op() {
+            Ops::Buffer => true,
+            Ops::Reshape => self.src()[0].op() == Ops::Buffer,
+            _ => false,
+        }
+    }
     /// The node under this one's movement ops and DETACH: what a view views (tinygrad's `base`).
     pub fn base(&self) -> UOp {
         match self.op() {
