@@ -19,11 +19,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use lazygrad::engine::get_runner;
+use lazygrad::engine::ScheduleItem;
 use lazygrad::models::gpt::{Gpt, GptConfig};
 use lazygrad::nn::layers::Linear;
 use lazygrad::nn::optim::{adam, adamw, Optimizer};
 use lazygrad::nn::state::get_parameters;
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::ConvOpts;
 use lazygrad::{module, DType, GlobalCounters, Jit, Tensor};
 

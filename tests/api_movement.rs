@@ -477,7 +477,7 @@ fn folded_away_input_buffer() {
 
 fn kernels(t: &Tensor) -> usize {
     let items = Tensor::schedule(std::slice::from_ref(t));
-    items.iter().filter(|i| matches!(i, lazygrad::schedule::ScheduleItem::Kernel { .. })).count()
+    items.iter().filter(|i| matches!(i, lazygrad::engine::ScheduleItem::Kernel { .. })).count()
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! its disk cache is read back (and a corrupt cache file ignored).
 
 use lazygrad::engine::search::{beam_opts, beam_search, cache_path, Found};
+use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::{get_device, DefaultDevice};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::UOp;
 use lazygrad::{Context, Tensor};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use lazygrad::codegen::get_program;
 use lazygrad::engine::CompiledKernel;
+use lazygrad::engine::ScheduleItem;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{ProgramSpec, UOp};
 use lazygrad::Tensor;
 

@@ -4,8 +4,8 @@
 use std::process::Command;
 
 use lazygrad::codegen::opt::{applied_opts_line, apply_opts, Opt};
+use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::KernelName;
 use lazygrad::{Jit, Tensor};
 

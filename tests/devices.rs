@@ -5,9 +5,9 @@
 
 use lazygrad::codegen::get_program;
 use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
+use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::{default_device, get_device, Buffer};
 use lazygrad::schedule::layout::{pm_lay_out, Panels};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::{graph_rewrite, ConstValue, Ops, UOp};
 use lazygrad::{DType, Error, Tensor};
 
@@ -226,8 +226,8 @@ fn cuda_kernels_render_for_blocks_of_threads_and_nvrtc_builds_them() {
 fn equal_constant_graphs_on_two_devices_stay_on_their_devices() {
     // equal constant graphs built on CPU and on INTERP: their constants carry the device, so
     // they are two graphs, and realizing one never hands the other a buffer of the wrong device
+    use lazygrad::runtime::view_buffer;
     use lazygrad::runtime::DefaultDevice;
-    use lazygrad::schedule::view_buffer;
     let build = |dev: &str| {
         let _on = DefaultDevice::scoped(dev);
         Tensor::full(&[4], 2.5) * 2.0

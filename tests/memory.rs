@@ -8,12 +8,12 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use lazygrad::engine::{memory_planner, ScheduleItem};
 use lazygrad::helpers::GlobalCounters;
 use lazygrad::nn::layers::Linear;
 use lazygrad::nn::optim::{Optimizer, SGD};
 use lazygrad::nn::state::get_parameters;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::schedule::{memory_planner, ScheduleItem};
 use lazygrad::tensor::Reduction;
 use lazygrad::{module, Context, DType, Error, Jit, Tensor};
 
@@ -234,7 +234,7 @@ fn host_memory_is_touched_only_inside_its_blocks() {
             ScheduleItem::Copy { .. } => panic!("a copy"),
         };
         let small = alloc.alloc(16).unwrap();
-        let t_buf = [lazygrad::schedule::view_buffer(&t.uop()).unwrap()];
+        let t_buf = [lazygrad::runtime::view_buffer(&t.uop()).unwrap()];
         let input = Buffer::kernel_args(&t_buf).unwrap()[0];
         let claimed = KernelArg { raw: small.as_ref(), bytes: 256 };
         let program = dev.compile(&spec).unwrap();
@@ -252,7 +252,8 @@ fn host_memory_is_touched_only_inside_its_blocks() {
 #[test]
 fn launches_stay_inside_their_buffers() {
     use lazygrad::engine::{capture, CapturedJit, ExecItem};
-    use lazygrad::schedule::{view_buffer, VarVals};
+    use lazygrad::runtime::view_buffer;
+    use lazygrad::schedule::VarVals;
     use lazygrad::{Error, Sint, Variable};
     let _s = serial();
     for device in common::devices() {

@@ -2,10 +2,10 @@
 //! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
 
 use lazygrad::codegen::opt::{hand_coded_optimizations, kernel_ranges, Opt};
+use lazygrad::engine::ScheduleItem;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::DefaultDevice;
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::uop::KernelName;
 use lazygrad::uop::Target;

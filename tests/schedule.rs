@@ -1,7 +1,7 @@
 //! Kernel counts: what fuses into one kernel and what must be stored in between (the counts
 //! tinygrad measures for the same graphs).
 
-use lazygrad::schedule::ScheduleItem;
+use lazygrad::engine::ScheduleItem;
 use lazygrad::Tensor;
 
 const N: usize = 16;

@@ -6,9 +6,9 @@
 
 use lazygrad::codegen::get_program;
 use lazygrad::codegen::opt::Opt;
+use lazygrad::engine::ScheduleItem;
 use lazygrad::renderer::for_target;
 use lazygrad::runtime::webgpu::{baseline_target, validate};
-use lazygrad::schedule::ScheduleItem;
 use lazygrad::uop::ProgramSpec;
 use lazygrad::{DType, Error, Sint, Tensor, Variable};
 

@@ -41,6 +41,10 @@ RANK = {
 # the explorer's HTTP server sits on top of everything
 ON_TOP = {"src/viz/server.rs"}
 
+# lower layers a layer still may not import: the schedule plans over slots and knows devices only
+# through what the tensor layer passes it (`schedule::Devices`); the engine binds buffers
+APART = {("schedule", "runtime")}
+
 
 def modules_reached(text):
     """The top-level modules named by the `crate::` paths of `text`."""
@@ -63,7 +67,7 @@ def violations(root):
             with open(os.path.join(root, path)) as f:
                 text = f.read().split("#[cfg(test)]")[0]
             for reached in modules_reached(text):
-                if RANK.get(reached, -1) > RANK[module]:
+                if RANK.get(reached, -1) > RANK[module] or (module, reached) in APART:
                     found.add((path, reached))
     return found
 
@@ -226,13 +230,17 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found = sorted(violations(root))
     for path, reached in found:
-        print(f"{path}: imports `crate::{reached}`, a higher layer (DESIGN.md: layers point one way)")
+        why = "a layer kept apart from it" if (path.split("/")[1], reached) in APART else "a higher layer"
+        print(f"{path}: imports `crate::{reached}`, {why} (DESIGN.md: layers point one way)")
     loops = cycle_violations(root)
     for group in loops:
         print(f"import cycle between files: {', '.join(group)}")
     if found or loops:
         sys.exit(1)
-    print("layers: every import points down (DESIGN.md); no import cycle between files outside uop/")
+    print(
+        "layers: every import points down (DESIGN.md), schedule/ does not import the runtime; "
+        "no import cycle between files outside uop/"
+    )
 
 
 if __name__ == "__main__":

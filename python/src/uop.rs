@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ::lazygrad::runtime::Buffer;
-use ::lazygrad::schedule::view_buffer;
+use ::lazygrad::runtime::view_buffer;
 use ::lazygrad::UOp;
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::prelude::*;

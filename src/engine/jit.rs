@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::realize::{ExecItem, Runner};
+use crate::engine::memory::{plan_memory, replace_planned, Step};
 use crate::error::{Error, Result};
 use crate::runtime::Buffer;
-use crate::schedule::memory::{plan_memory, replace_planned, Step};
 use crate::schedule::VarVals;
 
 /// Where a captured kernel's buffer comes from on replay.

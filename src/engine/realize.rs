@@ -8,14 +8,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::search::get_program_for;
+use crate::engine::memory::{loads_output, memory_planner, param_reach};
+use crate::engine::ScheduleItem;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
 use crate::helpers::lru::Lru;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::allocator::HostMemory;
 use crate::runtime::{get_device, Buffer, Device, Program};
-use crate::schedule::memory::{loads_output, memory_planner, param_reach};
-use crate::schedule::{ScheduleItem, VarVals};
+use crate::schedule::VarVals;
 use crate::uop::{Arg, FastHasher, KernelName, Ops, ProgramSpec, StoreMode, UOp};
 
 /// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside

@@ -14,8 +14,8 @@ use safetensors::tensor::{Dtype as StDtype, SafeTensorError, SafeTensors, View};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::runtime::{buffer_view, view_buffer};
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::{buffer_view, view_buffer};
 use crate::tensor::Tensor;
 
 /// Anything that holds tensors under names: models, layers, containers of them, a tensor.

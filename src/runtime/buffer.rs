@@ -251,6 +251,9 @@ impl DeviceBuffer for Buffer {
     fn numel(&self) -> usize {
         self.size
     }
+    fn device(&self) -> &str {
+        &self.device
+    }
 }
 
 impl Buffer {
@@ -272,5 +275,24 @@ impl Buffer {
     /// and sizes.
     pub fn kernel_args(bufs: &[Arc<Buffer>]) -> Result<Vec<KernelArg<'_>>> {
         bufs.iter().map(|b| Ok(KernelArg { raw: b.raw()?, bytes: b.nbytes() })).collect()
+    }
+}
+
+/// The buffer behind a BUFFER or reshaped BUFFER node.
+pub fn view_buffer(u: &UOp) -> Option<Arc<Buffer>> {
+    match u.op() {
+        Ops::Buffer => Buffer::of(u),
+        _ if u.is_buffer_view() => Buffer::of(&u.src()[0]),
+        _ => None,
+    }
+}
+
+/// A BUFFER node for `buf`, reshaped to `shape` when that differs from `[size]`.
+pub fn buffer_view(buf: &Arc<Buffer>, shape: &[usize]) -> UOp {
+    let b = UOp::new(Ops::Buffer, buf.dtype(), vec![], Buffer::arg(buf));
+    if shape == [buf.size()] {
+        b
+    } else {
+        UOp::new(Ops::Reshape, buf.dtype(), vec![b], Arg::Shape(shape.to_vec()))
     }
 }

@@ -20,7 +20,7 @@ pub mod registry;
 pub mod webgpu;
 
 pub use allocator::{Allocator, AllocatorStats, LruAllocator, RawBuffer};
-pub use buffer::Buffer;
+pub use buffer::{buffer_view, view_buffer, Buffer};
 pub use device::{Compiler, Device, KernelArg, Program};
 pub use registry::{
     canonical_device, default_device, default_devices, device_list, get_device, intern_device, DefaultDevice,

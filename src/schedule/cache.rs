@@ -15,7 +15,6 @@ use super::item::Schedule;
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::helpers::lru::Lru;
-use crate::runtime::Buffer;
 use crate::uop::{Arg, FastHasher, Ops, UOp, UOpMap};
 
 /// Entries kept, the least recently used dropped first (a program builds few distinct graphs).
@@ -100,9 +99,8 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
                 return NodeKey::Fixed(u.clone());
             }
             let arg = match (u.op(), u.arg()) {
-                (Ops::Buffer, Arg::Buffer(_)) => {
-                    let b = Buffer::of(u).expect("a BUFFER node holds a runtime buffer");
-                    described.push((b.device().to_string(), b.size(), b.dtype()));
+                (Ops::Buffer, Arg::Buffer(b)) => {
+                    described.push((b.0.device().to_string(), b.0.numel(), u.dtype()));
                     Arg::Int(described.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {

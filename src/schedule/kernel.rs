@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::item::{Schedule, ScheduleItem, ScheduleStep};
+use super::item::{Schedule, ScheduleStep};
 use super::layout::{self, Panels};
 use super::multi::graph_device;
 use super::order::{kernel_graph, order_steps};
@@ -12,19 +12,22 @@ use super::rangeify::{storage_order, Realized};
 use super::realize;
 use super::split_reduce::{self, Partials};
 use crate::error::Result;
-use crate::helpers::color::pad_to;
 use crate::helpers::debug;
-use crate::runtime::{default_device, get_device};
 use crate::uop::pipeline::{Pipeline, Step};
 use crate::uop::spec::Stage;
-use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp, UOpMap};
+use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp};
 
-/// The kernels and copies that compute `outputs` on `devices` (one per output; every node under
-/// them in `order`, sources first), and what each output node became (a BUFFER, reshaped to the
-/// node's shape). With spec checks on (`uop/spec.rs`), a malformed tensor graph is the error.
-pub fn create_schedule(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Result<(Vec<ScheduleItem>, UOpMap<UOp>)> {
+/// The schedule computing `outputs` on `devices` (one per output; every node under them in
+/// `order`, sources first; `runtime` answers what it asks of devices) over slots, and the graph's input BUFFERs its input slots name by
+/// position (`engine::bind` binds them). With spec checks on (`uop/spec.rs`), a malformed tensor
+/// graph is the error.
+pub fn create_schedule(
+    outputs: &[UOp],
+    devices: &[String],
+    order: &[UOp],
+    runtime: Devices,
+) -> Result<(Arc<Schedule>, Vec<UOp>)> {
     let start = Instant::now();
-    // the graph's input buffers, in the order the schedule (and the cache's key) names them
     let inputs: Vec<UOp> = order.iter().filter(|u| u.op() == Ops::Buffer).cloned().collect();
     let key = super::cache::key(outputs, devices, order);
     let cached = key.as_ref().and_then(super::cache::lookup);
@@ -32,47 +35,39 @@ pub fn create_schedule(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Re
     let schedule = match cached {
         Some(cached) => cached,
         None => {
-            let schedule = Arc::new(schedule_graph(outputs, devices, &inputs)?);
+            let schedule = Arc::new(schedule_graph(outputs, devices, runtime, &inputs)?);
             if let Some(k) = key {
                 super::cache::insert(k, schedule.clone());
             }
             schedule
         }
     };
-    let (items, becomes) = schedule.bind(&inputs, outputs);
-    if debug() >= 3 {
-        for (i, item) in items.iter().enumerate() {
-            match item {
-                ScheduleItem::Kernel { ast, bufs } => {
-                    let args: Vec<String> =
-                        bufs.iter().map(|b| format!("#{}[{} x {}]", b.id(), b.size(), b.dtype().name())).collect();
-                    let name = crate::uop::KernelName::of(ast).for_debug();
-                    eprintln!("  {i:3} kernel {} {}", pad_to(&name, 24), args.join(" "));
-                }
-                ScheduleItem::Copy { dst, src, ranks } => {
-                    let across = ranks.map_or(String::new(), |op| format!(" {} over the ranks", op.name()));
-                    eprintln!("  {i:3} copy   {} -> {} ({} bytes){across}", src.device(), dst.device(), dst.nbytes())
-                }
-            }
-        }
-    }
     if debug() >= 1 {
-        let kernels = items.iter().filter(|i| matches!(i, ScheduleItem::Kernel { .. })).count();
+        let kernels = schedule.steps.iter().filter(|s| matches!(s, ScheduleStep::Kernel { .. })).count();
         eprintln!(
             "scheduled {kernels} kernels and {} copies in {:.2} ms (schedule cache {})",
-            items.len() - kernels,
+            schedule.steps.len() - kernels,
             start.elapsed().as_secs_f64() * 1e3,
             if hit { "hit" } else { "miss" }
         );
     }
-    Ok((items, becomes))
+    Ok((schedule, inputs))
+}
+
+/// What scheduling asks of the devices, which the runtime answers (the tensor layer passes it
+/// on): a device's target (None where it does not open), and the device a node with none of its
+/// own is computed on.
+pub struct Devices {
+    pub target_of: fn(&str) -> Option<Target>,
+    pub default: String,
 }
 
 /// What the schedule's steps read and decide.
 pub struct Scheduling {
-    /// The device of each output (the SINK's sources), in order.
+    /// The device of each output (the SINK's sources), in order, and where the rest are.
     devices: Vec<String>,
-    /// Each device's target (None where it does not open).
+    runtime: Devices,
+    /// Each device's target, as asked so far.
     targets: HashMap<String, Option<Target>>,
     /// The nodes to store, as the realize analyses find them.
     store: HashSet<UOp>,
@@ -87,19 +82,19 @@ pub struct Scheduling {
 }
 
 /// The device node `u` is computed on: an output's own (`devices` are the `outputs`'), else
-/// where its sources put it.
-fn device_of(devices: &[String], outputs: &[UOp], u: &UOp) -> String {
+/// where its sources put it, else `default`.
+fn device_of(devices: &[String], default: &str, outputs: &[UOp], u: &UOp) -> String {
     let output = outputs.iter().position(|o| o == u).map(|i| devices[i].clone());
-    output.or_else(|| graph_device(u)).unwrap_or_else(default_device)
+    output.or_else(|| graph_device(u)).unwrap_or_else(|| default.to_string())
 }
 
 impl Scheduling {
     /// The target of each node's device in `sink`'s graph (None where it does not open).
     fn targets_of<'a>(&'a mut self, sink: &'a UOp) -> impl FnMut(&UOp) -> Option<Target> + 'a {
-        let (devices, targets) = (&self.devices, &mut self.targets);
+        let (devices, runtime, targets) = (&self.devices, &self.runtime, &mut self.targets);
         move |u: &UOp| {
-            let device = device_of(devices, sink.src(), u);
-            targets.entry(device).or_insert_with_key(|d| get_device(d).ok().map(|d| d.target())).clone()
+            let device = device_of(devices, &runtime.default, sink.src(), u);
+            targets.entry(device).or_insert_with_key(|d| (runtime.target_of)(d)).clone()
         }
     }
 }
@@ -142,7 +137,7 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
     let points: Vec<UOp> = sink.toposort().into_iter().filter(|u| s.store.contains(u)).collect();
     let requested: HashSet<&UOp> = outputs.iter().collect();
     for u in &points {
-        let device = || device_of(&s.devices, &outputs, u);
+        let device = || device_of(&s.devices, &s.runtime.default, &outputs, u);
         let realized = &mut s.realized;
         let new_slot = |realized: &mut Realized| realized.new_slot(device(), u.sh().iter().product(), u.dtype());
         let slot = match u.op() {
@@ -214,10 +209,11 @@ fn buffer_under(view: &UOp) -> &UOp {
 
 /// The schedule of `outputs` on `devices` over a graph whose input BUFFERs are `inputs`,
 /// computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], devices: &[String], inputs: &[UOp]) -> Result<Schedule> {
+fn schedule_graph(outputs: &[UOp], devices: &[String], runtime: Devices, inputs: &[UOp]) -> Result<Schedule> {
     let _viz = crate::uop::track::group(|| "schedule".into());
     let mut s = Scheduling {
         devices: devices.to_vec(),
+        runtime,
         targets: HashMap::new(),
         store: HashSet::new(),
         outputs: vec![],

@@ -4,7 +4,6 @@ pub mod cache;
 pub mod item;
 pub mod kernel;
 pub mod layout;
-pub mod memory;
 pub mod multi;
 pub mod order;
 pub mod rangeify;
@@ -12,8 +11,7 @@ pub mod realize;
 pub mod split_reduce;
 pub mod unbind;
 
-pub use item::{buffer_view, view_buffer, ScheduleItem};
-pub use kernel::create_schedule;
-pub use memory::memory_planner;
+pub use item::{Schedule, ScheduleStep, Slot};
+pub use kernel::{create_schedule, Devices};
 pub use multi::{graph_device, graph_devices, lower_multi, multi, multi_axis};
 pub use unbind::{rebind, unbind, unbind_graph, VarVals};

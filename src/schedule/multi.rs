@@ -11,7 +11,6 @@ use std::sync::LazyLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{debug, getenv};
-use crate::runtime::{device_list, Buffer};
 use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UPat};
 
 /// All-reduces of more elements than this over more than two devices go round a ring.
@@ -69,7 +68,7 @@ fn own_device(u: &UOp, device_of: impl Fn(&UOp) -> Option<String>) -> Option<Str
     match (u.op(), u.arg()) {
         (Ops::Copy | Ops::Device, Arg::Str(d)) => Some(d.clone()),
         (Ops::Multi, _) => u.src().iter().map(device_of).collect::<Option<Vec<String>>>().map(|d| d.join(",")),
-        _ => Buffer::of(u).map(|b| b.device().to_string()),
+        _ => u.device_buffer().map(|b| b.device().to_string()),
     }
 }
 
@@ -361,7 +360,8 @@ fn all_gather(m: &UOp) -> Result<Vec<UOp>> {
 /// MULTI `m` copied to `spec`: one device gets the whole tensor (gathered from the shards, or
 /// the replica already there); a tuple of as many devices gets shard `i` on device `i`.
 fn copy_multi(m: &UOp, spec: &str) -> Result<UOp> {
-    let targets = device_list(spec);
+    // a tuple of devices is their names joined by commas
+    let targets: Vec<&str> = spec.split(',').collect();
     let devices = shard_devices(m)?;
     if let [one] = targets[..] {
         return Ok(match multi_axis(m) {

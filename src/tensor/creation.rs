@@ -6,8 +6,8 @@ use super::elementwise::Scalar;
 use super::Tensor;
 use crate::dtype::{DType, Element, Scalar as Kind};
 use crate::error::{ensure, Error, OrPanic, Result};
+use crate::runtime::buffer_view;
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::buffer_view;
 use crate::uop::exec::cast_const;
 use crate::uop::{Arg, Ops, Sint, UOp};
 

@@ -13,7 +13,7 @@ use super::Tensor;
 use crate::dtype::DType;
 use crate::error::{ensure, Error, OrPanic, Result};
 use crate::runtime::Buffer;
-use crate::schedule::{buffer_view, view_buffer};
+use crate::runtime::{buffer_view, view_buffer};
 use crate::uop::function::TracedFunction;
 use crate::uop::{substitute, Arg, Ops, Shared, UOp, UOpMap};
 

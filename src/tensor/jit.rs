@@ -16,7 +16,8 @@ use crate::engine::jit::CapturedJit;
 use crate::error::{Error, Result};
 use crate::helpers::debug;
 use crate::runtime::Buffer;
-use crate::schedule::{buffer_view, rebind, unbind, view_buffer, VarVals};
+use crate::runtime::{buffer_view, view_buffer};
+use crate::schedule::{rebind, unbind, VarVals};
 use crate::uop::rewrite::substitute;
 use crate::uop::{BoundVar, Ops, UOp, UOpMap};
 

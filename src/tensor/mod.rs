@@ -30,11 +30,11 @@ pub use jit::Jit;
 
 use crate::dtype::{DType, Element};
 use crate::engine::run_schedule;
+use crate::engine::ScheduleItem;
 use crate::error::{ensure, Error, OrPanic, Result};
+use crate::runtime::{buffer_view, view_buffer};
 use crate::runtime::{default_device, Buffer};
-use crate::schedule::{
-    buffer_view, create_schedule, graph_device, lower_multi, rebind, unbind_graph, view_buffer, ScheduleItem, VarVals,
-};
+use crate::schedule::{create_schedule, graph_device, lower_multi, rebind, unbind_graph, Devices, VarVals};
 use crate::uop::{substitute_outside, BoundVar, Ops, UOp};
 
 struct TensorInner {
@@ -245,7 +245,12 @@ impl Tensor {
         let (outputs, devices): (Vec<UOp>, Vec<String>) = devices.into_iter().unzip();
         // the walk of `bound` serves unless unbinding or lowering changed the graph
         let walked = (outputs != bound).then(|| UOp::toposort_all(&outputs));
-        let (items, stored) = create_schedule(&outputs, &devices, walked.as_deref().unwrap_or(graph))?;
+        let runtime = Devices {
+            target_of: |d| crate::runtime::get_device(d).ok().map(|d| d.target()),
+            default: default_device(),
+        };
+        let (schedule, inputs) = create_schedule(&outputs, &devices, walked.as_deref().unwrap_or(graph), runtime)?;
+        let (items, stored) = crate::engine::bind(&schedule, &inputs, &outputs);
         // each tensor's graph becomes what its output (or each of its shards) was stored as
         let became = |o: &UOp| match o.op() {
             Ops::Multi => {

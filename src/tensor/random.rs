@@ -341,7 +341,7 @@ mod tests {
         let kernel = Tensor::schedule(std::slice::from_ref(&r))
             .into_iter()
             .filter_map(|item| match item {
-                crate::schedule::ScheduleItem::Kernel { ast, .. } => Some(ast),
+                crate::engine::ScheduleItem::Kernel { ast, .. } => Some(ast),
                 _ => None,
             })
             .last()

@@ -222,12 +222,24 @@ impl<T: Identified + ?Sized> fmt::Debug for Shared<T> {
     }
 }
 
-/// A device buffer as the IR sees it: an identity and a length. The runtime's `Buffer` is the
-/// one implementation; the layers above it take it back with `Buffer::of` (the IR, beneath every
-/// layer, does not name the one that allocates memory).
+/// A device buffer as the IR sees it: an identity, a device and a length. The runtime's `Buffer`
+/// is the one implementation; the layers above it take it back with `Buffer::of` (the IR, beneath
+/// every layer, does not name the one that allocates memory).
 pub trait DeviceBuffer: Identified + Any + Send + Sync {
     /// Number of elements.
     fn numel(&self) -> usize;
+    /// The device it is on.
+    fn device(&self) -> &str;
+}
+
+impl UOp {
+    /// The device buffer a BUFFER node stands for.
+    pub fn device_buffer(&self) -> Option<&dyn DeviceBuffer> {
+        match self.arg() {
+            Arg::Buffer(b) => Some(&*b.0),
+            _ => None,
+        }
+    }
 }
 
 /// The device buffer a BUFFER node stands for.

@@ -394,7 +394,7 @@ pub fn only_kernel(t: &Tensor) -> (lazygrad::uop::UOp, Vec<std::sync::Arc<lazygr
     let mut items = Tensor::schedule(std::slice::from_ref(t));
     assert_eq!(items.len(), 1, "one kernel");
     match items.remove(0) {
-        lazygrad::schedule::ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
-        lazygrad::schedule::ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
+        lazygrad::engine::ScheduleItem::Kernel { ast, bufs } => (ast, bufs),
+        lazygrad::engine::ScheduleItem::Copy { .. } => panic!("a copy, not a kernel"),
     }
 }

@@ -1,7 +1,7 @@
 //! Ops on sharded and replicated tensors equal the same ops on one device; reduces over the
 //! sharded axis all-reduce with the copy counts of their algorithm.
 
-use lazygrad::schedule::ScheduleItem;
+use lazygrad::engine::ScheduleItem;
 use lazygrad::{Context, Tensor};
 
 const FOUR: [&str; 4] = ["CPU", "CPU:1", "CPU:2", "CPU:3"];

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::ScheduleItem;
+use super::bind::ScheduleItem;
 use crate::helpers::{debug, getenv};
 use crate::runtime::Buffer;
 use crate::uop::{Arg, Ops, UOp};
