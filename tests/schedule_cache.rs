@@ -3,7 +3,8 @@
 //! process-wide.)
 
 use lazygrad::schedule::cache::stats;
-use lazygrad::{Context, Tensor};
+use lazygrad::schedule::{create_schedule, Devices, ScheduleStep, Slot};
+use lazygrad::{Context, DType, Tensor, UOp};
 
 /// The counts are process-wide: one test at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -68,4 +69,40 @@ fn in_place_updates_replayed_from_the_cache_update_their_buffer() {
         assert_eq!(w.to_vec::<f32>(), want, "step {step}");
     }
     assert_eq!(hits, 2);
+}
+
+#[test]
+fn a_schedule_names_its_buffers_by_slot_and_new_inputs_take_the_same_one() {
+    let _serial = serial();
+    let runtime = || Devices {
+        target_of: |d| lazygrad::runtime::get_device(d).ok().map(|d| d.target()),
+        default: lazygrad::runtime::default_device(),
+    };
+    let schedule = |a: &Tensor, b: &Tensor| {
+        let out = (a + b).relu().uop();
+        let device = a.device().to_string();
+        create_schedule(std::slice::from_ref(&out), &[device], &UOp::toposort_all(&[out.clone()]), runtime()).unwrap()
+    };
+    let realized = || (Tensor::rand(&[16]).realize(), Tensor::rand(&[16]).realize());
+    let (a, b) = realized();
+    let (first, inputs) = schedule(&a, &b);
+    assert_eq!(inputs, [a.uop(), b.uop()], "the graph's BUFFERs, in the order its walk meets them");
+    let [ScheduleStep::Kernel { slots, .. }] = &first.steps[..] else { panic!("one kernel") };
+    let named: Vec<&Slot> = slots.iter().map(|&s| &first.slots[s]).collect();
+    let (device, dtype) = (a.device().to_string(), DType::FLOAT32);
+    assert_eq!(
+        named,
+        [
+            &Slot::New { device, size: 16, dtype },
+            &Slot::Input { position: 0, size: 16, dtype },
+            &Slot::Input { position: 1, size: 16, dtype }
+        ],
+        "the output is a new slot, PARAM 0; the inputs by position"
+    );
+    assert_eq!(first.outputs, [Some((slots[0], false))]);
+    // other buffers of the same kinds: the cached schedule itself, over them
+    let (c, d) = realized();
+    let (second, inputs) = schedule(&c, &d);
+    assert!(std::sync::Arc::ptr_eq(&first, &second), "a plain lookup");
+    assert_eq!(inputs, [c.uop(), d.uop()]);
 }
