@@ -81,7 +81,13 @@ fn a_schedule_names_its_buffers_by_slot_and_new_inputs_take_the_same_one() {
     let schedule = |a: &Tensor, b: &Tensor| {
         let out = (a + b).relu().uop();
         let device = a.device().to_string();
-        create_schedule(std::slice::from_ref(&out), &[device], &UOp::toposort_all(&[out.clone()]), runtime()).unwrap()
+        create_schedule(
+            std::slice::from_ref(&out),
+            &[device],
+            &UOp::toposort_all(std::slice::from_ref(&out)),
+            runtime(),
+        )
+        .unwrap()
     };
     let realized = || (Tensor::rand(&[16]).realize(), Tensor::rand(&[16]).realize());
     let (a, b) = realized();
