@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{debug, getenv};
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, Rule, UOp, UPat};
 
 /// All-reduces of more elements than this over more than two devices go round a ring.
 const RING_THRESHOLD: usize = 256_000;
@@ -76,94 +76,119 @@ fn own_device(u: &UOp, device_of: impl Fn(&UOp) -> Option<String>) -> Option<Str
 /// of them. A sharded tensor an op cannot keep sharded (a reshape moving items between shards,
 /// padding or flipping the sharded axis) is an error naming the op.
 pub fn lower_multi(outputs: &[UOp]) -> Result<Vec<UOp>> {
-    static LOWER: LazyLock<PatternMatcher<Option<Error>>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, failed: &mut Option<Error>| {
-            let u = &m["u"];
-            if u.op() == Ops::Sink || !u.src().iter().any(|s| s.op() == Ops::Multi) {
-                return None;
-            }
-            lower_node(u).unwrap_or_else(|e| {
-                failed.get_or_insert(e);
-                None
-            })
-        })])
-    });
     let sink = UOp::new(Ops::Sink, DType::VOID, outputs.to_vec(), Arg::None);
     let mut failed: Option<Error> = None;
-    let lowered = graph_rewrite(&sink, &LOWER, &mut failed, "lower multi", false);
+    let lowered = graph_rewrite(&sink, &PM_LOWER_MULTI, &mut failed, "lower multi", false);
     match failed {
         Some(e) => Err(e),
         None => Ok(lowered.src().to_vec()),
     }
 }
 
-/// `u`, whose sources include a MULTI, as a MULTI of `u` on each device.
-fn lower_node(u: &UOp) -> Result<Option<UOp>> {
-    let first = u.src().iter().find(|s| s.op() == Ops::Multi).expect("a MULTI source");
-    let n = first.src().len();
-    let op_name = op_name(u.op());
-    let rebuild = |src: Vec<UOp>, arg: Arg| UOp::new(u.op(), u.dtype(), src, arg);
-    let lowered = match u.op() {
-        op if op.is_alu()
-            || matches!(op, Ops::Cast | Ops::Bitcast | Ops::Contiguous | Ops::Detach | Ops::AllReduce) =>
-        {
-            let axis = u.src().iter().find_map(multi_axis);
-            let per_src = u.src().iter().map(|s| shards_along(s, axis, n, op_name)).collect::<Result<Vec<_>>>()?;
-            let shards = (0..n).map(|i| rebuild(per_src.iter().map(|s| s[i].clone()).collect(), u.arg().clone()));
-            multi(shards.collect(), axis)
-        }
-        Ops::Assign => {
-            let target = &u.src()[0];
-            if target.op() != Ops::Multi {
-                return Err(devices_error(op_name, u));
-            }
-            let axis = multi_axis(target);
-            let value = shards_along(&u.src()[1], axis, n, op_name)?;
-            let shards = target.src().iter().zip(value).map(|(t, v)| {
-                let mut src = vec![t.clone(), v];
-                src.extend(u.src()[2..].iter().cloned());
-                rebuild(src, u.arg().clone())
-            });
-            multi(shards.collect(), axis)
-        }
-        Ops::Copy => {
-            let Arg::Str(spec) = u.arg() else { return Ok(None) };
-            copy_multi(first, spec)?
-        }
-        Ops::ReduceAxis => {
-            let Arg::ReduceAxis(op, axes) = u.arg() else { return Ok(None) };
-            // a reduce over axes a shard has one element along is the shard itself
-            let reduce = |s: &UOp| match axes.iter().all(|&a| s.sh()[a] == 1) && s.dtype() == u.dtype() {
-                true => s.clone(),
-                false => rebuild(vec![s.clone()], u.arg().clone()),
-            };
-            let shards: Vec<UOp> = first.src().iter().map(reduce).collect();
-            match multi_axis(first) {
-                Some(a) if axes.contains(&a) => multi(all_reduce(*op, shards)?, None),
-                axis => multi(shards, axis),
-            }
-        }
-        op if op.is_movement() => {
-            let (arg, axis) = movement_arg(u, first)?;
-            let sizes = symbolic_sizes(u, axis, n)?;
-            let shard =
-                |s: &UOp| rebuild(std::iter::once(s.clone()).chain(sizes.iter().cloned()).collect(), arg.clone());
-            multi(first.src().iter().map(shard).collect(), axis)
-        }
-        // a matmul or conv whose parts compose (rows of x with all of w, all of x with columns of
-        // w, a conv's batch with all of its weight) stays one per device, for its device's
-        // layout; any other named function is its value
-        Ops::Call => match per_shard_call(u) {
-            Some(axis) => {
-                let shards =
-                    (0..n).map(|i| rebuild(u.src().iter().map(|s| s.src()[i].clone()).collect(), u.arg().clone()));
-                multi(shards.collect(), axis)
-            }
-            None => u.src()[0].clone(),
-        },
-        _ => return Err(devices_error(op_name, u)),
+/// The rule lowering a node `node` matches, over a MULTI source, to a MULTI of that node on each
+/// device: `lower` gets the node, its first MULTI source and how many devices it spans. The
+/// first error is kept in the context (the rule rewrites nothing then).
+#[track_caller]
+fn lower_rule(node: UPat, lower: fn(&UOp, &UOp, usize) -> Result<Option<UOp>>) -> Rule<Option<Error>> {
+    rule_ctx(node.named("u"), move |m, failed: &mut Option<Error>| {
+        let u = &m["u"];
+        let first = u.src().iter().find(|s| s.op() == Ops::Multi)?;
+        lower(u, first, first.src().len()).unwrap_or_else(|e| {
+            failed.get_or_insert(e);
+            None
+        })
+    })
+}
+
+/// Multi lowering, one rule per kind of op over a MULTI: elementwise ops per shard (another
+/// operand cut or gathered to match), ASSIGN into each shard of its target, COPY gathered or
+/// spread, a reduce per shard (and all-reduced across them over the split axis), each movement op
+/// per shard keeping or moving the split, a matmul or conv CALL per device where its parts
+/// compose; any other op over a MULTI is an error naming it.
+static PM_LOWER_MULTI: LazyLock<PatternMatcher<Option<Error>>> = LazyLock::new(|| {
+    let elementwise: Vec<Ops> = [
+        Ops::UNARY,
+        Ops::BINARY,
+        Ops::TERNARY,
+        &[Ops::Cast, Ops::Bitcast, Ops::Contiguous, Ops::Detach, Ops::AllReduce],
+    ]
+    .concat();
+    let mut rules = vec![
+        lower_rule(UPat::ops(&elementwise), lower_elementwise),
+        lower_rule(UPat::ops(&[Ops::Assign]), lower_assign),
+        lower_rule(UPat::ops(&[Ops::Copy]), |u, first, _| match u.arg() {
+            Arg::Str(spec) => copy_multi(first, spec).map(Some),
+            _ => Ok(None),
+        }),
+        lower_rule(UPat::ops(&[Ops::ReduceAxis]), lower_reduce),
+        lower_rule(UPat::ops(&[Ops::Call]), lower_call),
+    ];
+    rules.extend(Ops::MOVEMENT.iter().map(|&op| lower_rule(UPat::ops(&[op]), lower_movement)));
+    // the outputs' SINK holds MULTIs as they are
+    rules.push(lower_rule(UPat::any(), |u, _, _| match u.op() {
+        Ops::Sink => Ok(None),
+        op => Err(devices_error(op_name(op), u)),
+    }));
+    PatternMatcher::new(rules)
+});
+
+fn lower_elementwise(u: &UOp, _: &UOp, n: usize) -> Result<Option<UOp>> {
+    let axis = u.src().iter().find_map(multi_axis);
+    let per_src = u.src().iter().map(|s| shards_along(s, axis, n, op_name(u.op()))).collect::<Result<Vec<_>>>()?;
+    let shards = (0..n).map(|i| u.replace_src(per_src.iter().map(|s| s[i].clone()).collect()));
+    Ok(Some(multi(shards.collect(), axis)))
+}
+
+fn lower_assign(u: &UOp, _: &UOp, n: usize) -> Result<Option<UOp>> {
+    let target = &u.src()[0];
+    if target.op() != Ops::Multi {
+        return Err(devices_error(op_name(u.op()), u));
+    }
+    let axis = multi_axis(target);
+    let value = shards_along(&u.src()[1], axis, n, op_name(u.op()))?;
+    let shards = target.src().iter().zip(value).map(|(t, v)| {
+        let mut src = vec![t.clone(), v];
+        src.extend(u.src()[2..].iter().cloned());
+        u.replace_src(src)
+    });
+    Ok(Some(multi(shards.collect(), axis)))
+}
+
+fn lower_reduce(u: &UOp, first: &UOp, _: usize) -> Result<Option<UOp>> {
+    let Arg::ReduceAxis(op, axes) = u.arg() else { return Ok(None) };
+    // a reduce over axes a shard has one element along is the shard itself
+    let reduce = |s: &UOp| match axes.iter().all(|&a| s.sh()[a] == 1) && s.dtype() == u.dtype() {
+        true => s.clone(),
+        false => u.replace_src(vec![s.clone()]),
     };
-    Ok(Some(lowered))
+    let shards: Vec<UOp> = first.src().iter().map(reduce).collect();
+    Ok(Some(match multi_axis(first) {
+        Some(a) if axes.contains(&a) => multi(all_reduce(*op, shards)?, None),
+        axis => multi(shards, axis),
+    }))
+}
+
+fn lower_movement(u: &UOp, first: &UOp, n: usize) -> Result<Option<UOp>> {
+    let (arg, axis) = movement_arg(u, first)?;
+    let sizes = symbolic_sizes(u, axis, n)?;
+    let shard = |s: &UOp| {
+        let src = std::iter::once(s.clone()).chain(sizes.iter().cloned()).collect();
+        UOp::new(u.op(), u.dtype(), src, arg.clone())
+    };
+    Ok(Some(multi(first.src().iter().map(shard).collect(), axis)))
+}
+
+/// A matmul or conv whose parts compose (rows of x with all of w, all of x with columns of w, a
+/// conv's batch with all of its weight) stays one per device, for its device's layout; any other
+/// named function is its value.
+fn lower_call(u: &UOp, _: &UOp, n: usize) -> Result<Option<UOp>> {
+    Ok(Some(match per_shard_call(u) {
+        Some(axis) => {
+            let shards = (0..n).map(|i| u.replace_src(u.src().iter().map(|s| s.src()[i].clone()).collect()));
+            multi(shards.collect(), axis)
+        }
+        None => u.src()[0].clone(),
+    }))
 }
 
 /// The axis a matmul or conv CALL (value, x, w; all on the devices) is split along when each
