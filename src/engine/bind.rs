@@ -36,8 +36,9 @@ fn became(o: &UOp, buf: &Arc<Buffer>, symbolic: bool) -> UOp {
     }
 }
 
-/// The steps of `schedule` over buffers, the graph's input buffers (`inputs`, its BUFFER nodes by position)
-/// and a new buffer for each new slot, and what each of `outputs` (the scheduled nodes) became.
+/// The steps of `schedule` over buffers: the graph's input buffers (`inputs`, its BUFFER nodes by
+/// position) and a new buffer for each new slot; and what each of `outputs` (the scheduled
+/// nodes) became.
 pub fn bind(schedule: &Schedule, inputs: &[UOp], outputs: &[UOp]) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
     let bufs: Vec<Arc<Buffer>> = schedule
         .slots

@@ -1,4 +1,6 @@
-//! The schedule: realized nodes become kernels (or copies), in dependency order.
+//! The schedule: `SCHEDULE`, the declared steps by which a tensor graph's stored nodes become
+//! kernels (or copies) over slots, in dependency order; `create_schedule` runs it on a miss of the
+//! schedule cache.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,9 +20,9 @@ use crate::uop::spec::Stage;
 use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp};
 
 /// The schedule computing `outputs` on `devices` (one per output; every node under them in
-/// `order`, sources first; `runtime` answers what it asks of devices) over slots, and the graph's input BUFFERs its input slots name by
-/// position (`engine::bind` binds them). With spec checks on (`uop/spec.rs`), a malformed tensor
-/// graph is the error.
+/// `order`, sources first; `runtime` answers what it asks of devices) over slots, and the graph's
+/// input BUFFERs its input slots name by position (`engine::bind` binds them). With spec checks on
+/// (`uop/spec.rs`), a malformed tensor graph is the error.
 pub fn create_schedule(
     outputs: &[UOp],
     devices: &[String],
