@@ -131,11 +131,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let symbolic = symbolic_reduces(ast);
     let reduce_ids: HashSet<usize> =
         unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).chain(symbolic.iter().map(|r| r.0)).collect();
-    let reduce_vector = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
-    let reduce_lanes = reduce_vector.map(|(lanes, _)| lanes);
+    let reduce_vector = reduce_vector_width(ast, &unpadded, &symbolic, &reduce_ids, vl);
+    let reduce_lanes = reduce_vector.map(|v| v.lanes);
     // the other opts are chosen for the kernel as padded
     let pad = match reduce_vector {
-        Some((_, pad)) => pad,
+        Some(v) => v.pad,
         None => pad_innermost(ast, &unpadded, vl),
     };
     let padded = apply_opts(ast, pad.as_slice());
@@ -261,7 +261,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
                 upcast.insert(id, 2);
             }
         }
-        if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
+        // a reduce loop of symbolic size, padded to whole vectors, is split into them
+        let symbolic_vector = reduce_vector.filter(|v| symbolic.iter().any(|r| r.0 == v.range));
+        if let Some(v) = symbolic_vector {
+            opts.push(Opt::Unroll { range: v.range, amount: v.lanes });
+        } else if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             // with no output lanes, a reduce loop its loads walk becomes vector lanes itself
             let vector = upcast.is_empty()
                 && size.is_multiple_of(vl)
@@ -341,20 +345,33 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     pad.into_iter().chain(opts).collect()
 }
 
+/// A reduce loop computed as vector lanes (`reduce_vector_width`).
+#[derive(Clone, Copy)]
+struct ReduceVector {
+    range: usize,
+    lanes: usize,
+    /// The PADTO to apply first.
+    pad: Option<Opt>,
+}
+
 /// Lanes of a vector accumulator along the innermost reduce loop, when every load that loop
 /// drives walks it element by element but no output loop has such a load: `x @ w.T`, whose
 /// operands are both contiguous along the reduction. Gathering a vector of outputs there would
 /// cost a scalar load per lane; each output keeps a vector of partial sums instead, combined
 /// once at the end. A whole vector, padding the loop to a multiple of one when that adds at most
 /// an eighth (float32, whose padded lanes are masked loads; half a vector took 1.7x as long),
-/// else half of one; with the pad to apply first.
+/// else half of one. A loop of symbolic size (attention's softmax over a KV cache's keys) is
+/// always padded to whole vectors when its loads are float32: its `exp` per key, scalar, took
+/// 4x as long.
 fn reduce_vector_width(
     ast: &UOp,
     ranges: &[(usize, AxisKind, usize)],
+    symbolic: &[(usize, usize)],
     reduce_ids: &HashSet<usize>,
     vl: usize,
-) -> Option<(usize, Option<Opt>)> {
-    let &(id, _, size) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce)?;
+) -> Option<ReduceVector> {
+    let constant = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce).map(|r| (r.0, Some(r.2)));
+    let (id, size) = symbolic.iter().map(|r| (r.0, None)).chain(constant).max_by_key(|r| r.0)?;
     let outputs_walked = ranges.iter().any(|r| r.1 == AxisKind::Loop && load_contiguous(ast, r.0, reduce_ids));
     let range = super::find_range(ast, id)?;
     let walked =
@@ -364,11 +381,14 @@ fn reduce_vector_width(
     }
     let pad = Opt::Padto { range: id, amount: vl };
     let float32 = ast.toposort().iter().filter(|u| u.op() == Ops::Load).all(|l| l.dtype() == DType::FLOAT32);
-    match () {
-        _ if size.is_multiple_of(vl) => Some((vl, None)),
-        _ if float32 && size >= 8 * vl && apply_opt(ast, pad).is_some() => Some((vl, Some(pad))),
-        _ => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None)),
-    }
+    let padded = || float32 && apply_opt(ast, pad).is_some();
+    let (lanes, pad) = match size {
+        None => padded().then_some((vl, Some(pad)))?,
+        Some(size) if size.is_multiple_of(vl) => (vl, None),
+        Some(size) if size >= 8 * vl && padded() => (vl, Some(pad)),
+        Some(size) => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None))?,
+    };
+    Some(ReduceVector { range: id, lanes, pad })
 }
 
 /// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not
