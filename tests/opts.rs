@@ -376,6 +376,27 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
 }
 
 #[test]
+fn a_stored_elementwise_weight_is_computed_into_its_panels() {
+    let _serial = serial();
+    Tensor::manual_seed(8);
+    // `x @ (w * 0.5 + 1).contiguous().T`, as a dequantized weight is multiplied: the panels are
+    // the weight's one store (its value computed into them), so one kernel lays them out and one
+    // multiplies, against three with the weight stored first; a reduce reading data stays stored
+    let (m, k, n) = (64, 256, 512);
+    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[n, k]).realize());
+    let y = x.matmul(&(&w * 0.5 + 1.0).contiguous().T());
+    assert_eq!(kernel_asts(&y).len(), 2);
+    let summed = (&w * 0.5 + 1.0).sum(1, true).contiguous().expand(&[n, k]);
+    assert_eq!(kernel_asts(&x.matmul(&summed.T())).len(), 3, "the row sums are stored, then laid out");
+    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+    for (i, j) in [(0, 0), (5, 31), (17, 32), (63, n - 1), (40, 300)] {
+        let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * (wv[j * k + t] as f64 * 0.5 + 1.0)).sum();
+        let got = yv[i * n + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
 fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let _serial = serial();
     let program = |t: &Tensor| {
