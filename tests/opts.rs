@@ -9,7 +9,7 @@ use lazygrad::schedule::ScheduleItem;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::uop::KernelName;
 use lazygrad::uop::Target;
-use lazygrad::{Context, Tensor};
+use lazygrad::{Context, Sint, Tensor};
 
 /// Tests here draw from the process-wide random stream: one at a time, so that a seed gives the
 /// same tensors however the tests interleave. They expect the code for AVX-512 (64-byte vectors
@@ -753,6 +753,42 @@ fn sums_of_exponentials_and_maxes_pad_their_rows_to_whole_vectors() {
                     _ => row.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
                 };
                 assert!((*g as f64 - want).abs() <= 1e-5 * want.abs(), "{dev} {reduce} row {r}: {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_softmax_over_a_symbolic_number_of_keys_stores_whole_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(4);
+    // its probabilities, an elementwise kernel whose innermost loop (the keys) has a variable
+    // size: padded to whole vectors, each iteration loads and stores 16 keys (the last vector's
+    // lanes past the end masked), rather than 16 rows gathered key by key
+    let x = Tensor::randn(&[32, 64]).realize();
+    let keys = lazygrad::Variable::new("keys", 1, 64);
+    let host: Vec<f32> = x.to_vec();
+    for len in [1, 37, 64] {
+        let bounds = [(Sint::Int(0), Sint::Int(32)), (Sint::Int(0), Sint::from(&keys.bind(len)))];
+        let part = x.shrink_sym(&bounds);
+        let (max, sum) = (part.max(1, true).realize(), (&part - &part.max(1, true)).exp().sum(1, true).realize());
+        let probs = (&part - &max).exp() / &sum;
+        let asts = kernel_asts(&probs);
+        let opts = hand_coded_optimizations(&asts[0], &cpu(2));
+        let range = opts.iter().find_map(|o| match o {
+            Opt::Padto { range, amount: 16 } => Some(*range),
+            _ => None,
+        });
+        assert!(range.is_some_and(|range| opts.contains(&Opt::Upcast { range, amount: 16 })), "{opts:?}");
+        let got = probs.to_vec::<f32>();
+        for r in 0..32 {
+            let row = &host_row(&host, r, 64)[..len];
+            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = row.iter().map(|x| (x - max).exp()).sum();
+            for (c, x) in row.iter().enumerate() {
+                let want = (x - max).exp() / total;
+                let g = got[r * len + c] as f64;
+                assert!((g - want).abs() <= 1e-5 * want.max(1e-3), "{len} keys [{r},{c}]: {g} vs {want}");
             }
         }
     }

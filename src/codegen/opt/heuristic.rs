@@ -97,13 +97,12 @@ fn load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
     })
 }
 
-/// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
-/// The reduce loops of symbolic size (`kernel_ranges` leaves them out): id and largest size.
-fn symbolic_reduces(ast: &UOp) -> Vec<(usize, usize)> {
+/// The loops of `kind` of symbolic size (`kernel_ranges` leaves them out): id and largest size.
+fn symbolic_ranges(ast: &UOp, kind: AxisKind) -> Vec<(usize, usize)> {
     ast.toposort()
         .iter()
         .filter_map(|u| match (u.op(), u.arg()) {
-            (Ops::Range, Arg::Range(id, AxisKind::Reduce)) if u.src()[0].const_int_value().is_none() => {
+            (Ops::Range, Arg::Range(id, k)) if *k == kind && u.src()[0].const_int_value().is_none() => {
                 Some((*id, u.src()[0].vmax().max(1) as usize))
             }
             _ => None,
@@ -111,6 +110,7 @@ fn symbolic_reduces(ast: &UOp) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
 pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
@@ -128,15 +128,25 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let unpadded = kernel_ranges(ast);
     // a reduce over a symbolic size is never split, but the kernel still runs it: its loads
     // share lanes of the output axes, and its largest size counts as work
-    let symbolic = symbolic_reduces(ast);
+    let symbolic = symbolic_ranges(ast, AxisKind::Reduce);
+    let symbolic_loops = symbolic_ranges(ast, AxisKind::Loop);
     let reduce_ids: HashSet<usize> =
         unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).chain(symbolic.iter().map(|r| r.0)).collect();
     let reduce_vector = reduce_vector_width(ast, &unpadded, &symbolic, &reduce_ids, vl);
     let reduce_lanes = reduce_vector.map(|v| v.lanes);
+    let work: usize = unpadded.iter().map(|r| r.2).chain(symbolic.iter().chain(&symbolic_loops).map(|r| r.1)).product();
+    // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
+    // along the innermost output axis, else along the innermost axis some load walks (the
+    // stores then go lane by lane: channels-last data read channels-first)
+    let elementwise = reduce_ids.is_empty() && work >= VECTOR_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    let symbolic_vector = symbolic_loops
+        .iter()
+        .filter(|_| elementwise)
+        .find_map(|r| Some(Opt::Padto { range: r.0, amount: vl }).filter(|_| stores_along(ast, r.0, &unpadded)));
     // the other opts are chosen for the kernel as padded
     let pad = match reduce_vector {
         Some(v) => v.pad,
-        None => pad_innermost(ast, &unpadded, vl),
+        None => pad_innermost(ast, &unpadded, vl).or(symbolic_vector),
     };
     let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
@@ -146,18 +156,17 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let mut upcast: HashMap<usize, usize> = HashMap::new();
     // the innermost output loop: contiguous in the output, so its lanes make one vector
     let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
-    let work: usize = ranges.iter().map(|r| r.2).chain(symbolic.iter().map(|r| r.1)).product();
-    // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
-    // along the innermost output axis, else along the innermost axis some load walks (the
-    // stores then go lane by lane: channels-last data read channels-first)
-    let elementwise = reduce_ids.is_empty() && work >= VECTOR_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    if let Some(Opt::Padto { range, amount }) = symbolic_vector {
+        opts.push(Opt::Upcast { range, amount });
+        upcast.insert(range, amount);
+    }
     let whole_vectors = |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(vl) && r.2 > vl;
     let vector_axis = ranges
         .iter()
         .filter(whole_vectors)
         .filter(|r| Some(r.0) == innermost || load_contiguous(ast, r.0, &reduce_ids))
         .max_by_key(|r| (Some(r.0) == innermost, r.0));
-    if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise) {
+    if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise && symbolic_vector.is_none()) {
         opts.push(Opt::Upcast { range: id, amount: vl });
         upcast.insert(id, vl);
     }
@@ -343,6 +352,21 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         }
     }
     pad.into_iter().chain(opts).collect()
+}
+
+/// Whether loop `id` of symbolic size is an elementwise kernel's innermost loop, along which its
+/// float32 stores walk memory (attention's probabilities over a KV cache's keys): padded to whole
+/// vectors, its lanes are vector loads and masked vector stores.
+fn stores_along(ast: &UOp, id: usize, ranges: &[(usize, AxisKind, usize)]) -> bool {
+    let Some(range) = super::find_range(ast, id) else { return false };
+    let innermost = ranges.iter().all(|r| r.0 < id);
+    let stores: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Store).collect();
+    innermost
+        && !stores.is_empty()
+        && stores.iter().all(|st| {
+            st.src()[1].dtype() == DType::FLOAT32
+                && crate::codegen::vectorize::stride_one_along(&st.src()[0].src()[1], &range)
+        })
 }
 
 /// A reduce loop computed as vector lanes (`reduce_vector_width`).
