@@ -397,6 +397,26 @@ fn a_stored_elementwise_weight_is_computed_into_its_panels() {
 }
 
 #[test]
+fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
+    let _serial = serial();
+    Tensor::manual_seed(9);
+    // d sum((x @ w) * r) / dw = x.T @ r over the 2 x 128 rows: one kernel lays r out in column
+    // panels and one multiplies, as a forward product (summed over batch and rows in place, each
+    // reduce step read a row of x and of r a row length apart)
+    let (k, n) = (96, 256);
+    let (x, r) = (Tensor::randn(&[2, 128, k]).realize(), Tensor::randn(&[2, 128, n]).realize());
+    let w = Tensor::randn(&[k, n]).realize().requires_grad(true);
+    let dw = (x.matmul(&w) * &r).sum(None, false).gradient(&[&w]).remove(0);
+    assert_eq!(kernel_asts(&dw).len(), 2);
+    let (xv, rv, dv) = (x.to_vec::<f32>(), r.to_vec::<f32>(), dw.to_vec::<f32>());
+    for (i, j) in [(0, 0), (5, 31), (17, 32), (95, 255), (40, 200)] {
+        let exact: f64 = (0..256).map(|t| xv[t * k + i] as f64 * rv[t * n + j] as f64).sum();
+        let got = dv[i * n + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "dw[{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
 fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let _serial = serial();
     let program = |t: &Tensor| {
