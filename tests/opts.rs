@@ -800,6 +800,10 @@ fn a_softmax_over_a_symbolic_number_of_keys_stores_whole_vectors() {
             _ => None,
         });
         assert!(range.is_some_and(|range| opts.contains(&Opt::Upcast { range, amount: 16 })), "{opts:?}");
+        // the last vector's mask is one compare of the lanes' offsets with the keys left
+        let spec = lazygrad::codegen::get_program(&asts[0], &CRenderer).unwrap();
+        let offsets = format!("(int16){{{}}}", (0..16).map(|k| k.to_string()).collect::<Vec<_>>().join(", "));
+        assert!(spec.src.contains(&offsets), "{}", spec.src);
         let got = probs.to_vec::<f32>();
         for r in 0..32 {
             let row = &host_row(&host, r, 64)[..len];
