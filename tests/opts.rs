@@ -417,6 +417,26 @@ fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
 }
 
 #[test]
+fn threads_share_an_inner_loop_when_the_outer_one_is_too_short_to_split_evenly() {
+    let _serial = serial();
+    Tensor::manual_seed(10);
+    // 3 heads of 128 x 64 @ 64 x 128 on 2 threads: padded to 4 heads, a quarter of the work
+    // would be masked; the 128 rows run outermost and split in halves instead
+    let (q, k) = (Tensor::randn(&[3, 128, 64]).realize(), Tensor::randn(&[3, 64, 128]).realize());
+    let scores = q.matmul(&k);
+    let opts = hand_coded_optimizations(&kernel_asts(&scores).remove(0), &cpu(2));
+    assert!(opts.ends_with(&[Opt::Thread(2)]), "{opts:?}");
+    assert!(opts.iter().any(|o| matches!(o, Opt::Swap { range: 0, .. })), "{opts:?}");
+    assert!(!opts.iter().any(|o| matches!(o, Opt::Padto { range: 0, .. })), "{opts:?}");
+    let (qv, kv, sv) = (q.to_vec::<f32>(), k.to_vec::<f32>(), scores.to_vec::<f32>());
+    for (h, i, j) in [(0, 0, 0), (1, 63, 64), (2, 127, 127), (2, 5, 90)] {
+        let exact: f64 = (0..64).map(|t| qv[h * 8192 + i * 64 + t] as f64 * kv[h * 8192 + t * 128 + j] as f64).sum();
+        let got = sv[h * 16384 + i * 128 + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "s[{h},{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
 fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let _serial = serial();
     let program = |t: &Tensor| {

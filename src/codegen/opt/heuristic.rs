@@ -54,6 +54,9 @@ fn fma_chains(accumulators: usize, max: usize) -> bool {
     }
     tile >= FMA_CHAINS
 }
+/// An outer loop shorter than this many iterations per thread, that the threads do not divide,
+/// gives the threads to an inner loop they divide.
+const SHORT_LOOP_THREADS: usize = 8;
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
@@ -341,7 +344,19 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
     // count divides it
     let planned = apply_opts(ast, &opts);
-    if let Some(&(id, _, size)) = kernel_ranges(&planned).iter().find(|r| r.1 == AxisKind::Loop) {
+    let loops: Vec<(usize, AxisKind, usize)> =
+        kernel_ranges(&planned).into_iter().filter(|r| r.1 == AxisKind::Loop).collect();
+    // an outer loop too short for the cores to share evenly (attention's 3 KV heads on 2 cores:
+    // padded to 4, a quarter of the work is masked lanes) gives way to an inner one they divide
+    let short = |size: usize| !size.is_multiple_of(threads) && size < SHORT_LOOP_THREADS * threads;
+    let divided = loops.iter().skip(1).find(|r| r.2.is_multiple_of(threads));
+    if let (Some(&(outer, _, size)), Some(&(inner, _, _))) = (loops.first(), divided) {
+        if work >= THREAD_MIN_WORK && threads > 1 && short(size) {
+            opts.extend([Opt::Swap { range: outer, with: inner }, Opt::Thread(threads)]);
+            return pad.into_iter().chain(opts).collect();
+        }
+    }
+    if let Some(&(id, _, size)) = loops.first() {
         match (2..=threads).rev().find(|n| size.is_multiple_of(*n)) {
             _ if work < THREAD_MIN_WORK => {}
             Some(n) => opts.push(Opt::Thread(n)),
