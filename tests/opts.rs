@@ -9,7 +9,7 @@ use lazygrad::runtime::DefaultDevice;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::uop::KernelName;
 use lazygrad::uop::Target;
-use lazygrad::{Context, Tensor};
+use lazygrad::{Context, Sint, Tensor};
 
 /// Tests here draw from the process-wide random stream: one at a time, so that a seed gives the
 /// same tensors however the tests interleave. They expect the code for AVX-512 (64-byte vectors
@@ -376,6 +376,67 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
 }
 
 #[test]
+fn a_stored_elementwise_weight_is_computed_into_its_panels() {
+    let _serial = serial();
+    Tensor::manual_seed(8);
+    // `x @ (w * 0.5 + 1).contiguous().T`, as a dequantized weight is multiplied: the panels are
+    // the weight's one store (its value computed into them), so one kernel lays them out and one
+    // multiplies, against three with the weight stored first; a reduce reading data stays stored
+    let (m, k, n) = (64, 256, 512);
+    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[n, k]).realize());
+    let y = x.matmul(&(&w * 0.5 + 1.0).contiguous().T());
+    assert_eq!(kernel_asts(&y).len(), 2);
+    let summed = (&w * 0.5 + 1.0).sum(1, true).contiguous().expand(&[n, k]);
+    assert_eq!(kernel_asts(&x.matmul(&summed.T())).len(), 3, "the row sums are stored, then laid out");
+    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+    for (i, j) in [(0, 0), (5, 31), (17, 32), (63, n - 1), (40, 300)] {
+        let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * (wv[j * k + t] as f64 * 0.5 + 1.0)).sum();
+        let got = yv[i * n + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
+fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
+    let _serial = serial();
+    Tensor::manual_seed(9);
+    // d sum((x @ w) * r) / dw = x.T @ r over the 2 x 128 rows: one kernel lays r out in column
+    // panels and one multiplies, as a forward product (summed over batch and rows in place, each
+    // reduce step read a row of x and of r a row length apart)
+    let (k, n) = (96, 256);
+    let (x, r) = (Tensor::randn(&[2, 128, k]).realize(), Tensor::randn(&[2, 128, n]).realize());
+    let w = Tensor::randn(&[k, n]).realize().requires_grad(true);
+    let dw = (x.matmul(&w) * &r).sum(None, false).gradient(&[&w]).remove(0);
+    assert_eq!(kernel_asts(&dw).len(), 2);
+    let (xv, rv, dv) = (x.to_vec::<f32>(), r.to_vec::<f32>(), dw.to_vec::<f32>());
+    for (i, j) in [(0, 0), (5, 31), (17, 32), (95, 255), (40, 200)] {
+        let exact: f64 = (0..256).map(|t| xv[t * k + i] as f64 * rv[t * n + j] as f64).sum();
+        let got = dv[i * n + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "dw[{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
+fn threads_share_an_inner_loop_when_the_outer_one_is_too_short_to_split_evenly() {
+    let _serial = serial();
+    Tensor::manual_seed(10);
+    // 3 heads of 128 x 64 @ 64 x 128 on 2 threads: padded to 4 heads, a quarter of the work
+    // would be masked; the 128 rows run outermost and split in halves instead
+    let (q, k) = (Tensor::randn(&[3, 128, 64]).realize(), Tensor::randn(&[3, 64, 128]).realize());
+    let scores = q.matmul(&k);
+    let opts = hand_coded_optimizations(&kernel_asts(&scores).remove(0), &cpu(2));
+    assert!(opts.ends_with(&[Opt::Thread(2)]), "{opts:?}");
+    assert!(opts.iter().any(|o| matches!(o, Opt::Swap { range: 0, .. })), "{opts:?}");
+    assert!(!opts.iter().any(|o| matches!(o, Opt::Padto { range: 0, .. })), "{opts:?}");
+    let (qv, kv, sv) = (q.to_vec::<f32>(), k.to_vec::<f32>(), scores.to_vec::<f32>());
+    for (h, i, j) in [(0, 0, 0), (1, 63, 64), (2, 127, 127), (2, 5, 90)] {
+        let exact: f64 = (0..64).map(|t| qv[h * 8192 + i * 64 + t] as f64 * kv[h * 8192 + t * 128 + j] as f64).sum();
+        let got = sv[h * 16384 + i * 128 + j] as f64;
+        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "s[{h},{i},{j}] = {got}, want {exact}");
+    }
+}
+
+#[test]
 fn elementwise_kernels_compute_whole_vectors_and_stream_large_outputs() {
     let _serial = serial();
     let program = |t: &Tensor| {
@@ -679,7 +740,7 @@ fn odd_sized_matmuls_pad_to_whole_vector_tiles_and_threads() {
 }
 
 #[test]
-fn padto_applies_to_loops_it_grows_and_sums_whose_extra_terms_are_zero() {
+fn padto_applies_to_loops_it_grows_and_reduces_whose_extra_terms_take_the_identity() {
     let _serial = serial();
     let (a, b) = (Tensor::rand(&[20, 30]).realize(), Tensor::rand(&[30, 40]).realize());
     let ast = kernel_asts(&a.matmul(&b)).remove(0);
@@ -694,12 +755,123 @@ fn padto_applies_to_loops_it_grows_and_sums_whose_extra_terms_are_zero() {
     // the reduce loop: its padded terms are products of loads that read 0 there
     assert_eq!(sizes(pad(2, 16)), vec![20, 40, 32], "30 summed terms grow to 32");
     assert!(pad(5, 16).is_none(), "no such loop");
-    // a sum of exponentials would add exp(0) = 1 for each padded term
-    let e = kernel_asts(&a.exp().sum(1, false)).remove(0);
-    assert!(lazygrad::codegen::opt::apply_opt(&e, Opt::Padto { range: 1, amount: 16 }).is_none());
-    // and a max of them would need -inf
-    let m = kernel_asts(&a.max(1, false)).remove(0);
-    assert!(lazygrad::codegen::opt::apply_opt(&m, Opt::Padto { range: 1, amount: 16 }).is_none());
+    // a sum of exponentials would add exp(0) = 1 for each padded term, and a max of loads that
+    // read 0 there could be 0: their padded terms are selected to be 0 and -inf instead
+    for t in [a.exp().sum(1, false), a.max(1, false)] {
+        let ast = kernel_asts(&t).remove(0);
+        let padded = lazygrad::codegen::opt::apply_opt(&ast, Opt::Padto { range: 1, amount: 16 });
+        let wheres =
+            |u: &lazygrad::uop::UOp| u.toposort().iter().filter(|n| n.op() == lazygrad::uop::Ops::Where).count();
+        assert_eq!(wheres(&padded.expect("the pad applies")), wheres(&ast) + 1, "the terms selected by the gate");
+    }
+}
+
+/// Row `r` of a row-major matrix of `cols` columns, in float64.
+fn host_row(host: &[f32], r: usize, cols: usize) -> Vec<f64> {
+    host[r * cols..(r + 1) * cols].iter().map(|x| *x as f64).collect()
+}
+
+#[test]
+fn sums_of_exponentials_and_maxes_pad_their_rows_to_whole_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(2);
+    // 130 columns: two masked lanes short of 9 vectors of 16; the padded terms of the sum are
+    // exp(x) for x = 0 unless selected away, and of the max 0 (above every row's max here)
+    let a = (Tensor::rand(&[20, 130]) - 2.0).realize();
+    let host: Vec<f32> = a.to_vec();
+    for (t, reduce) in [(a.exp().sum(1, false), "sum"), (a.max(1, false), "max")] {
+        let opts = hand_coded_optimizations(&kernel_asts(&t).remove(0), &cpu(2));
+        assert_eq!(opts.first(), Some(&Opt::Padto { range: 1, amount: 16 }), "{reduce}: {opts:?}");
+        assert!(opts.contains(&Opt::Unroll { range: 1, amount: 16 }), "{reduce}: {opts:?}");
+        for dev in ["CPU", "INTERP"] {
+            let x = a.to(dev);
+            let got = if reduce == "sum" { x.exp().sum(1, false) } else { x.max(1, false) }.to_vec::<f32>();
+            for (r, g) in got.iter().enumerate() {
+                let row = host_row(&host, r, 130);
+                let want = match reduce {
+                    "sum" => row.iter().map(|x| x.exp()).sum(),
+                    _ => row.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+                };
+                assert!((*g as f64 - want).abs() <= 1e-5 * want.abs(), "{dev} {reduce} row {r}: {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_softmax_over_a_symbolic_number_of_keys_stores_whole_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(4);
+    // its probabilities, an elementwise kernel whose innermost loop (the keys) has a variable
+    // size: padded to whole vectors, each iteration loads and stores 16 keys (the last vector's
+    // lanes past the end masked), rather than 16 rows gathered key by key
+    let x = Tensor::randn(&[32, 64]).realize();
+    let keys = lazygrad::Variable::new("keys", 1, 64);
+    let host: Vec<f32> = x.to_vec();
+    for len in [1, 37, 64] {
+        let bounds = [(Sint::Int(0), Sint::Int(32)), (Sint::Int(0), Sint::from(&keys.bind(len)))];
+        let part = x.shrink_sym(&bounds);
+        let (max, sum) = (part.max(1, true).realize(), (&part - &part.max(1, true)).exp().sum(1, true).realize());
+        let probs = (&part - &max).exp() / &sum;
+        let asts = kernel_asts(&probs);
+        let opts = hand_coded_optimizations(&asts[0], &cpu(2));
+        let range = opts.iter().find_map(|o| match o {
+            Opt::Padto { range, amount: 16 } => Some(*range),
+            _ => None,
+        });
+        assert!(range.is_some_and(|range| opts.contains(&Opt::Upcast { range, amount: 16 })), "{opts:?}");
+        // the last vector's mask is one compare of the lanes' offsets with the keys left
+        let spec = lazygrad::codegen::get_program(&asts[0], &CRenderer).unwrap();
+        let offsets = format!("(int16){{{}}}", (0..16).map(|k| k.to_string()).collect::<Vec<_>>().join(", "));
+        assert!(spec.src.contains(&offsets), "{}", spec.src);
+        let got = probs.to_vec::<f32>();
+        for r in 0..32 {
+            let row = &host_row(&host, r, 64)[..len];
+            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = row.iter().map(|x| (x - max).exp()).sum();
+            for (c, x) in row.iter().enumerate() {
+                let want = (x - max).exp() / total;
+                let g = got[r * len + c] as f64;
+                assert!((g - want).abs() <= 1e-5 * want.max(1e-3), "{len} keys [{r},{c}]: {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_softmax_over_a_symbolic_number_of_keys_reduces_whole_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(3);
+    // attention's softmax over a KV cache: the key loop's size is a variable; padded to whole
+    // vectors of 16 (the last one masked), the max and the sum of exponentials are vector
+    // accumulators instead of a scalar `exp` per key
+    let x = Tensor::randn(&[6, 40]).realize();
+    let keys = lazygrad::Variable::new("keys", 1, 40);
+    let host: Vec<f32> = x.to_vec();
+    for len in [1, 16, 37, 40] {
+        let part = x.shrink_sym(&[
+            (lazygrad::Sint::Int(0), lazygrad::Sint::Int(6)),
+            (lazygrad::Sint::Int(0), lazygrad::Sint::from(&keys.bind(len))),
+        ]);
+        let sums = (&part - &part.max(1, true)).exp().sum(1, false);
+        if len == 37 {
+            let vectorized = kernel_asts(&sums)
+                .iter()
+                .filter(|ast| {
+                    let opts = hand_coded_optimizations(ast, &cpu(2));
+                    opts.iter().any(|o| matches!(o, Opt::Padto { amount: 16, .. }))
+                        && opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 16, .. }))
+                })
+                .count();
+            assert_eq!(vectorized, 2, "the max and the sum each pad the key loop to vectors");
+        }
+        for (r, got) in sums.to_vec::<f32>().iter().enumerate() {
+            let row = &host_row(&host, r, 40)[..len];
+            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let want: f64 = row.iter().map(|x| (x - max).exp()).sum();
+            assert!((*got as f64 - want).abs() <= 1e-5 * want, "{len} keys, row {r}: {got} vs {want}");
+        }
+    }
 }
 
 #[test]

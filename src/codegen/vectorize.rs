@@ -106,8 +106,35 @@ fn vectorize_alu(u: &UOp) -> Option<UOp> {
     }
     Some(match vector {
         true => UOp::new(u.op(), u.dtype().vec(w as u16), u.src().iter().map(|s| broadcast(s, w)).collect(), Arg::None),
-        false => per_lane(u, w),
+        false => offsets_below(u, w).unwrap_or_else(|| per_lane(u, w)),
     })
+}
+
+/// `base + o_k < b` over lanes `k` (index math: a padded loop's gate `r * w + k < n`) as one
+/// vector compare of 32-bit integers, `o_k < b - base`, where `b` is the same in every lane and
+/// the lanes' difference fits 32 bits: a mask of lanes instead of `w` scalar compares gathered.
+fn offsets_below(u: &UOp, w: usize) -> Option<UOp> {
+    let [a, b] = u.src() else { return None };
+    if u.op() != Ops::CmpLt || a.dtype().base() != DType::INDEX || b.dtype().base() != DType::INDEX {
+        return None;
+    }
+    let bound = lane(b, 0);
+    let base = Lin::of(&lane(a, 0));
+    let same_terms = |l: &Lin| l.terms.len() == base.terms.len() && l.terms.iter().all(|t| base.terms.contains(t));
+    let offsets = (0..w)
+        .map(|k| {
+            let l = Lin::of(&lane(a, k));
+            let offset = i32::try_from(l.k - base.k).ok()?;
+            (same_terms(&l) && lane(b, k) == bound).then(|| UOp::const_int(DType::INT32, offset as i64))
+        })
+        .collect::<Option<Vec<UOp>>>()?;
+    let room = bound.alu(Ops::Sub, &[&lane(a, 0)]);
+    let fits = |v: i128| i32::try_from(v).is_ok();
+    if !fits(room.vmin()) || !fits(room.vmax()) {
+        return None;
+    }
+    let offsets = UOp::new(Ops::Vectorize, DType::INT32.vec(w as u16), offsets, Arg::None);
+    Some(offsets.alu(Ops::CmpLt, &[&broadcast(&room.cast(DType::INT32), w)]))
 }
 
 /// The first lane of an INDEX of `elem`s when its lanes are consecutive elements. A gate that

@@ -4,6 +4,7 @@
 //! channels-last convolutions on CPU-like targets, whose tiles are rows of vector registers),
 //! and every other CALL becomes its value.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use crate::codegen::opt::matmul_panel;
@@ -71,8 +72,8 @@ fn matmul_panels(call: &UOp, p: usize) -> Option<UOp> {
         return None;
     }
     let w = match padded == n {
-        true => w.clone(),
-        false => w.movement(Ops::Pad, Arg::Pairs(vec![(0, 0), (0, padded - n)])),
+        true => unstored(w),
+        false => unstored(w).movement(Ops::Pad, Arg::Pairs(vec![(0, 0), (0, padded - n)])),
     };
     let (columns, n) = (n, padded);
     let panels = w
@@ -141,6 +142,36 @@ fn channels_last(call: &UOp, lanes: usize) -> Option<UOp> {
         .movement(Ops::Reshape, Arg::Shape([&[bs][..], oyx, &[groups * rcout]].concat()))
         .movement(Ops::Contiguous, Arg::Int(-1));
     Some(out.movement(Ops::Permute, Arg::Axes([&[0, 1 + nd][..], &spatial(1)].concat())))
+}
+
+/// A right operand `w` that is a view (reshapes and permutes) of an elementwise value stored
+/// (`CONTIGUOUS`), as the same view of the value itself: the panels are then its one store (a
+/// quantized weight dequantized into panels directly: SmolLM2's prefill wrote each weight as
+/// float32 and copied it again into panels, 83 of 745 ms). Elementwise: its reduces (an
+/// `arange`'s running sum) read no buffer.
+fn unstored(w: &UOp) -> UOp {
+    match w.op() {
+        Ops::Reshape | Ops::Permute => {
+            let src = unstored(&w.src()[0]);
+            w.replace_src(vec![src])
+        }
+        Ops::Contiguous if elementwise(&w.src()[0]) => w.src()[0].clone(),
+        _ => w.clone(),
+    }
+}
+
+/// Whether no reduce in `value` reads a buffer.
+fn elementwise(value: &UOp) -> bool {
+    let mut reads_data: HashSet<UOp> = HashSet::new();
+    for u in value.toposort() {
+        if u.op() == Ops::Buffer || u.src().iter().any(|s| reads_data.contains(s)) {
+            if u.op() == Ops::ReduceAxis {
+                return false;
+            }
+            reads_data.insert(u);
+        }
+    }
+    true
 }
 
 /// `u` expanded to `shape` (itself when it has that shape).

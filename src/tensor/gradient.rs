@@ -42,6 +42,19 @@ fn grad_rule(op: Ops, f: fn(&Tensor, &[Tensor], &Tensor) -> Vec<Option<Tensor>>)
     })
 }
 
+/// The gradients of `x @ w` (`w` a matrix `[k, n]`, `x` `[..., k]`) for the incoming gradient
+/// `g`, as matmuls the scheduler lays out as it does the forward one: `g @ w.T`, and
+/// `x.T @ g` over the rows of every batch, whose right operand `g` is then read in column panels
+/// (a GPT's weight gradients, as the sum of products over batch and sequence that the forward
+/// expression differentiates to, ran at 170-190 GFLOP/s where the product runs at 230).
+fn matmul_backward(x: &Tensor, w: &Tensor, g: &Tensor) -> (Tensor, Tensor) {
+    let (xs, n) = (x.shape(), w.shape()[1] as isize);
+    let rows = xs[..xs.len() - 1].iter().product::<usize>() as isize;
+    let dx = g.matmul(&w.T()).reshape(&xs.iter().map(|&d| d as isize).collect::<Vec<_>>());
+    let dw = x.reshape(&[rows, w.shape()[0] as isize]).T().matmul(&g.reshape(&[rows, n]));
+    (dx, dw)
+}
+
 /// For each element of `x`, the product of the other elements it was reduced with into `prod`
 /// (the gradient of a product, as PyTorch's): `prod / x` where the row has no zero, the product
 /// of the non-zero elements at its only zero, and 0 elsewhere (dividing by a zero gave NaN).
@@ -127,10 +140,12 @@ static PM_GRADIENT: LazyLock<PatternMatcher<GradCtx>> = LazyLock::new(|| {
                 arg => panic!("gradient: no rule for REDUCE_AXIS {arg:?}"),
             }
         }),
-        // a function's own backward rule, its value (src 0) getting no gradient; a matmul's
-        // value is differentiated as it is
+        // a function's own backward rule, its value (src 0) getting no gradient
         grad_rule(Ops::Call, |k, s, g| match k.uop().arg() {
-            Arg::Call(Call::Matmul, _) => vec![Some(g.clone()), None, None],
+            Arg::Call(Call::Matmul, _) => {
+                let (dx, dw) = matmul_backward(&s[1], &s[2], g);
+                vec![None, Some(dx), Some(dw)]
+            }
             Arg::Call(Call::Conv, params) => {
                 let (dx, dw) = g.conv_backward(&s[1], &s[2], params);
                 vec![None, Some(dx), Some(dw)]

@@ -54,6 +54,9 @@ fn fma_chains(accumulators: usize, max: usize) -> bool {
     }
     tile >= FMA_CHAINS
 }
+/// An outer loop shorter than this many iterations per thread, that the threads do not divide,
+/// gives the threads to an inner loop they divide.
+const SHORT_LOOP_THREADS: usize = 8;
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
 /// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
@@ -97,13 +100,12 @@ fn load_contiguous(ast: &UOp, id: usize, reduce_ids: &HashSet<usize>) -> bool {
     })
 }
 
-/// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
-/// The reduce loops of symbolic size (`kernel_ranges` leaves them out): id and largest size.
-fn symbolic_reduces(ast: &UOp) -> Vec<(usize, usize)> {
+/// The loops of `kind` of symbolic size (`kernel_ranges` leaves them out): id and largest size.
+fn symbolic_ranges(ast: &UOp, kind: AxisKind) -> Vec<(usize, usize)> {
     ast.toposort()
         .iter()
         .filter_map(|u| match (u.op(), u.arg()) {
-            (Ops::Range, Arg::Range(id, AxisKind::Reduce)) if u.src()[0].const_int_value().is_none() => {
+            (Ops::Range, Arg::Range(id, k)) if *k == kind && u.src()[0].const_int_value().is_none() => {
                 Some((*id, u.src()[0].vmax().max(1) as usize))
             }
             _ => None,
@@ -111,6 +113,7 @@ fn symbolic_reduces(ast: &UOp) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The optimizations hand-picked for `ast` on `target` (none with NOOPT).
 pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     if getenv("NOOPT", 0) != 0 {
         return vec![];
@@ -128,15 +131,25 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let unpadded = kernel_ranges(ast);
     // a reduce over a symbolic size is never split, but the kernel still runs it: its loads
     // share lanes of the output axes, and its largest size counts as work
-    let symbolic = symbolic_reduces(ast);
+    let symbolic = symbolic_ranges(ast, AxisKind::Reduce);
+    let symbolic_loops = symbolic_ranges(ast, AxisKind::Loop);
     let reduce_ids: HashSet<usize> =
         unpadded.iter().filter(|r| r.1 == AxisKind::Reduce).map(|r| r.0).chain(symbolic.iter().map(|r| r.0)).collect();
-    let reduce_vector = reduce_vector_width(ast, &unpadded, &reduce_ids, vl);
-    let reduce_lanes = reduce_vector.map(|(lanes, _)| lanes);
+    let reduce_vector = reduce_vector_width(ast, &unpadded, &symbolic, &reduce_ids, vl);
+    let reduce_lanes = reduce_vector.map(|v| v.lanes);
+    let work: usize = unpadded.iter().map(|r| r.2).chain(symbolic.iter().chain(&symbolic_loops).map(|r| r.1)).product();
+    // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
+    // along the innermost output axis, else along the innermost axis some load walks (the
+    // stores then go lane by lane: channels-last data read channels-first)
+    let elementwise = reduce_ids.is_empty() && work >= VECTOR_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    let symbolic_vector = symbolic_loops
+        .iter()
+        .filter(|_| elementwise)
+        .find_map(|r| Some(Opt::Padto { range: r.0, amount: vl }).filter(|_| stores_along(ast, r.0, &unpadded)));
     // the other opts are chosen for the kernel as padded
     let pad = match reduce_vector {
-        Some((_, pad)) => pad,
-        None => pad_innermost(ast, &unpadded, vl),
+        Some(v) => v.pad,
+        None => pad_innermost(ast, &unpadded, vl).or(symbolic_vector),
     };
     let padded = apply_opts(ast, pad.as_slice());
     let ast = &padded;
@@ -146,18 +159,17 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     let mut upcast: HashMap<usize, usize> = HashMap::new();
     // the innermost output loop: contiguous in the output, so its lanes make one vector
     let innermost = ranges.iter().filter(|r| r.1 == AxisKind::Loop).map(|r| r.0).max();
-    let work: usize = ranges.iter().map(|r| r.2).chain(symbolic.iter().map(|r| r.1)).product();
-    // a large elementwise kernel all of whose math has vector forms: one vector per iteration,
-    // along the innermost output axis, else along the innermost axis some load walks (the
-    // stores then go lane by lane: channels-last data read channels-first)
-    let elementwise = reduce_ids.is_empty() && work >= VECTOR_MIN_WORK && crate::codegen::vectorize::all_vector(ast);
+    if let Some(Opt::Padto { range, amount }) = symbolic_vector {
+        opts.push(Opt::Upcast { range, amount });
+        upcast.insert(range, amount);
+    }
     let whole_vectors = |r: &&(usize, AxisKind, usize)| r.1 == AxisKind::Loop && r.2.is_multiple_of(vl) && r.2 > vl;
     let vector_axis = ranges
         .iter()
         .filter(whole_vectors)
         .filter(|r| Some(r.0) == innermost || load_contiguous(ast, r.0, &reduce_ids))
         .max_by_key(|r| (Some(r.0) == innermost, r.0));
-    if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise) {
+    if let Some(&(id, _, _)) = vector_axis.filter(|_| elementwise && symbolic_vector.is_none()) {
         opts.push(Opt::Upcast { range: id, amount: vl });
         upcast.insert(id, vl);
     }
@@ -261,7 +273,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
                 upcast.insert(id, 2);
             }
         }
-        if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
+        // a reduce loop of symbolic size, padded to whole vectors, is split into them
+        let symbolic_vector = reduce_vector.filter(|v| symbolic.iter().any(|r| r.0 == v.range));
+        if let Some(v) = symbolic_vector {
+            opts.push(Opt::Unroll { range: v.range, amount: v.lanes });
+        } else if let Some(&(id, _, size)) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce) {
             // with no output lanes, a reduce loop its loads walk becomes vector lanes itself
             let vector = upcast.is_empty()
                 && size.is_multiple_of(vl)
@@ -328,7 +344,19 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     // the outer loop as the opts so far leave it, padded to a multiple of the cores when no
     // count divides it
     let planned = apply_opts(ast, &opts);
-    if let Some(&(id, _, size)) = kernel_ranges(&planned).iter().find(|r| r.1 == AxisKind::Loop) {
+    let loops: Vec<(usize, AxisKind, usize)> =
+        kernel_ranges(&planned).into_iter().filter(|r| r.1 == AxisKind::Loop).collect();
+    // an outer loop too short for the cores to share evenly (attention's 3 KV heads on 2 cores:
+    // padded to 4, a quarter of the work is masked lanes) gives way to an inner one they divide
+    let short = |size: usize| !size.is_multiple_of(threads) && size < SHORT_LOOP_THREADS * threads;
+    let divided = loops.iter().skip(1).find(|r| r.2.is_multiple_of(threads));
+    if let (Some(&(outer, _, size)), Some(&(inner, _, _))) = (loops.first(), divided) {
+        if work >= THREAD_MIN_WORK && threads > 1 && short(size) {
+            opts.extend([Opt::Swap { range: outer, with: inner }, Opt::Thread(threads)]);
+            return pad.into_iter().chain(opts).collect();
+        }
+    }
+    if let Some(&(id, _, size)) = loops.first() {
         match (2..=threads).rev().find(|n| size.is_multiple_of(*n)) {
             _ if work < THREAD_MIN_WORK => {}
             Some(n) => opts.push(Opt::Thread(n)),
@@ -341,20 +369,48 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     pad.into_iter().chain(opts).collect()
 }
 
+/// Whether loop `id` of symbolic size is an elementwise kernel's innermost loop, along which its
+/// float32 stores walk memory (attention's probabilities over a KV cache's keys): padded to whole
+/// vectors, its lanes are vector loads and masked vector stores.
+fn stores_along(ast: &UOp, id: usize, ranges: &[(usize, AxisKind, usize)]) -> bool {
+    let Some(range) = super::find_range(ast, id) else { return false };
+    let innermost = ranges.iter().all(|r| r.0 < id);
+    let stores: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Store).collect();
+    innermost
+        && !stores.is_empty()
+        && stores.iter().all(|st| {
+            st.src()[1].dtype() == DType::FLOAT32
+                && crate::codegen::vectorize::stride_one_along(&st.src()[0].src()[1], &range)
+        })
+}
+
+/// A reduce loop computed as vector lanes (`reduce_vector_width`).
+#[derive(Clone, Copy)]
+struct ReduceVector {
+    range: usize,
+    lanes: usize,
+    /// The PADTO to apply first.
+    pad: Option<Opt>,
+}
+
 /// Lanes of a vector accumulator along the innermost reduce loop, when every load that loop
 /// drives walks it element by element but no output loop has such a load: `x @ w.T`, whose
 /// operands are both contiguous along the reduction. Gathering a vector of outputs there would
 /// cost a scalar load per lane; each output keeps a vector of partial sums instead, combined
 /// once at the end. A whole vector, padding the loop to a multiple of one when that adds at most
 /// an eighth (float32, whose padded lanes are masked loads; half a vector took 1.7x as long),
-/// else half of one; with the pad to apply first.
+/// else half of one. A loop of symbolic size (attention's softmax over a KV cache's keys) is
+/// always padded to whole vectors when its loads are float32: its `exp` per key, scalar, took
+/// 4x as long.
 fn reduce_vector_width(
     ast: &UOp,
     ranges: &[(usize, AxisKind, usize)],
+    symbolic: &[(usize, usize)],
     reduce_ids: &HashSet<usize>,
     vl: usize,
-) -> Option<(usize, Option<Opt>)> {
-    let &(id, _, size) = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce)?;
+) -> Option<ReduceVector> {
+    let constant = ranges.iter().rfind(|r| r.1 == AxisKind::Reduce).map(|r| (r.0, Some(r.2)));
+    let (id, size) = symbolic.iter().map(|r| (r.0, None)).chain(constant).max_by_key(|r| r.0)?;
     let outputs_walked = ranges.iter().any(|r| r.1 == AxisKind::Loop && load_contiguous(ast, r.0, reduce_ids));
     let range = super::find_range(ast, id)?;
     let walked =
@@ -364,11 +420,14 @@ fn reduce_vector_width(
     }
     let pad = Opt::Padto { range: id, amount: vl };
     let float32 = ast.toposort().iter().filter(|u| u.op() == Ops::Load).all(|l| l.dtype() == DType::FLOAT32);
-    match () {
-        _ if size.is_multiple_of(vl) => Some((vl, None)),
-        _ if float32 && size >= 8 * vl && apply_opt(ast, pad).is_some() => Some((vl, Some(pad))),
-        _ => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None)),
-    }
+    let padded = || float32 && apply_opt(ast, pad).is_some();
+    let (lanes, pad) = match size {
+        None => padded().then_some((vl, Some(pad)))?,
+        Some(size) if size.is_multiple_of(vl) => (vl, None),
+        Some(size) if size >= 8 * vl && padded() => (vl, Some(pad)),
+        Some(size) => (vl >= 8 && size.is_multiple_of(vl / 2)).then_some((vl / 2, None))?,
+    };
+    Some(ReduceVector { range: id, lanes, pad })
 }
 
 /// A reduce kernel's innermost output loop (contiguous in the output) that whole vectors do not

@@ -37,8 +37,11 @@ pub enum Opt {
     Swap { range: usize, with: usize },
     /// Round loop `range` up to a multiple of `amount`: the extra iterations touch no memory
     /// (every load and store whose address depends on the loop is gated by `r < size`), so a
-    /// loop of odd size still splits into whole vectors, tiles and threads. A reduce loop only
-    /// when it is summed and its extra terms are 0 (`padded_terms_vanish`).
+    /// loop of odd size still splits into whole vectors, tiles and threads. In a reduce loop the
+    /// extra terms are the reduce's identity: a sum's terms that are 0 already stay as they are
+    /// (`padded_terms_vanish`), others are selected by the gate. A loop of symbolic size `n`
+    /// (a KV cache's keys) takes `ceil(n / amount) * amount` steps, which UPCAST and UNROLL by
+    /// `amount` then split.
     Padto { range: usize, amount: usize },
     /// Spread `amount` consecutive outputs of output loop `range` over the threads of a
     /// workgroup: `r -> outer * amount + lidx`.
@@ -112,6 +115,15 @@ pub fn kernel_ranges(ast: &UOp) -> Vec<(usize, AxisKind, usize)> {
     ranges
 }
 
+/// An id no loop of `ast` has, symbolic ones included.
+pub(super) fn next_range_id(ast: &UOp) -> usize {
+    let ids = ast.toposort().into_iter().filter_map(|u| match u.arg() {
+        Arg::Range(id, _) if u.op() == Ops::Range => Some(id + 1),
+        _ => None,
+    });
+    ids.max().unwrap_or(0)
+}
+
 pub(super) fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
     ast.toposort().into_iter().find(|u| u.op() == Ops::Range && matches!(u.arg(), Arg::Range(i, _) if *i == id))
 }
@@ -150,17 +162,21 @@ pub(super) fn new_range(size: usize, id: usize, kind: AxisKind) -> UOp {
 /// extra iterations could fault, THREAD and workgroups in one kernel, LOCAL or GROUP after
 /// NOLOCALS, a workgroup over `MAX_WORKGROUP` threads).
 pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
-    let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
+    let next_id = next_range_id(ast);
     match opt {
         Opt::Upcast { range, amount } | Opt::Unroll { range, amount } => {
             let r = find_range(ast, range)?;
-            let (Arg::Range(id, kind), Some(size)) = (r.arg(), r.src()[0].const_int_value()) else { return None };
+            let Arg::Range(id, kind) = r.arg() else { return None };
             let want = if matches!(opt, Opt::Upcast { .. }) { AxisKind::Loop } else { AxisKind::Reduce };
-            if *kind != want || amount < 2 || size % amount as i64 != 0 {
+            if *kind != want || amount < 2 {
                 return None;
             }
             let inner_kind = if want == AxisKind::Loop { AxisKind::Upcast } else { AxisKind::Unroll };
-            let outer = new_range(size as usize / amount, *id, *kind);
+            let outer = match r.src()[0].const_int_value() {
+                Some(size) if size % amount as i64 == 0 => new_range(size as usize / amount, *id, *kind),
+                Some(_) => return None,
+                None => symbolic_range(&divided(&r.src()[0], amount)?, *id, *kind),
+            };
             Some(split(ast, &r, outer, amount, new_range(amount, next_id, inner_kind)))
         }
         Opt::Swap { range, with } => {
@@ -188,20 +204,26 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
         }
         Opt::Padto { range, amount } => {
             let r = find_range(ast, range)?;
-            let (Arg::Range(id, kind @ (AxisKind::Loop | AxisKind::Reduce)), Some(size)) =
-                (r.arg(), r.src()[0].const_int_value())
-            else {
-                return None;
+            let Arg::Range(id, kind @ (AxisKind::Loop | AxisKind::Reduce)) = r.arg() else { return None };
+            let size = &r.src()[0];
+            let padded = match size.const_int_value() {
+                Some(n) if amount < 2 || amount as i64 > n || n % amount as i64 == 0 => return None,
+                Some(n) => new_range((n as usize).next_multiple_of(amount), *id, *kind),
+                // a loop of symbolic size `n`: `((n + amount - 1) / amount) * amount` steps
+                None if amount < 2 || divided(size, amount).is_some() => return None,
+                None => {
+                    let a = UOp::index_const(amount as i64);
+                    let vectors = size.alu(Ops::Add, &[&UOp::index_const(amount as i64 - 1)]).alu(Ops::IDiv, &[&a]);
+                    symbolic_range(&vectors.alu(Ops::Mul, &[&a]), *id, *kind)
+                }
             };
-            let size = size as usize;
-            if amount < 2 || amount > size || size.is_multiple_of(amount) {
-                return None;
-            }
             // the loop := its padded self, every access that depends on it gated by `r < size`
-            let padded = new_range(size.next_multiple_of(amount), *id, *kind);
-            let gate = padded.alu(Ops::CmpLt, &[&UOp::index_const(size as i64)]);
+            let gate = padded.alu(Ops::CmpLt, &[size]);
             let out = crate::codegen::fold::substitution(ast, &r, &padded, Some(&gate))?;
-            (*kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate)).then_some(out)
+            match *kind == AxisKind::Loop || padded_terms_vanish(&out, &padded, &gate) {
+                true => Some(out),
+                false => Some(padded_terms_identity(&out, &padded, &gate)),
+            }
         }
         Opt::Thread(n) => {
             let (id, _, size) = *kernel_ranges(ast).iter().find(|r| r.1 == AxisKind::Loop)?;
@@ -251,6 +273,44 @@ pub fn apply_opt(ast: &UOp, opt: Opt) -> Option<UOp> {
             Some(UOp::new(Ops::Sink, ast.dtype(), ast.src().to_vec(), Arg::NoLocals))
         }
     }
+}
+
+/// A loop of symbolic size `size`.
+fn symbolic_range(size: &UOp, id: usize, kind: AxisKind) -> UOp {
+    UOp::new(Ops::Range, DType::INDEX, vec![size.clone()], Arg::Range(id, kind))
+}
+
+/// Symbolic loop size `size` divided by `amount`, when it is a product with a constant that
+/// `amount` divides (as PADTO leaves one).
+fn divided(size: &UOp, amount: usize) -> Option<UOp> {
+    let (x, c) = match (size.op(), size.src()) {
+        (Ops::Mul, [x, c]) => (x, c.const_int_value()?),
+        _ => return None,
+    };
+    match c % amount as i64 == 0 {
+        true if c == amount as i64 => Some(x.clone()),
+        true => Some(x.alu(Ops::Mul, &[&UOp::index_const(c / amount as i64)])),
+        false => None,
+    }
+}
+
+/// `ast` with each reduce over the padded loop `padded` taking its identity in the padded
+/// iterations (where `gate` fails): `max(x)` of `where(gate, x, -inf)`, `sum(exp(x))` of
+/// `where(gate, exp(x), 0)`.
+fn padded_terms_identity(ast: &UOp, padded: &UOp, gate: &UOp) -> UOp {
+    let mut masked: UOpMap<UOp> = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op() == Ops::Reduce && u.src()[1..].contains(padded))
+        .map(|red| {
+            let Arg::Reduce(op) = red.arg() else { unreachable!("a REDUCE's arg is its op") };
+            let identity = UOp::constant(red.dtype(), crate::codegen::lower::identity(*op, red.dtype()));
+            let mut src = red.src().to_vec();
+            src[0] = UOp::where_(gate, &src[0], &identity);
+            (red.clone(), red.replace_src(src))
+        })
+        .collect();
+    crate::uop::substitute(ast, &mut masked, "padded terms")
 }
 
 /// Whether every reduce over the padded loop `padded` is a sum whose terms are 0 in the padded

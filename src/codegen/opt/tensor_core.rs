@@ -83,7 +83,7 @@ pub fn apply(ast: &UOp, tc: &'static TensorCore, m: usize, n: usize, k: usize) -
         [(false, true, true), (true, false, true)] => (y, x),
         _ => return None,
     };
-    let next_id = kernel_ranges(ast).iter().map(|r| r.0 + 1).max().unwrap_or(0);
+    let next_id = super::next_range_id(ast);
     let lane = new_range(WARP, next_id, AxisKind::Warp);
     // loop `r` at tile `outer`, offset `coord` within it
     let at = |outer: &UOp, tile: usize, coord: UOp| {
