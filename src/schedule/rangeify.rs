@@ -387,7 +387,7 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
             let mut new_idx = vec![];
             for ((i, &(before, _)), &d) in idx.iter().zip(pads).zip(old) {
                 new_idx.push(simplify(&(i + -(before as i64))));
-                let lo = ic(before - 1).lt(i);
+                let lo = UOp::index_const(before as i64 - 1).lt(i);
                 let hi = i.lt(&ic(before + d));
                 for c in [lo, hi] {
                     let c = simplify(&c);
