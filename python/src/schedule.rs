@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use ::lazygrad::schedule::VarVals;
 use ::lazygrad::engine::ScheduleItem;
+use ::lazygrad::schedule::VarVals;
 use ::lazygrad::uop::{Arg, Ops};
 use ::lazygrad::{Tensor, UOp};
 use pyo3::exceptions::PyRuntimeError;

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use ::lazygrad::runtime::Buffer;
 use ::lazygrad::runtime::view_buffer;
+use ::lazygrad::runtime::Buffer;
 use ::lazygrad::UOp;
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::prelude::*;
