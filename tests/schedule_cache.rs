@@ -76,7 +76,7 @@ fn a_schedule_names_its_buffers_by_slot_and_new_inputs_take_the_same_one() {
     let _serial = serial();
     let runtime = || Devices {
         target_of: |d| lazygrad::runtime::get_device(d).ok().map(|d| d.target()),
-        default: lazygrad::runtime::default_device(),
+        default: lazygrad::runtime::default_device,
     };
     let schedule = |a: &Tensor, b: &Tensor| {
         let out = (a + b).relu().uop();

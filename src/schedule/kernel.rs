@@ -58,10 +58,10 @@ pub fn create_schedule(
 
 /// What scheduling asks of the devices, which the runtime answers (the tensor layer passes it
 /// on): a device's target (None where it does not open), and the device a node with none of its
-/// own is computed on.
+/// own is computed on (asked only for such a node: choosing the default opens devices).
 pub struct Devices {
     pub target_of: fn(&str) -> Option<Target>,
-    pub default: String,
+    pub default: fn() -> String,
 }
 
 /// What the schedule's steps read and decide.
@@ -85,9 +85,9 @@ pub struct Scheduling {
 
 /// The device node `u` is computed on: an output's own (`devices` are the `outputs`'), else
 /// where its sources put it, else `default`.
-fn device_of(devices: &[String], default: &str, outputs: &[UOp], u: &UOp) -> String {
+fn device_of(devices: &[String], default: fn() -> String, outputs: &[UOp], u: &UOp) -> String {
     let output = outputs.iter().position(|o| o == u).map(|i| devices[i].clone());
-    output.or_else(|| graph_device(u)).unwrap_or_else(|| default.to_string())
+    output.or_else(|| graph_device(u)).unwrap_or_else(default)
 }
 
 impl Scheduling {
@@ -95,7 +95,7 @@ impl Scheduling {
     fn targets_of<'a>(&'a mut self, sink: &'a UOp) -> impl FnMut(&UOp) -> Option<Target> + 'a {
         let (devices, runtime, targets) = (&self.devices, &self.runtime, &mut self.targets);
         move |u: &UOp| {
-            let device = device_of(devices, &runtime.default, sink.src(), u);
+            let device = device_of(devices, runtime.default, sink.src(), u);
             targets.entry(device).or_insert_with_key(|d| (runtime.target_of)(d)).clone()
         }
     }
@@ -139,7 +139,7 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
     let points: Vec<UOp> = sink.toposort().into_iter().filter(|u| s.store.contains(u)).collect();
     let requested: HashSet<&UOp> = outputs.iter().collect();
     for u in &points {
-        let device = || device_of(&s.devices, &s.runtime.default, &outputs, u);
+        let device = || device_of(&s.devices, s.runtime.default, &outputs, u);
         let realized = &mut s.realized;
         let new_slot = |realized: &mut Realized| realized.new_slot(device(), u.sh().iter().product(), u.dtype());
         let slot = match u.op() {

@@ -245,10 +245,8 @@ impl Tensor {
         let (outputs, devices): (Vec<UOp>, Vec<String>) = devices.into_iter().unzip();
         // the walk of `bound` serves unless unbinding or lowering changed the graph
         let walked = (outputs != bound).then(|| UOp::toposort_all(&outputs));
-        let runtime = Devices {
-            target_of: |d| crate::runtime::get_device(d).ok().map(|d| d.target()),
-            default: default_device(),
-        };
+        let runtime =
+            Devices { target_of: |d| crate::runtime::get_device(d).ok().map(|d| d.target()), default: default_device };
         let (schedule, inputs) = create_schedule(&outputs, &devices, walked.as_deref().unwrap_or(graph), runtime)?;
         let (items, stored) = crate::engine::bind(&schedule, &inputs, &outputs);
         // each tensor's graph becomes what its output (or each of its shards) was stored as
