@@ -771,6 +771,12 @@ fn host_row(host: &[f32], r: usize, cols: usize) -> Vec<f64> {
     host[r * cols..(r + 1) * cols].iter().map(|x| *x as f64).collect()
 }
 
+/// `exp(x - max(row))` for each `x` of `row`: a softmax's numerators.
+fn exps_from_max(row: &[f64]) -> Vec<f64> {
+    let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    row.iter().map(|x| (x - max).exp()).collect()
+}
+
 #[test]
 fn sums_of_exponentials_and_maxes_pad_their_rows_to_whole_vectors() {
     let _serial = serial();
@@ -826,11 +832,10 @@ fn a_softmax_over_a_symbolic_number_of_keys_stores_whole_vectors() {
         assert!(spec.src.contains(&offsets), "{}", spec.src);
         let got = probs.to_vec::<f32>();
         for r in 0..32 {
-            let row = &host_row(&host, r, 64)[..len];
-            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let total: f64 = row.iter().map(|x| (x - max).exp()).sum();
-            for (c, x) in row.iter().enumerate() {
-                let want = (x - max).exp() / total;
+            let exps = exps_from_max(&host_row(&host, r, 64)[..len]);
+            let total: f64 = exps.iter().sum();
+            for (c, e) in exps.iter().enumerate() {
+                let want = e / total;
                 let g = got[r * len + c] as f64;
                 assert!((g - want).abs() <= 1e-5 * want.max(1e-3), "{len} keys [{r},{c}]: {g} vs {want}");
             }
@@ -866,9 +871,7 @@ fn a_softmax_over_a_symbolic_number_of_keys_reduces_whole_vectors() {
             assert_eq!(vectorized, 2, "the max and the sum each pad the key loop to vectors");
         }
         for (r, got) in sums.to_vec::<f32>().iter().enumerate() {
-            let row = &host_row(&host, r, 40)[..len];
-            let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let want: f64 = row.iter().map(|x| (x - max).exp()).sum();
+            let want: f64 = exps_from_max(&host_row(&host, r, 40)[..len]).iter().sum();
             assert!((*got as f64 - want).abs() <= 1e-5 * want, "{len} keys, row {r}: {got} vs {want}");
         }
     }
