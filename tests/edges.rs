@@ -543,3 +543,17 @@ fn assigning_through_a_view_of_no_elements_writes_nothing() {
         }
     }
 }
+
+#[test]
+fn views_of_an_empty_axis_under_padding_are_all_padding() {
+    // a flip, a shrink or a pad of a zero-length axis, padded out again: every element is padding,
+    // and the moved index of the empty source (whose last element is at -1) is never read
+    for dev in common::devices() {
+        let empty = Tensor::zeros(&[0]).to(dev).realize();
+        let views = [empty.flip(&[0]), empty.pad(&[(0, 0)]), empty.reshape(&[0, 1]).flip(&[1]).reshape(&[0])];
+        for (i, view) in views.iter().enumerate() {
+            let padded = view.pad(&[(2, 1)]) + 1.0;
+            assert_eq!(padded.to_vec::<f32>(), [1.0; 3], "{dev} view {i}");
+        }
+    }
+}

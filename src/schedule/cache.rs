@@ -99,8 +99,9 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
                 return NodeKey::Fixed(u.clone());
             }
             let arg = match (u.op(), u.arg()) {
-                (Ops::Buffer, Arg::Buffer(b)) => {
-                    described.push((b.0.device().to_string(), b.0.numel(), u.dtype()));
+                (Ops::Buffer, Arg::Buffer(_)) => {
+                    let b = u.device_buffer().expect("a BUFFER holds its buffer");
+                    described.push((b.device().to_string(), b.numel(), u.dtype()));
                     Arg::Int(described.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {

@@ -147,7 +147,8 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
                 let src = &u.src()[0];
                 let src = match realized.buffers.get(src) {
                     Some(&slot) => slot,
-                    None => realized.input(buffer_under(src)),
+                    // a view of a buffer
+                    None => realized.input(&src.base()),
                 };
                 let dst = new_slot(realized);
                 let ranks = match u.arg() {
@@ -158,7 +159,8 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
                 dst
             }
             Ops::Assign => {
-                let target = realized.input(buffer_under(&u.src()[0]));
+                // the target is a view of a buffer
+                let target = realized.input(&u.src()[0].base());
                 // a view of no elements writes nothing (its kernel's empty loop would fold away)
                 if u.sh().contains(&0) {
                     realized.buffers.insert(u.clone(), target);
@@ -198,15 +200,6 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
     let graph = kernel_graph(sink, &s.realized, &nodes);
     s.outputs = outputs;
     Ok(graph)
-}
-
-/// The BUFFER under a view of it (a COPY's source, an ASSIGN's target: RESHAPE, PERMUTE, SHRINK,
-/// FLIP, PAD of a BUFFER).
-fn buffer_under(view: &UOp) -> &UOp {
-    match view.op() {
-        Ops::Buffer => view,
-        _ => buffer_under(&view.src()[0]),
-    }
 }
 
 /// The schedule of `outputs` on `devices` over a graph whose input BUFFERs are `inputs`,

@@ -139,10 +139,7 @@ impl Realized {
 
 /// The number of elements of the buffer a BUFFER node holds.
 fn buffer_size(buffer: &UOp) -> usize {
-    match buffer.arg() {
-        Arg::Buffer(b) => b.0.numel(),
-        arg => unreachable!("a BUFFER holds its buffer, not {arg:?}"),
-    }
+    buffer.device_buffer().expect("a BUFFER holds its buffer").numel()
 }
 
 /// The context of `push indices` while it builds one kernel: the stored nodes, the kernel's
@@ -378,7 +375,7 @@ fn moved_index(u: &UOp, idx: &[UOp]) -> (Vec<UOp>, Option<UOp>) {
         }
         (Ops::Flip, Arg::Axes(axes)) => (0..idx.len())
             .map(|i| match axes.contains(&i) {
-                true => simplify(&(&ic(old[i] - 1) + &-&idx[i])),
+                true => simplify(&(&UOp::index_const(old[i] as i64 - 1) + &-&idx[i])),
                 false => idx[i].clone(),
             })
             .collect(),
