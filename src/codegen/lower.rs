@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::vectorize::{broadcast, gep};
 use crate::dtype::DType;
-use crate::uop::{rule_ctx, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{rule_ctx, Arg, Captures, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// Open RANGEs by id: ids grow from outer to inner loops, so the last entry is the innermost.
 pub type Ranges = BTreeMap<usize, UOp>;
@@ -106,10 +106,19 @@ pub fn identity(op: Ops, dtype: DType) -> ConstValue {
 /// accumulator one term at a time: `((acc + a) + b) + c` rather than `acc + ((a + b) + c)`, so
 /// each step of a sum of products is one vector multiply-add into the accumulator. Each term is
 /// cast to the accumulator's dtype.
-fn accumulate(acc: &UOp, op: Ops, val: &UOp, lanes: &[usize]) -> UOp {
+fn accumulate(acc: &UOp, op: Ops, val: &UOp) -> UOp {
     match val.op() == op && op == Ops::Add && acc.dtype().count > 1 {
-        true => accumulate(&accumulate(acc, op, &val.src()[0], lanes), op, &val.src()[1], lanes),
-        false => acc.alu(op, &[&pick(val, lanes).cast(acc.dtype())]),
+        true => accumulate(&accumulate(acc, op, &val.src()[0]), op, &val.src()[1]),
+        false => acc.alu(op, &[&val.cast(acc.dtype())]),
+    }
+}
+
+/// `val`'s lanes `lanes` as `dtype`: along a vector sum's chain of adds each term is picked and
+/// cast on its own, so that `accumulate` still folds the terms in one at a time.
+fn part_of(val: &UOp, lanes: &[usize], dtype: DType) -> UOp {
+    match val.op() == Ops::Add && lanes.len() > 1 {
+        true => part_of(&val.src()[0], lanes, dtype).alu(Ops::Add, &[&part_of(&val.src()[1], lanes, dtype)]),
+        false => pick(val, lanes).cast(dtype.vec(lanes.len() as u16)),
     }
 }
 
@@ -191,46 +200,59 @@ fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
     }
 }
 
-/// The reduce-to-accumulator rule table.
+/// A float32 `plain_sum` on a target with `f64_lanes`: float64 sums of its lanes, as many as
+/// fill a vector register each, cast back.
+fn widen_plain_sum(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
+    let red = &m["red"];
+    let Arg::Reduce(op) = red.arg() else { return None };
+    let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
+    if scalar == red.dtype().base() {
+        return None;
+    }
+    let lanes: Vec<usize> = (0..red.dtype().count as usize).collect();
+    let parts: Vec<UOp> = lanes
+        .chunks(per_acc)
+        .map(|part| {
+            let mut src = vec![part_of(&red.src()[0], part, scalar)];
+            src.extend(red.src()[1..].iter().cloned());
+            UOp::new(Ops::Reduce, scalar.vec(part.len() as u16), src, red.arg().clone())
+                .cast(red.dtype().base().vec(part.len() as u16))
+        })
+        .collect();
+    Some(match &parts[..] {
+        [one] => one.clone(),
+        parts => {
+            let lanes = parts.iter().flat_map(|p| (0..p.dtype().count as usize).map(|k| gep(p, k)));
+            UOp::new(Ops::Vectorize, red.dtype(), lanes.collect(), Arg::None)
+        }
+    })
+}
+
+/// A REDUCE: its accumulator (DEFINE_REG, reset inside every loop the result depends on), the
+/// update inside its loops (ASSIGN) and the read after them (AFTER).
+fn to_accumulator(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
+    let red = &m["red"];
+    let Arg::Reduce(op) = red.arg() else { return None };
+    let open = open_ranges(red, &mut ctx.ranges);
+    let mut outer = ctx.with_shared_outer(red, open);
+    outer.retain(|_, r| !red.src()[1..].contains(r));
+    let mut acc_src =
+        vec![broadcast(&UOp::constant(red.dtype().base(), identity(*op, red.dtype())), red.dtype().count as usize)];
+    acc_src.extend(outer.into_values());
+    let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));
+    ctx.accs += 1;
+    let loops = &red.src()[1..];
+    let current = UOp::new(Ops::After, red.dtype(), [std::slice::from_ref(&acc), loops].concat(), Arg::None);
+    let updated = accumulate(&current, *op, &red.src()[0]);
+    let update = UOp::new(Ops::Assign, red.dtype(), [&[acc.clone(), updated], loops].concat(), Arg::None);
+    Some(UOp::new(Ops::After, red.dtype(), vec![acc, update], Arg::None))
+}
+
+/// The reduce-to-accumulator rules: plain sums widened first, then every REDUCE lowered.
 pub fn pm_lower_reduce() -> &'static PatternMatcher<LowerCtx> {
     static PM: std::sync::LazyLock<PatternMatcher<LowerCtx>> = std::sync::LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut LowerCtx| {
-            let red = &m["red"];
-            let Arg::Reduce(op) = red.arg() else { return None };
-            let val = &red.src()[0];
-            let open = open_ranges(red, &mut ctx.ranges);
-            let mut outer = ctx.with_shared_outer(red, open);
-            outer.retain(|_, r| !red.src()[1..].contains(r));
-            let outer: Vec<UOp> = outer.into_values().collect();
-            let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
-            let lanes: Vec<usize> = (0..red.dtype().count as usize).collect();
-            let results: Vec<UOp> = lanes
-                .chunks(per_acc)
-                .map(|part| {
-                    let dtype = scalar.vec(part.len() as u16);
-                    let mut acc_src = vec![broadcast(&UOp::constant(scalar, identity(*op, dtype)), part.len())];
-                    acc_src.extend(outer.iter().cloned());
-                    let acc = UOp::new(Ops::DefineReg, dtype, acc_src, Arg::Int(ctx.accs));
-                    ctx.accs += 1;
-                    let mut current = vec![acc.clone()];
-                    current.extend(red.src()[1..].iter().cloned());
-                    let current = UOp::new(Ops::After, dtype, current, Arg::None);
-                    let mut update_src = vec![acc.clone(), accumulate(&current, *op, val, part)];
-                    update_src.extend(red.src()[1..].iter().cloned());
-                    let update = UOp::new(Ops::Assign, dtype, update_src, Arg::None);
-                    UOp::new(Ops::After, dtype, vec![acc, update], Arg::None)
-                        .cast(red.dtype().base().vec(part.len() as u16))
-                })
-                .collect();
-            Some(match &results[..] {
-                [one] => one.clone(),
-                parts => {
-                    let lanes: Vec<UOp> =
-                        parts.iter().flat_map(|p| (0..p.dtype().count as usize).map(|k| gep(p, k))).collect();
-                    UOp::new(Ops::Vectorize, red.dtype(), lanes, Arg::None)
-                }
-            })
-        })])
+        let reduce = || UPat::ops(&[Ops::Reduce]).named("red");
+        PatternMatcher::new(vec![rule_ctx(reduce(), widen_plain_sum), rule_ctx(reduce(), to_accumulator)])
     });
     &PM
 }
