@@ -1,8 +1,11 @@
-//! A schedule over slots bound to buffers: the graph's own buffers for its inputs, a new buffer
-//! for each new slot (memory comes at the first use).
+//! A schedule over slots bound to buffers: the graph's own buffers for its inputs, a view of an
+//! arena for each intermediate the memory plan placed, a new buffer for each other new slot
+//! (memory comes at the first use).
 
 use std::sync::Arc;
 
+use super::memory::plan_slots;
+use crate::dtype::DType;
 use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::{buffer_view, Buffer};
@@ -37,17 +40,25 @@ fn became(o: &UOp, buf: &Arc<Buffer>, symbolic: bool) -> UOp {
 }
 
 /// The steps of `schedule` over buffers: the graph's input buffers (`inputs`, its BUFFER nodes by
-/// position) and a new buffer for each new slot; and what each of `outputs` (the scheduled
-/// nodes) became.
+/// position), a view of its device's arena for each slot the memory plan placed
+/// (`engine/memory.rs`), and a new buffer for each other new slot; and what each of `outputs`
+/// (the scheduled nodes) became.
 pub fn bind(schedule: &Schedule, inputs: &[UOp], outputs: &[UOp]) -> (Vec<ScheduleItem>, UOpMap<UOp>) {
+    let plan = plan_slots(schedule);
+    let arenas: Vec<Arc<Buffer>> =
+        plan.arenas.iter().map(|(device, bytes)| Arc::new(Buffer::new(device, *bytes, DType::UINT8))).collect();
     let bufs: Vec<Arc<Buffer>> = schedule
         .slots
         .iter()
-        .map(|s| match s {
-            Slot::Input { position, .. } => {
+        .enumerate()
+        .map(|(i, s)| match (s, plan.at.get(&i)) {
+            (Slot::Input { position, .. }, _) => {
                 Buffer::of(&inputs[*position]).expect("a BUFFER node holds a runtime buffer")
             }
-            Slot::New { device, size, dtype } => Arc::new(Buffer::new(device, *size, *dtype)),
+            (Slot::New { size, dtype, .. }, Some(&(arena, offset))) => {
+                Arc::new(Buffer::view(&arenas[arena], offset, *size, *dtype).expect("the arena holds every offset"))
+            }
+            (Slot::New { device, size, dtype }, None) => Arc::new(Buffer::new(device, *size, *dtype)),
         })
         .collect();
     let items: Vec<ScheduleItem> = schedule

@@ -44,7 +44,7 @@ fn memory_id(b: &Arc<Buffer>) -> u64 {
 }
 
 /// The captured items with their intermediate buffers (not inputs or outputs, nothing held
-/// outside the capture) sharing memory where their lifetimes allow (`schedule::memory`).
+/// outside the capture) sharing memory where their lifetimes allow (`engine/memory.rs`).
 fn plan_items(mut items: Vec<ExecItem>, keep: &HashSet<u64>) -> Vec<ExecItem> {
     let plan = {
         let steps: Vec<Step> = items

@@ -9,5 +9,4 @@ pub mod search;
 
 pub use bind::{bind, ScheduleItem};
 pub use jit::CapturedJit;
-pub use memory::memory_planner;
 pub use realize::{capture, capturing, get_runner, run_schedule, CompiledKernel, ExecItem, Runner};

@@ -1,14 +1,13 @@
 //! Run a schedule: compile (or fetch) each kernel's program and launch it, copy across devices.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 use std::ops::{Range, RangeInclusive};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::search::get_program_for;
-use crate::engine::memory::{loads_output, memory_planner, param_reach};
+use crate::engine::memory::{loads_output, param_reach};
 use crate::engine::ScheduleItem;
 use crate::error::{Error, Result};
 use crate::helpers::color::pad_to;
@@ -32,7 +31,7 @@ pub struct CompiledKernel {
     pub vars: Vec<String>,
     /// The range each variable's value must lie in (`vars` order).
     var_ranges: Vec<RangeInclusive<i64>>,
-    /// The bytes of each buffer slot the kernel can touch (`schedule::memory::param_reach`).
+    /// The bytes of each buffer slot the kernel can touch (`engine::memory::param_reach`).
     reach: Vec<Range<i128>>,
     /// It streams whole registers of its stores past the caches, which host memory takes only at
     /// `HostMemory::ALIGN` (as every buffer the library allocates is aligned; memory a caller
@@ -375,14 +374,13 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     Ok(phases)
 }
 
-/// Execute `items` in order, with `vals` the values of the variables their kernels read.
-/// Intermediate buffers share memory where their lifetimes allow (`schedule::memory`), and each
-/// item is dropped after it runs, so what is not planned is freed at its last use.
+/// Execute `items` in order, with `vals` the values of the variables their kernels read. Each
+/// item is dropped after it runs, so a buffer the memory plan left alone (`engine/bind.rs`) is
+/// freed at its last use.
 pub fn run_schedule(items: Vec<ScheduleItem>, vals: &VarVals) -> Result<()> {
     let mut phases = precompile(&items)?;
     // the loop below finds the precompiled programs in the cache: they are not reuses
     let precompiled = phases.generated;
-    let items = memory_planner(items, &HashSet::new());
     for item in items {
         let exec = match item {
             ScheduleItem::Kernel { ast, bufs } => {
