@@ -14,10 +14,13 @@ use lazygrad::uop::{graph_rewrite, rule, PatternMatcher, UPat};
 use lazygrad::viz::{self, export, server, Trace};
 use lazygrad::{Context, Jit, Ops, Tensor, UOp};
 
-/// `x*1 -> x` and `x+0 -> x` applied to `((3*1)+0)*1`, recorded.
+/// The line of `identity_pass`'s named rule.
+const NAMED_RULE_LINE: u32 = line!() + 5;
+
+/// `x*1 -> x` (a named rule) and `x+0 -> x` applied to `((3*1)+0)*1`, recorded.
 fn identity_pass() -> (UOp, Trace) {
     let pm = PatternMatcher::new(vec![
-        rule(UPat::var("x") * UPat::konst(1.0), |m| Some(m["x"].clone())),
+        lazygrad::rule!("x * 1", |x| UPat::var(x) * UPat::konst(1.0) => Some(x.clone())),
         rule(UPat::var("x") + UPat::konst(0.0), |m| Some(m["x"].clone())),
     ]);
     let (one, zero, three) = (UOp::index_const(1), UOp::index_const(0), UOp::index_const(3));
@@ -45,7 +48,8 @@ fn a_pass_records_each_rewrite_with_its_rule_and_every_intermediate_graph() {
     let rules: Vec<&str> = pass.steps.iter().map(|s| trace.rules[s.rule as usize].as_str()).collect();
     assert!(rules.iter().all(|r| r.starts_with("tests/viz.rs:")), "{rules:?}");
     assert_eq!(rules[0], rules[2], "the same rule fired for both multiplications");
-    assert_ne!(rules[0], rules[1]);
+    assert_eq!(rules[0], format!("tests/viz.rs:{NAMED_RULE_LINE} x * 1"), "a named rule: where and its name");
+    assert!(!rules[1].contains(' '), "an unnamed rule: where only ({})", rules[1]);
 
     let sizes: Vec<usize> = pass.steps.iter().map(|s| trace.reachable(s.graph.unwrap()).len()).collect();
     assert_eq!(sizes, vec![5, 3, 1], "the whole graph shrinks by one rewrite at a time");

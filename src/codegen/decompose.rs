@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 
 use crate::dtype::{DType, Scalar};
+use crate::rule;
 use crate::uop::exec::cast_value;
-use crate::uop::{rule, rule_ctx, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// What the target renders: its ops, and the 16-bit float dtypes it only stores (bfloat16, or
 /// float16 on a device without half arithmetic), computing them in float32.
@@ -17,11 +18,13 @@ pub struct Supported {
 
 /// The rule rewriting `op` by `f` (its sources, itself) where the target does not list `op`.
 #[track_caller]
-pub(super) fn fallback(op: Ops, f: fn(&[UOp], &UOp) -> Option<UOp>) -> crate::uop::pattern::Rule<Supported> {
-    rule_ctx(UPat::ops(&[op]).named("x"), move |m, sup: &mut Supported| {
-        let x = &m["x"];
-        (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten()
-    })
+pub(super) fn fallback(
+    name: &'static str,
+    op: Ops,
+    f: fn(&[UOp], &UOp) -> Option<UOp>,
+) -> crate::uop::pattern::Rule<Supported> {
+    rule!(name, |x; sup: &mut Supported| UPat::ops(&[op]).named(x)
+        => (!sup.ops.contains(&op)).then(|| f(x.src(), x)).flatten())
 }
 
 /// A 16-bit float `bf16` (bfloat16 or float16) the target has no arithmetic for: computed in
@@ -46,25 +49,24 @@ fn emulate_16bit(x: &UOp, bf16: DType) -> Option<UOp> {
 /// `a*b + c` in float32 or float64 as one fused multiply-add (one rounding, one instruction).
 #[track_caller]
 fn fuse_mulacc() -> crate::uop::pattern::Rule<Supported> {
-    let product = UPat::op(Ops::Mul, [UPat::var("a"), UPat::var("b")]);
+    let product = |a, b| UPat::op(Ops::Mul, [UPat::var(a), UPat::var(b)]);
     let float = |d: DType| matches!(d.scalar, Scalar::Float32 | Scalar::Float64);
-    rule_ctx(UPat::comm(Ops::Add, product, UPat::var("c")).dtype(float), |m, sup: &mut Supported| {
-        sup.ops.contains(&Ops::MulAcc).then(|| m["a"].alu(Ops::MulAcc, &[&m["b"], &m["c"]]))
-    })
+    let sum = |a, b, c| UPat::comm(Ops::Add, product(a, b), UPat::var(c)).dtype(float);
+    rule!("fused multiply-add", |a, b, c; sup: &mut Supported| sum(a, b, c)
+        => sup.ops.contains(&Ops::MulAcc).then(|| a.alu(Ops::MulAcc, &[b, c])))
 }
 
 /// `c + WMMA(a, b, 0)` as `WMMA(a, b, c)`: a tensor core adds into its accumulator itself.
 #[track_caller]
 fn fuse_wmma_accumulate() -> crate::uop::pattern::Rule<Supported> {
-    let wmma = UPat::op(Ops::Wmma, [UPat::var("a"), UPat::var("b"), UPat::var("zero")]).named("w");
-    rule(UPat::comm(Ops::Add, wmma, UPat::var("c")), |m| {
-        let zero = &m["zero"];
+    let wmma = |a, b, zero, w| UPat::op(Ops::Wmma, [UPat::var(a), UPat::var(b), UPat::var(zero)]).named(w);
+    rule!("tensor core accumulates", |a, b, zero, w, c| UPat::comm(Ops::Add, wmma(a, b, zero, w), UPat::var(c)) => {
         let lanes = match zero.op() {
             Ops::Vectorize => zero.src().to_vec(),
             _ => vec![zero.clone()],
         };
         let zeros = lanes.iter().all(|l| l.const_value().is_some_and(|v| v.as_f64() == 0.0));
-        zeros.then(|| m["w"].replace_src(vec![m["a"].clone(), m["b"].clone(), m["c"].clone()]))
+        zeros.then(|| w.replace_src(vec![a.clone(), b.clone(), c.clone()]))
     })
 }
 
@@ -79,8 +81,7 @@ fn scalar_int(d: DType) -> bool {
 /// fixed up; divisors known to avoid both (index arithmetic's constants) are left alone.
 #[track_caller]
 fn total_division() -> crate::uop::pattern::Rule<Supported> {
-    rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).dtype(scalar_int).named("d"), |m| {
-        let d = &m["d"];
+    rule!("total division", |d| UPat::ops(&[Ops::IDiv, Ops::Mod]).dtype(scalar_int).named(d) => {
         let (x, y) = (&d.src()[0], &d.src()[1]);
         let (lo, hi) = y.bounds();
         let minus_one = d.dtype().is_signed() && lo <= -1 && -1 <= hi;
@@ -109,8 +110,7 @@ fn total_division() -> crate::uop::pattern::Rule<Supported> {
 /// replaced by `bits - 1` (which a signed right shift needs) and the result selected.
 #[track_caller]
 fn total_shift() -> crate::uop::pattern::Rule<Supported> {
-    rule(UPat::ops(&[Ops::Shl, Ops::Shr]).dtype(scalar_int).named("s"), |m| {
-        let s = &m["s"];
+    rule!("total shift", |s| UPat::ops(&[Ops::Shl, Ops::Shr]).dtype(scalar_int).named(s) => {
         let (x, n) = (&s.src()[0], &s.src()[1]);
         let last = s.dtype().bits() as i64 - 1;
         let (lo, hi) = n.bounds();
@@ -172,8 +172,7 @@ fn fits(x: &UOp, (lo, end): (f64, f64)) -> bool {
 /// to fit (`fits`) keep the plain cast. Float-to-integer casts are never vectors (`vector_op`).
 #[track_caller]
 fn total_cast() -> crate::uop::pattern::Rule<Supported> {
-    rule(UPat::ops(&[Ops::Cast]).dtype(scalar_int).named("c"), |m| {
-        let c = &m["c"];
+    rule!("total float-to-int cast", |c| UPat::ops(&[Ops::Cast]).dtype(scalar_int).named(c) => {
         let (x, span) = (&c.src()[0], int_span(c.dtype()));
         if !x.dtype().is_float() || fits(x, span) {
             return None;
@@ -205,22 +204,25 @@ pub fn pm_decompose() -> &'static PatternMatcher<Supported> {
             total_shift(),
             fuse_mulacc(),
             fuse_wmma_accumulate(),
-            rule_ctx(UPat::var("x"), |m, sup: &mut Supported| {
-                sup.storage_only.iter().find_map(|d| emulate_16bit(&m["x"], *d))
-            }),
+            rule!("16-bit float in float32", |x; sup: &mut Supported| UPat::var(x)
+                => sup.storage_only.iter().find_map(|d| emulate_16bit(x, *d))),
             // after the 16-bit float emulation, which casts through float32
             total_cast(),
-            fallback(Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
-            fallback(Ops::Neg, |s, x| match x.dtype().is_bool() {
+            fallback("a - b as a + -b", Ops::Sub, |s, _| Some(s[0].alu(Ops::Add, &[&s[1].alu(Ops::Neg, &[])]))),
+            fallback("-x as x * -1", Ops::Neg, |s, x| match x.dtype().is_bool() {
                 true => Some(s[0].alu(Ops::Xor, &[&x.const_like(ConstValue::Bool(true))])),
                 false => Some(s[0].alu(Ops::Mul, &[&x.const_like(ConstValue::Int(-1))])),
             }),
-            fallback(Ops::CmpEq, |s, x| {
+            fallback("a == b as !(a != b)", Ops::CmpEq, |s, x| {
                 Some(s[0].alu(Ops::CmpNe, &[&s[1]]).alu(Ops::Xor, &[&UOp::constant(x.dtype(), ConstValue::Bool(true))]))
             }),
-            fallback(Ops::FDiv, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1].alu(Ops::Recip, &[])]))),
-            fallback(Ops::MulAcc, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1]]).alu(Ops::Add, &[&s[2]]))),
-            fallback(Ops::Max, |s, _| Some(UOp::where_(&s[1].alu(Ops::CmpLt, &[&s[0]]), &s[0], &s[1]))),
+            fallback("a / b as a * (1 / b)", Ops::FDiv, |s, _| Some(s[0].alu(Ops::Mul, &[&s[1].alu(Ops::Recip, &[])]))),
+            fallback("a * b + c unfused", Ops::MulAcc, |s, _| {
+                Some(s[0].alu(Ops::Mul, &[&s[1]]).alu(Ops::Add, &[&s[2]]))
+            }),
+            fallback("max as a select", Ops::Max, |s, _| {
+                Some(UOp::where_(&s[1].alu(Ops::CmpLt, &[&s[0]]), &s[0], &s[1]))
+            }),
         ])
     });
     &PM

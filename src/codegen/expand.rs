@@ -9,8 +9,9 @@
 use std::sync::LazyLock;
 
 use super::vectorize;
+use crate::rule;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{graph_rewrite, rule, rule_ctx, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, Arg, AxisKind, Ops, PatternMatcher, UOp, UPat};
 
 /// `ast` with every UPCAST and UNROLL loop expanded into lanes: for each STORE, one UPCAST loop
 /// becomes vector lanes where it can (`vectorize.rs`: vectors of up to `vector_bytes`), the others
@@ -116,8 +117,8 @@ fn combined_together(store: &UOp, r: &UOp) -> Option<Vec<UOp>> {
 /// Every remaining REDUCE of a vector's lanes combined by halves.
 fn pm_combine_lanes() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule(UPat::ops(&[Ops::Reduce]).named("h"), |m| {
-            let (v, op) = horizontal(&m["h"])?;
+        PatternMatcher::new(vec![rule!("horizontal lanes combined", |h| UPat::ops(&[Ops::Reduce]).named(h) => {
+            let (v, op) = horizontal(h)?;
             Some(combine_lanes(std::slice::from_ref(v), op))
         })])
     });
@@ -224,8 +225,8 @@ fn combine_lanes(accs: &[UOp], op: Ops) -> UOp {
 /// target's vector width.
 fn pm_unroll() -> &'static PatternMatcher<usize> {
     static PM: LazyLock<PatternMatcher<usize>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, vector_bytes: &mut usize| {
-            let red = &m["red"];
+        let reduce = |red| UPat::ops(&[Ops::Reduce]).named(red);
+        PatternMatcher::new(vec![rule!("unrolled lanes", |red; vector_bytes: &mut usize| reduce(red) => {
             let Arg::Reduce(op) = red.arg() else { return None };
             let is_unroll = |r: &&UOp| matches!(r.arg(), Arg::Range(_, AxisKind::Unroll));
             let unrolled: Vec<UOp> = red.src()[1..].iter().filter(is_unroll).cloned().collect();

@@ -32,18 +32,19 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use crate::dtype::DType;
+use crate::rule;
 use crate::uop::symbolic::symbolic;
-use crate::uop::{rule, Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// The reduce-folding rule table (followed by the symbolic rules): one rule per closed form,
 /// each trying the REDUCE's ranges in order.
 pub fn pm_reduce_fold() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
-        let reduce = || UPat::ops(&[Ops::Reduce]).named("r");
+        let reduce = |r| UPat::ops(&[Ops::Reduce]).named(r);
         PatternMatcher::new(vec![
-            rule(reduce(), |m| Foldable::of(&m["r"])?.unparented()),
-            rule(reduce(), |m| Foldable::of(&m["r"])?.masked(fold_select)),
-            rule(reduce(), |m| Foldable::of(&m["r"])?.masked(fold_count)),
+            rule!("unparented range", |r| reduce(r) => Foldable::of(r)?.unparented()),
+            rule!("selection", |r| reduce(r) => Foldable::of(r)?.masked(fold_select)),
+            rule!("counting", |r| reduce(r) => Foldable::of(r)?.masked(fold_count)),
         ])
         .extend(symbolic())
     });

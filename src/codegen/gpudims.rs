@@ -12,7 +12,8 @@
 //! must (tinygrad's `gpudims`).
 
 use crate::dtype::{AddrSpace, DType};
-use crate::uop::{graph_rewrite, rule_ctx, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
+use crate::rule;
+use crate::uop::{graph_rewrite, substitute, Arg, AxisKind, Ops, PatternMatcher, Special, UOp, UOpMap, UPat};
 
 /// What the group-reduce rules share: the workgroup's thread dims (outer to inner) and the next
 /// free ids.
@@ -157,8 +158,10 @@ fn is_group(r: &UOp) -> bool {
 fn pm_group_reduce() -> &'static PatternMatcher<GroupCtx> {
     static PM: std::sync::LazyLock<PatternMatcher<GroupCtx>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![
-            rule_ctx(UPat::ops(&[Ops::Reduce]).named("red"), |m, ctx: &mut GroupCtx| group_reduce(&m["red"], ctx)),
-            rule_ctx(UPat::ops(&[Ops::Store]).named("st"), |m, ctx: &mut GroupCtx| first_thread_stores(&m["st"], ctx)),
+            rule!("reduce across the group", |red; ctx: &mut GroupCtx| UPat::ops(&[Ops::Reduce]).named(red)
+                => group_reduce(red, ctx)),
+            rule!("first thread stores", |st; ctx: &mut GroupCtx| UPat::ops(&[Ops::Store]).named(st)
+                => first_thread_stores(st, ctx)),
         ])
     });
     &PM

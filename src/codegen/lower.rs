@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::vectorize::{broadcast, gep};
 use crate::dtype::DType;
-use crate::uop::{rule_ctx, Arg, Captures, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::rule;
+use crate::uop::{Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// Open RANGEs by id: ids grow from outer to inner loops, so the last entry is the innermost.
 pub type Ranges = BTreeMap<usize, UOp>;
@@ -202,8 +203,7 @@ fn accumulator(op: Ops, red: &UOp, f64_lanes: usize) -> (DType, usize) {
 
 /// A float32 `plain_sum` on a target with `f64_lanes`: float64 sums of its lanes, as many as
 /// fill a vector register each, cast back.
-fn widen_plain_sum(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
-    let red = &m["red"];
+fn widen_plain_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
     let Arg::Reduce(op) = red.arg() else { return None };
     let (scalar, per_acc) = accumulator(*op, red, ctx.f64_lanes);
     if scalar == red.dtype().base() {
@@ -230,8 +230,7 @@ fn widen_plain_sum(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
 
 /// A REDUCE: its accumulator (DEFINE_REG, reset inside every loop the result depends on), the
 /// update inside its loops (ASSIGN) and the read after them (AFTER).
-fn to_accumulator(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
-    let red = &m["red"];
+fn to_accumulator(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
     let Arg::Reduce(op) = red.arg() else { return None };
     let open = open_ranges(red, &mut ctx.ranges);
     let mut outer = ctx.with_shared_outer(red, open);
@@ -251,8 +250,11 @@ fn to_accumulator(m: &Captures, ctx: &mut LowerCtx) -> Option<UOp> {
 /// The reduce-to-accumulator rules: plain sums widened first, then every REDUCE lowered.
 pub fn pm_lower_reduce() -> &'static PatternMatcher<LowerCtx> {
     static PM: std::sync::LazyLock<PatternMatcher<LowerCtx>> = std::sync::LazyLock::new(|| {
-        let reduce = || UPat::ops(&[Ops::Reduce]).named("red");
-        PatternMatcher::new(vec![rule_ctx(reduce(), widen_plain_sum), rule_ctx(reduce(), to_accumulator)])
+        let reduce = |red| UPat::ops(&[Ops::Reduce]).named(red);
+        PatternMatcher::new(vec![
+            rule!("plain sum widened", |red; ctx: &mut LowerCtx| reduce(red) => widen_plain_sum(red, ctx)),
+            rule!("reduce to accumulator", |red; ctx: &mut LowerCtx| reduce(red) => to_accumulator(red, ctx)),
+        ])
     });
     &PM
 }

@@ -32,8 +32,8 @@ const LOG_TERMS: usize = 10;
 pub fn pm_transcendental() -> &'static PatternMatcher<super::decompose::Supported> {
     static PM: std::sync::LazyLock<PatternMatcher<super::decompose::Supported>> = std::sync::LazyLock::new(|| {
         PatternMatcher::new(vec![
-            fallback(Ops::Exp2, |s, x| (x.dtype() == DType::FLOAT32).then(|| exp2(&s[0]))),
-            fallback(Ops::Log2, |s, x| (x.dtype() == DType::FLOAT32).then(|| log2(&s[0]))),
+            fallback("exp2 computed", Ops::Exp2, |s, x| (x.dtype() == DType::FLOAT32).then(|| exp2(&s[0]))),
+            fallback("log2 computed", Ops::Log2, |s, x| (x.dtype() == DType::FLOAT32).then(|| log2(&s[0]))),
         ])
     });
     &PM

@@ -10,8 +10,9 @@
 use std::sync::LazyLock;
 
 use crate::dtype::{DType, Scalar};
+use crate::rule;
 use crate::uop::symbolic::{symbolic, Lin};
-use crate::uop::{graph_rewrite, rule, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::{graph_rewrite, Arg, Ops, PatternMatcher, UOp, UPat};
 
 /// The most lanes of one vector: OpenCL's widest vector type (32 lanes of uint8 fit a C
 /// register but name no OpenCL type).
@@ -228,16 +229,16 @@ fn pm_vectorize() -> &'static PatternMatcher {
         let mut alu: Vec<Ops> = [Ops::UNARY, Ops::BINARY, Ops::TERNARY].concat();
         alu.extend([Ops::Cast, Ops::Bitcast]);
         symbolic().extend(&PatternMatcher::new(vec![
-            rule(UPat::ops(&[Ops::Gep]).named("g"), |m| {
-                let (g, v) = (&m["g"], &m["g"].src()[0]);
+            rule!("lane of a vector", |g| UPat::ops(&[Ops::Gep]).named(g) => {
+                let v = &g.src()[0];
                 let Arg::Int(k) = g.arg() else { return None };
                 (v.op() == Ops::Vectorize).then(|| v.src()[*k as usize].clone())
             }),
-            rule(UPat::ops(&[Ops::Vectorize]).named("v"), |m| regather(&m["v"])),
-            rule(UPat::ops(&alu).named("u"), |m| vectorize_alu(&m["u"])),
-            rule(UPat::ops(&[Ops::Load]).named("u"), |m| vectorize_load(&m["u"])),
-            rule(UPat::ops(&[Ops::Store]).named("u"), |m| vectorize_store(&m["u"])),
-            rule(UPat::ops(&[Ops::Reduce]).named("u"), |m| vectorize_reduce(&m["u"])),
+            rule!("regather lanes", |v| UPat::ops(&[Ops::Vectorize]).named(v) => regather(v)),
+            rule!("vector alu", |u| UPat::ops(&alu).named(u) => vectorize_alu(u)),
+            rule!("vector load", |u| UPat::ops(&[Ops::Load]).named(u) => vectorize_load(u)),
+            rule!("vector store", |u| UPat::ops(&[Ops::Store]).named(u) => vectorize_store(u)),
+            rule!("vector reduce", |u| UPat::ops(&[Ops::Reduce]).named(u) => vectorize_reduce(u)),
         ]))
     });
     &PM
@@ -303,9 +304,9 @@ struct Lanes {
 /// op as it is rebuilt, so that no node is left scalar over a vector source.
 pub fn vectorize_value(u: &UOp, r: &UOp) -> UOp {
     static PM: LazyLock<PatternMatcher<Lanes>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Range]).named("r"), |m, lanes: &mut Lanes| {
-            (m["r"] == lanes.range).then(|| lanes.iota.clone())
-        })])
+        let range = |r| UPat::ops(&[Ops::Range]).named(r);
+        PatternMatcher::new(vec![rule!("the loop as lanes", |r; lanes: &mut Lanes| range(r)
+            => (*r == lanes.range).then(|| lanes.iota.clone()))])
         .extend(&pm_vectorize().with_context())
     });
     let w = r.src()[0].const_int_value().expect("vector loops have constant size");
@@ -377,22 +378,23 @@ pub fn all_vector(ast: &UOp) -> bool {
 /// would otherwise be read into it before each write. The context is the target's vector width.
 pub fn pm_stream_stores() -> &'static PatternMatcher<usize> {
     static PM: LazyLock<PatternMatcher<usize>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Store]).named("st"), |m, vector_bytes: &mut usize| {
-            let st = &m["st"];
-            let (index, value) = (&st.src()[0], &st.src()[1]);
-            let lanes = value.dtype().count as i128;
-            let register = DType::FLOAT32.vec((*vector_bytes / 4) as u16);
-            if st.arg() != &Arg::None || value.dtype() != register || index.src().len() != 2 {
-                return None;
-            }
-            let lin = Lin::of(&index.src()[1]);
-            let aligned =
-                lin.k % lanes == 0 && lin.terms.iter().all(|(_, c)| c % lanes == 0) && index.src()[1].vmin() >= 0;
-            aligned
-                .then(|| UOp::new(Ops::Store, st.dtype(), st.src().to_vec(), Arg::Store(crate::uop::StoreMode::Stream)))
-        })])
+        let store = |st| UPat::ops(&[Ops::Store]).named(st);
+        PatternMatcher::new(vec![rule!("stream a store", |st; bytes: &mut usize| store(st) => stream(st, *bytes))])
     });
     &PM
+}
+
+/// `st` as a streamed store, if it writes a whole aligned register of `vector_bytes`.
+fn stream(st: &UOp, vector_bytes: usize) -> Option<UOp> {
+    let (index, value) = (&st.src()[0], &st.src()[1]);
+    let lanes = value.dtype().count as i128;
+    let register = DType::FLOAT32.vec((vector_bytes / 4) as u16);
+    if st.arg() != &Arg::None || value.dtype() != register || index.src().len() != 2 {
+        return None;
+    }
+    let lin = Lin::of(&index.src()[1]);
+    let aligned = lin.k % lanes == 0 && lin.terms.iter().all(|(_, c)| c % lanes == 0) && index.src()[1].vmin() >= 0;
+    aligned.then(|| UOp::new(Ops::Store, st.dtype(), st.src().to_vec(), Arg::Store(crate::uop::StoreMode::Stream)))
 }
 
 /// Elementwise kernels writing at least this much float32 stream their stores

@@ -9,8 +9,9 @@ use std::sync::LazyLock;
 
 use crate::codegen::opt::matmul_panel;
 use crate::dtype::DType;
+use crate::rule;
 use crate::uop::Target;
-use crate::uop::{rule_ctx, Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::uop::{Arg, Call, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// The panel width (columns of a matmul tile) of the device of each matmul and conv CALL,
 /// found before the rewrite (which offers the original CALLs): the context of `pm_lay_out`.
@@ -28,18 +29,19 @@ impl Panels {
 /// Every CALL becomes its value in the layout for its target (offered bottom-up, with `Panels`).
 pub fn pm_lay_out() -> &'static PatternMatcher<Panels> {
     static PM: LazyLock<PatternMatcher<Panels>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Call]).named("c"), |m, panels: &mut Panels| {
-            let call = &m["c"];
-            let panel = panels.0.get(call).copied().flatten();
-            Some(
-                match (call.arg(), panel) {
-                    (Arg::Call(Call::Matmul, _), Some(p)) => matmul_panels(call, p),
-                    (Arg::Call(Call::Conv, _), Some(p)) => channels_last(call, p / 2),
-                    _ => None,
-                }
-                .unwrap_or_else(|| call.src()[0].clone()),
-            )
-        })])
+        PatternMatcher::new(vec![
+            rule!("a call as its layout", |call; panels: &mut Panels| UPat::ops(&[Ops::Call]).named(call) => {
+                let panel = panels.0.get(call).copied().flatten();
+                Some(
+                    match (call.arg(), panel) {
+                        (Arg::Call(Call::Matmul, _), Some(p)) => matmul_panels(call, p),
+                        (Arg::Call(Call::Conv, _), Some(p)) => channels_last(call, p / 2),
+                        _ => None,
+                    }
+                    .unwrap_or_else(|| call.src()[0].clone()),
+                )
+            }),
+        ])
     });
     &PM
 }

@@ -11,7 +11,8 @@ use std::sync::LazyLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::helpers::{debug, getenv};
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Call, Ops, PatternMatcher, Rule, UOp, UPat};
+use crate::rule;
+use crate::uop::{graph_rewrite, Arg, Call, Ops, PatternMatcher, Rule, UOp, UPat};
 
 /// All-reduces of more elements than this over more than two devices go round a ring.
 const RING_THRESHOLD: usize = 256_000;
@@ -89,9 +90,12 @@ pub fn lower_multi(outputs: &[UOp]) -> Result<Vec<UOp>> {
 /// device: `lower` gets the node, its first MULTI source and how many devices it spans. The
 /// first error is kept in the context (the rule rewrites nothing then).
 #[track_caller]
-fn lower_rule(node: UPat, lower: fn(&UOp, &UOp, usize) -> Result<Option<UOp>>) -> Rule<Option<Error>> {
-    rule_ctx(node.named("u"), move |m, failed: &mut Option<Error>| {
-        let u = &m["u"];
+fn lower_rule(
+    name: &'static str,
+    node: UPat,
+    lower: fn(&UOp, &UOp, usize) -> Result<Option<UOp>>,
+) -> Rule<Option<Error>> {
+    rule!(name, |u; failed: &mut Option<Error>| node.named(u) => {
         let first = u.src().iter().find(|s| s.op() == Ops::Multi)?;
         lower(u, first, first.src().len()).unwrap_or_else(|e| {
             failed.get_or_insert(e);
@@ -114,18 +118,18 @@ static PM_LOWER_MULTI: LazyLock<PatternMatcher<Option<Error>>> = LazyLock::new(|
     ]
     .concat();
     let mut rules = vec![
-        lower_rule(UPat::ops(&elementwise), lower_elementwise),
-        lower_rule(UPat::ops(&[Ops::Assign]), lower_assign),
-        lower_rule(UPat::ops(&[Ops::Copy]), |u, first, _| match u.arg() {
+        lower_rule("elementwise per device", UPat::ops(&elementwise), lower_elementwise),
+        lower_rule("assign per device", UPat::ops(&[Ops::Assign]), lower_assign),
+        lower_rule("copy to the devices", UPat::ops(&[Ops::Copy]), |u, first, _| match u.arg() {
             Arg::Str(spec) => copy_multi(first, spec).map(Some),
             _ => Ok(None),
         }),
-        lower_rule(UPat::ops(&[Ops::ReduceAxis]), lower_reduce),
-        lower_rule(UPat::ops(&[Ops::Call]), lower_call),
+        lower_rule("reduce per device", UPat::ops(&[Ops::ReduceAxis]), lower_reduce),
+        lower_rule("call per device", UPat::ops(&[Ops::Call]), lower_call),
     ];
-    rules.extend(Ops::MOVEMENT.iter().map(|&op| lower_rule(UPat::ops(&[op]), lower_movement)));
+    rules.extend(Ops::MOVEMENT.iter().map(|&op| lower_rule("movement per device", UPat::ops(&[op]), lower_movement)));
     // the outputs' SINK holds MULTIs as they are
-    rules.push(lower_rule(UPat::any(), |u, _, _| match u.op() {
+    rules.push(lower_rule("nothing else", UPat::any(), |u, _, _| match u.op() {
         Ops::Sink => Ok(None),
         op => Err(devices_error(op_name(op), u)),
     }));

@@ -16,7 +16,8 @@ use std::sync::LazyLock;
 use super::rangeify::Realized;
 use super::realize::fused_region;
 use crate::dtype::DType;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::rule;
+use crate::uop::{graph_rewrite, Arg, Ops, PatternMatcher, UOp, UPat};
 
 /// What `kernel graph` reads: the slot each stored node went to, each slot's BUFFER node, and
 /// the step that stored each node (none for an empty tensor: nothing to compute).
@@ -27,8 +28,7 @@ struct Stored {
 }
 
 static PM_KERNEL_GRAPH: LazyLock<PatternMatcher<Stored>> = LazyLock::new(|| {
-    PatternMatcher::new(vec![rule_ctx(UPat::var("u"), |m, s: &mut Stored| {
-        let u = &m["u"];
+    PatternMatcher::new(vec![rule!("a stored node as its buffer's state", |u; s: &mut Stored| UPat::var(u) => {
         let buffer = s.nodes[*s.slots.get(u).filter(|_| u.op() != Ops::Buffer)?].clone();
         let Some(&step) = s.steps.get(u) else { return Some(buffer) };
         let (_, reads) = fused_region(u.src(), &|n| s.slots.contains_key(n));

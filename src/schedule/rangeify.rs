@@ -14,8 +14,9 @@ use std::sync::LazyLock;
 use super::item::Slot;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::rule;
 use crate::uop::symbolic::simplify;
-use crate::uop::{graph_rewrite, rule_ctx, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UOpMap, UPat};
+use crate::uop::{graph_rewrite, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UOpMap, UPat};
 
 /// A reduce over constants only (an arange): codegen folds it into index arithmetic.
 pub(super) fn is_arange(u: &UOp) -> bool {
@@ -164,8 +165,8 @@ fn site(u: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
 }
 
 /// A site over a node `node` matches (captured as "u"; the site as "site").
-fn site_over(node: UPat) -> UPat {
-    UPat::ops(&[Ops::Index]).first_src(node.named("u")).named("site")
+fn site_over(node: UPat, site: &'static str) -> UPat {
+    UPat::ops(&[Ops::Index]).first_src(node).named(site)
 }
 
 /// A site's node, its index (one UOp per axis) and its gate; None for a kernel-level INDEX.
@@ -178,9 +179,13 @@ fn parts(site: &UOp) -> Option<(&UOp, &[UOp], Option<UOp>)> {
 /// The rule pushing a site over a node `node` matches: `push` is given the kernel being built,
 /// the node, its index and its gate.
 #[track_caller]
-fn push_rule(node: UPat, push: fn(&mut KernelCtx, &UOp, &[UOp], Option<UOp>) -> Option<UOp>) -> Rule<KernelCtx> {
-    rule_ctx(site_over(node), move |m, k: &mut KernelCtx| {
-        let (u, idx, gate) = parts(&m["site"])?;
+fn push_rule(
+    name: &'static str,
+    node: UPat,
+    push: fn(&mut KernelCtx, &UOp, &[UOp], Option<UOp>) -> Option<UOp>,
+) -> Rule<KernelCtx> {
+    rule!(name, |site; k: &mut KernelCtx| site_over(node, site) => {
+        let (u, idx, gate) = parts(site)?;
         push(k, u, idx, gate)
     })
 }
@@ -194,33 +199,36 @@ fn push_rule(node: UPat, push: fn(&mut KernelCtx, &UOp, &[UOp], Option<UOp>) -> 
 static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
     let alu: Vec<Ops> = [Ops::UNARY, Ops::BINARY, Ops::TERNARY, &[Ops::Cast, Ops::Bitcast]].concat();
     let mut rules = vec![
-        rule_ctx(site_over(UPat::any()), |m, k: &mut KernelCtx| {
-            let site = &m["site"];
+        rule!("load a realized node", |site; k: &mut KernelCtx| site_over(UPat::any(), site) => {
             let (u, idx, gate) = parts(site)?;
             let slot = *k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site))?;
             let index = storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice));
             Some(k.load(slot, index, gate, u.dtype()))
         }),
-        push_rule(UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {
+        push_rule("load a buffer", UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {
             let slot = k.realized.input(u);
             Some(k.load(slot, flat_index(idx, &[buffer_size(u)]), gate, u.dtype()))
         }),
-        push_rule(UPat::ops(&[Ops::Const]), |_, u, _, _| match u.arg() {
+        push_rule("a constant", UPat::ops(&[Ops::Const]), |_, u, _, _| match u.arg() {
             Arg::Const(c) => Some(UOp::constant(u.dtype(), *c)),
             _ => None,
         }),
         // a scalar parameter's DEVICE stays in the tensor graph
-        push_rule(UPat::ops(&[Ops::DefineVar]), |_, u, _, _| {
+        push_rule("a scalar parameter", UPat::ops(&[Ops::DefineVar]), |_, u, _, _| {
             Some(UOp::new(Ops::DefineVar, u.dtype(), vec![], u.arg().clone()))
         }),
-        push_rule(UPat::ops(&[Ops::ReduceAxis]), KernelCtx::reduce),
-        push_rule(UPat::ops(&[Ops::Contiguous, Ops::Detach]), |_, u, idx, gate| Some(site(&u.src()[0], idx, gate))),
-        push_rule(UPat::ops(&alu), |_, u, idx, gate| {
+        push_rule("a reduce's loops", UPat::ops(&[Ops::ReduceAxis]), KernelCtx::reduce),
+        push_rule("through a copy", UPat::ops(&[Ops::Contiguous, Ops::Detach]), |_, u, idx, gate| {
+            Some(site(&u.src()[0], idx, gate))
+        }),
+        push_rule("into an alu's sources", UPat::ops(&alu), |_, u, idx, gate| {
             Some(u.replace_src(u.src().iter().map(|s| site(s, idx, gate.clone())).collect()))
         }),
     ];
-    rules.extend(Ops::MOVEMENT.iter().map(|&op| push_rule(UPat::ops(&[op]), moved_site)));
-    rules.push(push_rule(UPat::any(), |_, u, _, _| panic!("rangeify: {} cannot be part of a kernel", u.op().name())));
+    rules.extend(Ops::MOVEMENT.iter().map(|&op| push_rule("through a movement", UPat::ops(&[op]), moved_site)));
+    rules.push(push_rule("nothing else", UPat::any(), |_, u, _, _| {
+        panic!("rangeify: {} cannot be part of a kernel", u.op().name())
+    }));
     PatternMatcher::new(rules)
 });
 

@@ -11,7 +11,8 @@ use std::sync::LazyLock;
 
 use super::rangeify::is_arange;
 use crate::helpers::{debug, getenv};
-use crate::uop::pattern::{rule_ctx, PatternMatcher, UPat};
+use crate::rule;
+use crate::uop::pattern::{PatternMatcher, UPat};
 use crate::uop::{Arg, Ops, UOp};
 
 /// Split when a reduce combines at least this many inputs per output. Each part also reads a
@@ -34,9 +35,10 @@ pub fn enabled() -> bool {
 /// Every large reduce split in two (see the module doc), with the `Partials` made so far.
 pub fn pm_split_reduce() -> &'static PatternMatcher<Partials> {
     static PM: LazyLock<PatternMatcher<Partials>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::ReduceAxis]).named("r"), |m, partials: &mut Partials| {
-            split(&m["r"], partials)
-        })])
+        let reduce = |r| UPat::ops(&[Ops::ReduceAxis]).named(r);
+        PatternMatcher::new(vec![
+            rule!("a large reduce in two", |r; partials: &mut Partials| reduce(r) => split(r, partials)),
+        ])
     });
     &PM
 }

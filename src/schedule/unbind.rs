@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use crate::dtype::{DType, Scalar};
+use crate::rule;
 use crate::uop::variable::{bind, bound_value, var_name};
-use crate::uop::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use crate::uop::{graph_rewrite, Arg, Ops, PatternMatcher, UOp, UOpMap, UPat};
 
 /// The value of each variable for one run, by name.
 pub type VarVals = BTreeMap<String, i64>;
@@ -25,8 +26,7 @@ struct Bindings {
 
 static PM_UNBIND: LazyLock<PatternMatcher<Bindings>> = LazyLock::new(|| {
     PatternMatcher::new(vec![
-        rule_ctx(UPat::ops(&[Ops::Bind]).named("b"), |m, ctx: &mut Bindings| {
-            let bind = &m["b"];
+        rule!("a bound variable unbound", |bind; ctx: &mut Bindings| UPat::ops(&[Ops::Bind]).named(bind) => {
             let (name, value) = (var_name(&bind.src()[0]).to_string(), bound_value(bind));
             match ctx.vals.insert(name.clone(), value) {
                 Some(old) if old != value => ctx.conflict = ctx.conflict.clone().or(Some((name, old, value))),
@@ -34,7 +34,8 @@ static PM_UNBIND: LazyLock<PatternMatcher<Bindings>> = LazyLock::new(|| {
             }
             Some(bind.src()[0].clone())
         }),
-        rule_ctx(UPat::ops(&[Ops::Const]).named("c"), |m, ctx: &mut Bindings| ctx.params.get(&m["c"]).cloned()),
+        rule!("a constant as a parameter", |c; ctx: &mut Bindings| UPat::ops(&[Ops::Const]).named(c)
+            => ctx.params.get(c).cloned()),
     ])
 });
 
@@ -94,8 +95,7 @@ pub fn unbind_graph(outputs: &[UOp], order: &[UOp]) -> (Vec<UOp>, VarVals) {
 /// shape become in the tensors, which keep their values).
 pub fn rebind(u: &UOp, vals: &VarVals) -> UOp {
     static PM_REBIND: LazyLock<PatternMatcher<VarVals>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, vals: &mut VarVals| {
-            let x = &m["x"];
+        PatternMatcher::new(vec![rule!("a variable bound again", |x; vals: &mut VarVals| UPat::var(x) => {
             let bound = |v: &UOp| match v.arg() {
                 Arg::Var(name, ..) if v.op() == Ops::DefineVar => vals.get(name).map(|&value| bind(v, value)),
                 _ => None,

@@ -26,7 +26,7 @@ pub mod wmma;
 
 pub use name::KernelName;
 pub use ops::Ops;
-pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, UPat};
+pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, RuleSite, UPat};
 pub use program::{LaunchGrid, ProgramSpec};
 pub use rewrite::{graph_rewrite, substitute, substitute_outside};
 pub use target::{DTypeSupport, Language, Target, TensorCore, Workgroups};

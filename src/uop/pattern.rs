@@ -92,6 +92,15 @@ impl UPat {
         self.name = Some(name);
         self
     }
+    /// Whether the pattern, or one below it, captures a node as `name`.
+    pub fn captures(&self, name: &str) -> bool {
+        self.name == Some(name)
+            || match &self.src {
+                SrcPat::Any => false,
+                SrcPat::Exact(v) | SrcPat::Perms(v) => v.iter().any(|p| p.captures(name)),
+                SrcPat::Repeat(p) | SrcPat::First(p) => p.captures(name),
+            }
+    }
     /// Restrict to dtypes accepted by `pred` (e.g. `DType::is_int`).
     pub fn dtype(mut self, pred: fn(DType) -> bool) -> UPat {
         self.dtype = Some(pred);
@@ -227,24 +236,50 @@ impl ops::Neg for UPat {
 /// A rewrite function: the captures and the pass context `C` in, a replacement (or nothing) out.
 pub type RuleFn<C> = Arc<dyn Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync>;
 
-/// One rule of a table over pass context `C`: a pattern, its rewrite function, and where in the
-/// source the rule was written (VIZ names the rule that fired by this `file:line`).
+/// Where a rule was written and, where it has one, its name: what VIZ shows for a rewrite.
+#[derive(Clone, Copy, Debug)]
+pub struct RuleSite {
+    pub location: &'static Location<'static>,
+    pub name: Option<&'static str>,
+}
+
+impl std::fmt::Display for RuleSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}:{}", self.location.file(), self.location.line())?;
+        self.name.map_or(Ok(()), |name| write!(f, " {name}"))
+    }
+}
+
+/// One rule of a table over pass context `C`: a pattern, its rewrite function, and its site.
 pub struct Rule<C = ()> {
     pat: UPat,
     f: RuleFn<C>,
-    location: &'static Location<'static>,
+    site: RuleSite,
 }
 
 impl<C> Clone for Rule<C> {
     fn clone(&self) -> Self {
-        Rule { pat: self.pat.clone(), f: self.f.clone(), location: self.location }
+        Rule { pat: self.pat.clone(), f: self.f.clone(), site: self.site }
     }
 }
 
 impl<C> Rule<C> {
-    /// Where the rule was written.
-    pub fn location(&self) -> &'static Location<'static> {
-        self.location
+    /// Where the rule was written, and its name.
+    pub fn site(&self) -> RuleSite {
+        self.site
+    }
+    /// The rule named `name` (`rule!` names every rule it writes).
+    pub fn named(mut self, name: &'static str) -> Rule<C> {
+        self.site.name = Some(name);
+        self
+    }
+    /// The rule, whose function reads `captures`; panics (when its table is built) naming the
+    /// rule and the capture if its pattern does not capture one of them.
+    pub fn reading(self, captures: &[&str]) -> Rule<C> {
+        if let Some(missing) = captures.iter().find(|c| !self.pat.captures(c)) {
+            panic!("the rule at {}: its pattern captures no `{missing}`", self.site);
+        }
+        self
     }
 }
 
@@ -294,7 +329,7 @@ impl PatternMatcher<()> {
     pub fn with_context<C: 'static>(&self) -> PatternMatcher<C> {
         let lift = |r: &Rule| {
             let f = r.f.clone();
-            Rule { pat: r.pat.clone(), f: Arc::new(move |m: &Captures, _: &mut C| f(m, &mut ())), location: r.location }
+            Rule { pat: r.pat.clone(), f: Arc::new(move |m: &Captures, _: &mut C| f(m, &mut ())), site: r.site }
         };
         PatternMatcher::new(self.rules.iter().map(lift).collect())
     }
@@ -338,13 +373,68 @@ impl<C> PatternMatcher<C> {
 /// A rule that reads no context (it fits a table over any context).
 #[track_caller]
 pub fn rule<C>(pat: UPat, f: impl Fn(&Captures) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
-    Rule { pat, f: Arc::new(move |m, _| f(m)), location: Location::caller() }
+    Rule { pat, f: Arc::new(move |m, _| f(m)), site: RuleSite { location: Location::caller(), name: None } }
 }
 
 /// A rule that reads or updates the pass context `C`.
 #[track_caller]
 pub fn rule_ctx<C>(pat: UPat, f: impl Fn(&Captures, &mut C) -> Option<UOp> + Send + Sync + 'static) -> Rule<C> {
-    Rule { pat, f: Arc::new(f), location: Location::caller() }
+    Rule { pat, f: Arc::new(f), site: RuleSite { location: Location::caller(), name: None } }
+}
+
+/// A named rule written as tinygrad writes one, a pattern and a function of its captures:
+///
+/// ```
+/// use lazygrad::uop::{graph_rewrite, PatternMatcher, UPat, Variable};
+/// let pm: PatternMatcher = PatternMatcher::new(vec![
+///     lazygrad::rule!("x * 1", |x| UPat::var(x) * UPat::konst(1.0) => Some(x.clone())),
+/// ]);
+/// let x = Variable::new("x", 0, 9).uop().clone();
+/// assert_eq!(graph_rewrite(&(&x * 1), &pm, &mut (), "identities", false), x);
+/// ```
+///
+/// Each parameter is a capture: in the pattern, its name (a `&'static str`); in the body, the
+/// node it captured (`&UOp`). A body that reads a capture the parameters do not declare does not
+/// compile, and a parameter the pattern never captures panics, naming it, when the table is
+/// built (the first time any pass uses it), before any rule runs. After a `;`, the pass context
+/// the body reads:
+/// `|red; ctx: &mut LowerCtx| ...`. VIZ shows the name beside where the rule was written.
+///
+/// ```compile_fail
+/// use lazygrad::uop::{Rule, UPat};
+/// // the body reads `y`, which the rule does not capture
+/// let r: Rule = lazygrad::rule!("x * 1", |x| UPat::var(x) * UPat::konst(1.0) => Some(y.clone()));
+/// ```
+///
+/// ```should_panic
+/// use lazygrad::uop::{Rule, UPat};
+/// // the pattern never captures `c`: "the rule at src/...: its pattern captures no `c`"
+/// let r: Rule = lazygrad::rule!("x * 1", |x, c| UPat::var(x) * UPat::konst(1.0) => Some(x.clone()));
+/// ```
+#[macro_export]
+macro_rules! rule {
+    ($name:expr, |$($cap:ident),+| $pat:expr => $body:expr) => {
+        $crate::uop::rule(
+            { $(let $cap: &'static str = stringify!($cap);)+ $pat },
+            move |m: &$crate::uop::Captures| {
+                $(#[allow(unused_variables)] let $cap: &$crate::uop::UOp = &m[stringify!($cap)];)+
+                $body
+            },
+        )
+        .named($name)
+        .reading(&[$(stringify!($cap)),+])
+    };
+    ($name:expr, |$($cap:ident),+; $ctx:ident: $cty:ty| $pat:expr => $body:expr) => {
+        $crate::uop::rule_ctx(
+            { $(let $cap: &'static str = stringify!($cap);)+ $pat },
+            move |m: &$crate::uop::Captures, $ctx: $cty| {
+                $(#[allow(unused_variables)] let $cap: &$crate::uop::UOp = &m[stringify!($cap)];)+
+                $body
+            },
+        )
+        .named($name)
+        .reading(&[$(stringify!($cap)),+])
+    };
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 use std::panic::Location;
 use std::sync::LazyLock;
 
-use super::pattern::{rule_ctx, PatternMatcher, UPat};
+use super::pattern::{PatternMatcher, RuleSite, UPat};
 use super::trace::Rewrite;
 use super::track;
 use super::uop::{UOp, UOpMap, SMALL_GRAPH};
+use crate::rule;
 
 /// Rewrite every node reachable from `root` with `pm` to a fixed point and return the new root.
 ///
@@ -16,13 +17,13 @@ use super::uop::{UOp, UOpMap, SMALL_GRAPH};
 /// look at original subgraphs. `name` labels the pass for DEBUG and VIZ.
 pub fn graph_rewrite<C>(root: &UOp, pm: &PatternMatcher<C>, ctx: &mut C, name: &str, bottom_up: bool) -> UOp {
     run_pass(root, name, bottom_up, &|_| false, &mut |_, u| {
-        pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.location()))
+        pm.rewrite_by_rule(u, ctx).map(|(r, rule)| (r, rule.site()))
     })
 }
 
 /// The substitution rule: a node found in the context map becomes what it maps to.
 static PM_SUBSTITUTE: LazyLock<PatternMatcher<UOpMap<UOp>>> = LazyLock::new(|| {
-    PatternMatcher::new(vec![rule_ctx(UPat::var("x"), |m, map: &mut UOpMap<UOp>| map.get(&m["x"]).cloned())])
+    PatternMatcher::new(vec![rule!("substitute", |x; map: &mut UOpMap<UOp>| UPat::var(x) => map.get(x).cloned())])
 });
 
 /// `root` with every node that is a key of `map` replaced by its value (checked before the
@@ -35,7 +36,7 @@ pub fn substitute(root: &UOp, map: &mut UOpMap<UOp>, name: &str) -> UOp {
 /// says hold no key of `map`.
 pub fn substitute_outside(root: &UOp, map: &mut UOpMap<UOp>, name: &str, settled: &dyn Fn(&UOp) -> bool) -> UOp {
     run_pass(root, name, true, settled, &mut |_, u| {
-        PM_SUBSTITUTE.rewrite_by_rule(u, map).map(|(r, rule)| (r, rule.location()))
+        PM_SUBSTITUTE.rewrite_by_rule(u, map).map(|(r, rule)| (r, rule.site()))
     })
 }
 
@@ -51,7 +52,7 @@ pub fn substitute_rebuilt(
     name: &str,
     rebuilt: &mut dyn FnMut(&UOp, &UOp) -> Option<UOp>,
 ) -> UOp {
-    let here = Location::caller();
+    let here = RuleSite { location: Location::caller(), name: None };
     run_pass(root, name, false, &|_| false, &mut |original, new| match original == k {
         true => Some((e.clone(), here)),
         false if new == original => None,
@@ -61,7 +62,7 @@ pub fn substitute_rebuilt(
 
 /// What a pass offers each node to, as its original and its form rebuilt over its sources' new
 /// forms: its replacement, if any, and the rule that made it.
-type Offer<'a> = dyn FnMut(&UOp, &UOp) -> Option<(UOp, &'static Location<'static>)> + 'a;
+type Offer<'a> = dyn FnMut(&UOp, &UOp) -> Option<(UOp, RuleSite)> + 'a;
 
 /// One rewrite pass over the graph of `root`, recorded for VIZ when it is on; nodes `settled`
 /// says are final are neither offered nor walked.

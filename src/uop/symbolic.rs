@@ -10,10 +10,11 @@ use std::sync::LazyLock;
 
 use super::exec::{bitcast_value, cast_value, exec_alu};
 use super::ops::Ops;
-use super::pattern::{rule, PatternMatcher, UPat};
+use super::pattern::{PatternMatcher, UPat};
 use super::rewrite::graph_rewrite;
 use super::uop::{Arg, ConstValue, UOp};
 use crate::dtype::DType;
+use crate::rule;
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -403,53 +404,54 @@ pub fn symbolic_simple() -> &'static PatternMatcher {
         fold_ops.retain(|o| *o != Ops::Where);
         fold_ops.push(Ops::Bitcast);
         let fb = |b: bool| UOp::constant(DType::BOOL, ConstValue::Bool(b));
-        let k0 = || UPat::konst(0.0).named("c");
+        let k0 = |name| UPat::konst(0.0).named(name);
         PatternMatcher::new(vec![
             // ** constant folding **
-            rule(UPat::ops(&fold_ops).named("u").all_src(UPat::ops(&[Ops::Const])), |m| fold_const(&m["u"])),
-            rule(UPat::cvar("c").where_(v("a"), v("b")), |m| {
-                Some(if m["c"].const_value()?.as_bool() { m["a"].clone() } else { m["b"].clone() })
+            rule!("fold constants", |u| UPat::ops(&fold_ops).named(u).all_src(UPat::ops(&[Ops::Const]))
+                => fold_const(u)),
+            rule!("constant select", |c, a, b| UPat::cvar(c).where_(v(a), v(b)) => {
+                Some(if c.const_value()?.as_bool() { a.clone() } else { b.clone() })
             }),
             // ** range-based folding **
-            rule(UPat::ops(&alu_ops()).named("u"), |m| fold_bounds(&m["u"])),
+            rule!("fold by bounds", |u| UPat::ops(&alu_ops()).named(u) => fold_bounds(u)),
             // ** identities **
             // x + 0: for floats only -0.0 is an identity (-0.0 + 0.0 is +0.0)
-            rule(v("x") + k0(), |m| {
-                let neg_zero = m["c"].const_value()?.as_f64().is_sign_negative();
-                (!m["x"].dtype().is_float() || neg_zero).then(|| m["x"].clone())
+            rule!("x + 0", |x, c| v(x) + k0(c) => {
+                let neg_zero = c.const_value()?.as_f64().is_sign_negative();
+                (!x.dtype().is_float() || neg_zero).then(|| x.clone())
             }),
-            rule(bin(Ops::Sub, v("x"), k0()), |m| {
-                (!m["x"].dtype().is_float() || is_pos_zero(&m["c"])).then(|| m["x"].clone())
+            rule!("x - 0", |x, c| bin(Ops::Sub, v(x), k0(c)) => {
+                (!x.dtype().is_float() || is_pos_zero(c)).then(|| x.clone())
             }),
-            rule(v("x") * UPat::konst(1.0), |m| Some(m["x"].clone())),
-            rule(bin(Ops::FDiv, v("x"), UPat::konst(1.0)), |m| Some(m["x"].clone())),
+            rule!("x * 1", |x| v(x) * UPat::konst(1.0) => Some(x.clone())),
+            rule!("x / 1", |x| bin(Ops::FDiv, v(x), UPat::konst(1.0)) => Some(x.clone())),
             // x * 0 is not 0 for a NaN or infinite float
-            rule(v("x") * k0(), |m| is_intlike(m["x"].dtype()).then(|| m["c"].clone())),
-            rule(v("x").idiv(UPat::konst(1.0)), |m| is_int(m["x"].dtype()).then(|| m["x"].clone())),
-            rule(v("x") % UPat::konst(1.0), |m| is_int(m["x"].dtype()).then(|| iconst(m["x"].dtype(), 0))),
-            rule(v("x").max(v("x")), |m| Some(m["x"].clone())),
-            rule(v("x").lt(v("x")), move |m| is_scalar(m["x"].dtype()).then(|| fb(false))),
-            rule(v("x").ne(v("x")), move |m| is_intlike(m["x"].dtype()).then(|| fb(false))),
-            rule(UPat::comm(Ops::CmpEq, v("x"), v("x")), move |m| is_intlike(m["x"].dtype()).then(|| fb(true))),
-            rule(UPat::var("c").where_(v("x"), v("x")), |m| Some(m["x"].clone())),
-            rule(v("x").neg().neg(), |m| Some(m["x"].clone())),
-            rule(v("x").and(v("x")), |m| is_intlike(m["x"].dtype()).then(|| m["x"].clone())),
-            rule(v("x").or(v("x")), |m| is_intlike(m["x"].dtype()).then(|| m["x"].clone())),
-            rule(v("x").and(UPat::cvar("c")), |m| {
-                let c = m["c"].const_value()?;
-                m["x"].dtype().is_bool().then(|| if c.as_bool() { m["x"].clone() } else { m["c"].clone() })
+            rule!("x * 0", |x, c| v(x) * k0(c) => is_intlike(x.dtype()).then(|| c.clone())),
+            rule!("x // 1", |x| v(x).idiv(UPat::konst(1.0)) => is_int(x.dtype()).then(|| x.clone())),
+            rule!("x % 1", |x| v(x) % UPat::konst(1.0) => is_int(x.dtype()).then(|| iconst(x.dtype(), 0))),
+            rule!("max(x, x)", |x| v(x).max(v(x)) => Some(x.clone())),
+            rule!("x < x", |x| v(x).lt(v(x)) => is_scalar(x.dtype()).then(|| fb(false))),
+            rule!("x != x", |x| v(x).ne(v(x)) => is_intlike(x.dtype()).then(|| fb(false))),
+            rule!("x == x", |x| UPat::comm(Ops::CmpEq, v(x), v(x)) => is_intlike(x.dtype()).then(|| fb(true))),
+            rule!("c ? x : x", |c, x| v(c).where_(v(x), v(x)) => Some(x.clone())),
+            rule!("--x", |x| v(x).neg().neg() => Some(x.clone())),
+            rule!("x & x", |x| v(x).and(v(x)) => is_intlike(x.dtype()).then(|| x.clone())),
+            rule!("x | x", |x| v(x).or(v(x)) => is_intlike(x.dtype()).then(|| x.clone())),
+            rule!("x & c", |x, c| v(x).and(UPat::cvar(c)) => {
+                let k = c.const_value()?;
+                x.dtype().is_bool().then(|| if k.as_bool() { x.clone() } else { c.clone() })
             }),
-            rule(v("x").or(UPat::cvar("c")), |m| {
-                let c = m["c"].const_value()?;
-                m["x"].dtype().is_bool().then(|| if c.as_bool() { m["c"].clone() } else { m["x"].clone() })
+            rule!("x | c", |x, c| v(x).or(UPat::cvar(c)) => {
+                let k = c.const_value()?;
+                x.dtype().is_bool().then(|| if k.as_bool() { c.clone() } else { x.clone() })
             }),
-            rule(v("c").where_(UPat::konst(1.0), UPat::konst(0.0)).named("w"), |m| {
-                (m["w"].dtype().is_bool() && m["c"].dtype() == m["w"].dtype()).then(|| m["c"].clone())
+            rule!("c ? 1 : 0", |c, w| v(c).where_(UPat::konst(1.0), UPat::konst(0.0)).named(w) => {
+                (w.dtype().is_bool() && c.dtype() == w.dtype()).then(|| c.clone())
             }),
-            rule(v("x").cast().named("u"), |m| (m["x"].dtype() == m["u"].dtype()).then(|| m["x"].clone())),
+            rule!("cast to its own dtype", |x, u| v(x).cast().named(u) => (x.dtype() == u.dtype()).then(|| x.clone())),
             // relu's select, `c < x or x is NaN ? x : c`, is exactly max(x, c): one op to render
-            rule(UPat::cvar("c").lt(v("x")).or(v("x").ne(v("x"))).where_(v("x"), UPat::cvar("c")), |m| {
-                m["x"].dtype().is_float().then(|| m["x"].alu(Ops::Max, &[&m["c"]]))
+            rule!("relu's select", |c, x| UPat::cvar(c).lt(v(x)).or(v(x).ne(v(x))).where_(v(x), UPat::cvar(c)) => {
+                x.dtype().is_float().then(|| x.alu(Ops::Max, &[c]))
             }),
         ])
     });
@@ -461,17 +463,16 @@ pub fn symbolic_simple() -> &'static PatternMatcher {
 pub fn symbolic() -> &'static PatternMatcher {
     static PM: LazyLock<PatternMatcher> = LazyLock::new(|| {
         symbolic_simple().extend(&PatternMatcher::new(vec![
-            rule(UPat::ops(Ops::COMMUTATIVE).named("u"), |m| sort_commutative(&m["u"])),
+            rule!("sort commutative sources", |u| UPat::ops(Ops::COMMUTATIVE).named(u) => sort_commutative(u)),
             // max(x, y) is x when x >= y everywhere
-            rule(v("x").max(v("y")).dtype(is_int), |m| (m["x"].vmin() >= m["y"].vmax()).then(|| m["x"].clone())),
-            rule(UPat::ops(&[Ops::IDiv, Ops::Mod]).named("u").dtype(is_int), |m| fold_divmod(&m["u"])),
-            rule(UPat::ops(&[Ops::CmpLt]).named("u"), |m| fold_cmp(&m["u"])),
+            rule!("max by bounds", |x, y| v(x).max(v(y)).dtype(is_int) => (x.vmin() >= y.vmax()).then(|| x.clone())),
+            rule!("fold div and mod", |u| UPat::ops(&[Ops::IDiv, Ops::Mod]).named(u).dtype(is_int) => fold_divmod(u)),
+            rule!("fold comparison", |u| UPat::ops(&[Ops::CmpLt]).named(u) => fold_cmp(u)),
             // linear canonical form of sums, scalings and products of signed integers (indices);
             // unsigned ones are data (hashes, random bits): a linear form per use of a shared sum
             // repeats its terms (Threefry's ~110 ops per number became ~240)
-            rule(UPat::ops(&[Ops::Add, Ops::Mul, Ops::Neg, Ops::Sub]).named("u").dtype(is_signed_int), |m| {
-                Some(Lin::of(&m["u"]).build())
-            }),
+            rule!("linear form", |u| UPat::ops(&[Ops::Add, Ops::Mul, Ops::Neg, Ops::Sub]).named(u).dtype(is_signed_int)
+                => Some(Lin::of(u).build())),
         ]))
     });
     &PM

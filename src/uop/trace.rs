@@ -2,8 +2,8 @@
 //! the graph after. Every UOp is stored once, under a small id, and passes refer to ids.
 
 use std::collections::HashMap;
-use std::panic::Location;
 
+use super::pattern::RuleSite;
 use super::print::arg_str;
 use super::{Ops, UOp, WeakUOp};
 
@@ -59,14 +59,14 @@ pub struct Group {
 pub struct Rewrite {
     pub before: UOp,
     pub after: UOp,
-    pub rule: &'static Location<'static>,
+    pub rule: RuleSite,
 }
 
 /// Everything recorded while VIZ was on.
 #[derive(Default)]
 pub struct Trace {
     pub nodes: Vec<NodeRecord>,
-    /// Rule source locations, `file:line`.
+    /// Rule sites, `file:line` and the rule's name where it has one.
     pub rules: Vec<String>,
     pub groups: Vec<Group>,
     ids: HashMap<WeakUOp, u32>,
@@ -107,11 +107,11 @@ impl Trace {
         self.ids[&u.downgrade()]
     }
 
-    fn rule_id(&mut self, at: &'static Location<'static>) -> u32 {
+    fn rule_id(&mut self, site: RuleSite) -> u32 {
         let next = self.rules.len() as u32;
-        let id = *self.rule_ids.entry((at.file(), at.line())).or_insert(next);
+        let id = *self.rule_ids.entry((site.location.file(), site.location.line())).or_insert(next);
         if id == next {
-            self.rules.push(format!("{}:{}", at.file(), at.line()));
+            self.rules.push(site.to_string());
         }
         id
     }

@@ -10,7 +10,8 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use super::symbolic::{may_wrap, simplify, Lin};
-use super::{graph_rewrite, rule_ctx, Arg, Ops, PatternMatcher, UOp, UPat};
+use super::{graph_rewrite, Arg, Ops, PatternMatcher, UOp, UPat};
+use crate::rule;
 
 /// An expression and the range a validity condition confines it to.
 type Bound = (UOp, i128, i128);
@@ -74,9 +75,9 @@ fn replace_scaled(n: &UOp, x: &Lin, v: &UOp) -> Option<UOp> {
 fn with_stand_ins(u: &UOp, mut bounds: Vec<Bound>) -> (UOp, super::UOpMap<UOp>) {
     // the stand-in rule: the context is (the expression as a linear form, its stand-in)
     static PM: LazyLock<PatternMatcher<(Lin, UOp)>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Add, Ops::Mul]).named("n"), |m, ctx: &mut (Lin, UOp)| {
-            replace_scaled(&m["n"], &ctx.0, &ctx.1)
-        })])
+        let term = |n| UPat::ops(&[Ops::Add, Ops::Mul]).named(n);
+        PatternMatcher::new(vec![rule!("scaled terms as the stand-in", |n; ctx: &mut (Lin, UOp)| term(n)
+            => replace_scaled(n, &ctx.0, &ctx.1))])
     });
     // later bounds' expressions get the earlier stand-ins too, so that they still match inside `u`
     let mut back = super::UOpMap::default();
@@ -156,8 +157,8 @@ pub(super) fn bounds_given(idx: &UOp, valid: &UOp) -> (i128, i128) {
 /// clauses simplified against each other need not reach a fixed point).
 pub fn pm_simplify_valid() -> &'static PatternMatcher<HashSet<UOp>> {
     static PM: LazyLock<PatternMatcher<HashSet<UOp>>> = LazyLock::new(|| {
-        PatternMatcher::new(vec![rule_ctx(UPat::ops(&[Ops::Index]).named("i"), |m, done: &mut HashSet<UOp>| {
-            let i = &m["i"];
+        let index = |i| UPat::ops(&[Ops::Index]).named(i);
+        PatternMatcher::new(vec![rule!("gated index simplified", |i; done: &mut HashSet<UOp>| index(i) => {
             let [buf, idx, valid] = i.src() else { return None };
             if done.contains(i) {
                 return None;
