@@ -4,7 +4,7 @@
 use lazygrad::engine::search::{beam_opts, beam_search, cache_path, Found};
 use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::{get_device, DefaultDevice};
-use lazygrad::uop::UOp;
+use lazygrad::uop::Kernel;
 use lazygrad::{Context, Tensor};
 
 /// Deterministic `rows x cols` inputs in [0, 1).
@@ -14,9 +14,9 @@ fn input(rows: usize, cols: usize, salt: usize) -> Tensor {
 }
 
 /// The AST of the one kernel `a @ b` schedules.
-fn matmul_kernel(m: usize, k: usize, n: usize) -> UOp {
+fn matmul_kernel(m: usize, k: usize, n: usize) -> Kernel {
     let out = input(m, k, 1).realize().matmul(&input(k, n, 2).realize());
-    let asts: Vec<UOp> = Tensor::schedule(std::slice::from_ref(&out))
+    let asts: Vec<Kernel> = Tensor::schedule(std::slice::from_ref(&out))
         .into_iter()
         .filter_map(|i| match i {
             ScheduleItem::Kernel { ast, .. } => Some(ast),

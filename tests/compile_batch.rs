@@ -10,10 +10,10 @@ use lazygrad::engine::CompiledKernel;
 use lazygrad::engine::ScheduleItem;
 use lazygrad::renderer::c::CRenderer;
 use lazygrad::runtime::{get_device, Buffer};
-use lazygrad::uop::{ProgramSpec, UOp};
+use lazygrad::uop::{Kernel, ProgramSpec};
 use lazygrad::Tensor;
 
-fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>, UOp) {
+fn kernel(t: &Tensor) -> (ProgramSpec, Vec<Arc<Buffer>>, Kernel) {
     let mut items = Tensor::schedule(std::slice::from_ref(t));
     assert_eq!(items.len(), 1, "one kernel");
     match items.remove(0) {
@@ -37,7 +37,7 @@ fn batches_compile_kernels_of_one_name_and_isolate_a_broken_one() {
     // two kernels named E_16, a reduce, and a vector kernel (compiled with other flags); no
     // float constants, which would be launch values (`schedule/unbind.rs`)
     let graphs = [a.neg(), &a * &a, a.sum(None, false), &big + &big];
-    let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>, UOp)> = graphs.iter().map(kernel).collect();
+    let kernels: Vec<(ProgramSpec, Vec<Arc<Buffer>>, Kernel)> = graphs.iter().map(kernel).collect();
     assert_eq!(kernels[0].0.name.to_string(), kernels[1].0.name.to_string());
     let vector = format!("vector_size({})", lazygrad::renderer::Renderer::target(&CRenderer).vector_bytes);
     assert!(kernels[3].0.src.contains(&vector) && !kernels[0].0.src.contains("vector_size"));

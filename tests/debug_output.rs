@@ -10,7 +10,7 @@ use lazygrad::uop::KernelName;
 use lazygrad::{Jit, Tensor};
 
 /// The one kernel of a 64x64 matmul.
-fn matmul_ast() -> lazygrad::uop::UOp {
+fn matmul_ast() -> lazygrad::uop::Kernel {
     let (a, b) = (Tensor::ones(&[64, 64]).contiguous().realize(), Tensor::ones(&[64, 64]).contiguous().realize());
     match Tensor::schedule(&[a.matmul(&b)]).as_slice() {
         [ScheduleItem::Kernel { ast, .. }] => ast.clone(),

@@ -8,10 +8,10 @@ use lazygrad::codegen::opt::{hand_coded_optimizations, Opt};
 use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::{default_device, get_device, Buffer};
 use lazygrad::schedule::layout::{pm_lay_out, Panels};
-use lazygrad::uop::{graph_rewrite, ConstValue, Ops, UOp};
+use lazygrad::uop::{graph_rewrite, ConstValue, Kernel, Ops, UOp};
 use lazygrad::{DType, Error, Tensor};
 
-fn kernel_ast(t: &Tensor) -> UOp {
+fn kernel_ast(t: &Tensor) -> Kernel {
     Tensor::schedule(std::slice::from_ref(t))
         .into_iter()
         .find_map(|i| match i {

@@ -32,7 +32,7 @@ use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::runtime::{get_device, Buffer, DefaultDevice};
 use lazygrad::schedule::VarVals;
 use lazygrad::uop::ProgramSpec;
-use lazygrad::uop::{AxisKind, UOp};
+use lazygrad::uop::{AxisKind, Kernel};
 use lazygrad::{Context, DType, Tensor};
 
 mod common;
@@ -223,8 +223,8 @@ fn run_on(p: &Program, device: &str) -> Result<Vec<f64>, String> {
 }
 
 /// Random legal opts for the CPU (no workgroups) on the optimizable form of kernel `ast`.
-fn random_opts(ast: &UOp, c: &mut Choices) -> Vec<Opt> {
-    let mut current = optimizable(ast).unwrap();
+fn random_opts(ast: &Kernel, c: &mut Choices) -> Vec<Opt> {
+    let mut current = optimizable(ast).unwrap().root().clone();
     let mut opts = vec![];
     for _ in 0..1 + c.pick(5) {
         let ranges = kernel_ranges(&current);
@@ -252,7 +252,7 @@ fn random_opts(ast: &UOp, c: &mut Choices) -> Vec<Opt> {
 /// One kernel of a program's CPU schedule: its AST and buffers, and its variants (the
 /// heuristics' opts, none, random ones), each as a name and the programs for the CPU and INTERP.
 struct KernelCase {
-    ast: UOp,
+    ast: Kernel,
     bufs: Vec<Arc<Buffer>>,
     /// The values of the program's scalar parameters (its float constants).
     vals: VarVals,

@@ -11,7 +11,7 @@ use lazygrad::codegen::opt::Opt;
 use lazygrad::codegen::{get_program, get_program_opts};
 use lazygrad::renderer::metal::MetalRenderer;
 use lazygrad::runtime::metal::msl_check;
-use lazygrad::uop::{DTypeSupport, Language, Target, UOp};
+use lazygrad::uop::{DTypeSupport, Kernel, Language, Target};
 use lazygrad::{DType, Error, Sint, Tensor, Variable};
 
 mod common;
@@ -27,7 +27,7 @@ fn metal() -> MetalRenderer {
 }
 
 /// Metal source of `ast` with `opts` (the heuristics' when `None`), which must pass the check.
-fn checked_source(ast: &UOp, renderer: &MetalRenderer, opts: Option<&[Opt]>) -> String {
+fn checked_source(ast: &Kernel, renderer: &MetalRenderer, opts: Option<&[Opt]>) -> String {
     let spec = match opts {
         Some(opts) => get_program_opts(ast, renderer, opts, ""),
         None => get_program(ast, renderer),

@@ -12,7 +12,7 @@ use lazygrad::engine::get_runner;
 use lazygrad::engine::ScheduleItem;
 use lazygrad::runtime::{Buffer, DefaultDevice};
 use lazygrad::uop::symbolic::symbolic;
-use lazygrad::uop::{graph_rewrite, Arg, AxisKind, ConstValue, Ops, UOp};
+use lazygrad::uop::{graph_rewrite, Arg, AxisKind, ConstValue, Kernel, Ops, UOp};
 use lazygrad::{DType, Tensor};
 
 const DEVICES: [&str; 2] = ["CPU", "INTERP"];
@@ -69,9 +69,9 @@ fn sum(v: &UOp, ranges: &[&UOp]) -> UOp {
     reduce(Ops::Add, v, ranges)
 }
 /// `SINK(STORE(out[i], value))` with `out` PARAM 0.
-fn kernel(i: &UOp, value: &UOp) -> UOp {
+fn kernel(i: &UOp, value: &UOp) -> Kernel {
     let store = UOp::new(Ops::Store, DType::VOID, vec![idx(&param(0, value.dtype()), i), value.clone()], Arg::None);
-    UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None)
+    Kernel::new(UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None), "the test").unwrap()
 }
 
 /// Input buffers' contents (PARAM 1, 2, ... in order).
@@ -88,7 +88,7 @@ fn bytes<T: Element>(v: &[T]) -> Vec<u8> {
 }
 
 /// Runs `ast` on `device`, returning PARAM 0's `n` elements.
-fn run<T: Element>(device: &str, ast: &UOp, n: usize, inputs: &[Data]) -> Vec<T> {
+fn run<T: Element>(device: &str, ast: &Kernel, n: usize, inputs: &[Data]) -> Vec<T> {
     let out = Arc::new(Buffer::new(device, n, T::DTYPE));
     let mut bufs = vec![out.clone()];
     for d in inputs {
@@ -106,7 +106,7 @@ fn run<T: Element>(device: &str, ast: &UOp, n: usize, inputs: &[Data]) -> Vec<T>
 }
 
 /// How deeply the linearized program's loops nest.
-fn loop_depth(ast: &UOp) -> usize {
+fn loop_depth(ast: &Kernel) -> usize {
     let (mut depth, mut deepest) = (0, 0);
     for u in &get_program(ast, &lazygrad::renderer::listing::ListingRenderer).unwrap().uops {
         match u.op() {
@@ -131,7 +131,7 @@ fn reduce_ranges_left(ast: &UOp) -> usize {
 
 /// No reduce loop is left, and at most `out_dims` loops nest (the output's).
 #[track_caller]
-fn assert_folded(ast: &UOp, out_dims: usize) {
+fn assert_folded(ast: &Kernel, out_dims: usize) {
     let spec = get_program(ast, &lazygrad::renderer::listing::ListingRenderer).unwrap();
     let reduce_ranges = spec.uops.iter().filter(|u| matches!(u.arg(), Arg::Range(_, AxisKind::Reduce))).count();
     assert_eq!(reduce_ranges, 0, "a reduce loop is left:\n{ast:?}");
@@ -407,7 +407,7 @@ fn device_arange(lead: &[usize], n: usize, dtype: DType) -> Tensor {
     window_sum(&Tensor::full_dtype(&shape, 1, dtype).pad(&pads), n) - 1
 }
 
-fn kernels(t: &Tensor) -> Vec<UOp> {
+fn kernels(t: &Tensor) -> Vec<Kernel> {
     Tensor::schedule(std::slice::from_ref(t))
         .into_iter()
         .filter_map(|it| match it {

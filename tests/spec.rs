@@ -10,8 +10,9 @@ use lazygrad::renderer::listing::ListingRenderer;
 use std::sync::LazyLock;
 
 use lazygrad::uop::pipeline::{Pipeline, Step};
-use lazygrad::uop::spec::{verify_program, Stage};
-use lazygrad::uop::{rule, substitute, Arg, ConstValue, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use lazygrad::uop::spec::verify_program;
+use lazygrad::uop::stage::KernelStage;
+use lazygrad::uop::{rule, substitute, Arg, ConstValue, Kernel, Ops, PatternMatcher, UOp, UOpMap, UPat};
 use lazygrad::{Context, DType, Error, Tensor};
 
 fn spec_message(result: lazygrad::Result<impl std::fmt::Debug>) -> String {
@@ -47,8 +48,8 @@ fn to_float() -> &'static PatternMatcher {
     &PM
 }
 
-static THREE_STEPS: Pipeline<()> = Pipeline {
-    stage: Stage::Kernel,
+static THREE_STEPS: Pipeline<(), KernelStage> = Pipeline {
+    stage: std::marker::PhantomData,
     steps: &[
         Step::table("a harmless step", no_rules),
         Step::table("the bad step", to_float),
@@ -60,14 +61,14 @@ static THREE_STEPS: Pipeline<()> = Pipeline {
 fn the_first_step_to_leave_a_malformed_node_is_named() {
     let _on = Context::new(&[("SPEC", 1)]);
     let sum = UOp::index_const(3).alu(Ops::Add, &[&UOp::index_const(4)]);
-    let m = spec_message(THREE_STEPS.run(&sum, &mut (), "the test"));
+    let m = spec_message(THREE_STEPS.run(&Kernel::new(sum.clone(), "the test").unwrap(), &mut ()));
     assert!(m.contains("after pass `the bad step`") && m.contains("ADD dtypes.index"), "{m}");
     assert!(m.contains("CONST dtypes.float"), "the node's sources are named: {m}");
-    // the input is checked too, named by what made it
+    // a graph becomes a stage's graph checked, named by what made it
     let bad = UOp::index_const(3).alu(Ops::Add, &[&UOp::constant(DType::FLOAT32, ConstValue::Float(4.0))]);
-    assert!(spec_message(THREE_STEPS.run(&bad, &mut (), "the test")).contains("after pass `the test`"));
+    assert!(spec_message(Kernel::new(bad, "the test")).contains("after pass `the test`"));
     let _off = Context::new(&[("SPEC", 0)]);
-    assert!(THREE_STEPS.run(&sum, &mut (), "the test").is_ok(), "unchecked with SPEC=0");
+    assert!(THREE_STEPS.run(&Kernel::new(sum, "the test").unwrap(), &mut ()).is_ok(), "unchecked with SPEC=0");
 }
 
 #[test]
@@ -81,7 +82,8 @@ fn a_malformed_kernel_is_an_error_before_codegen() {
     let float_index = UOp::constant(DType::FLOAT32, ConstValue::Float(0.0));
     let broken = index.replace_src(vec![index.src()[0].clone(), float_index]);
     let bad = substitute(&ast, &mut UOpMap::from_iter([(index, broken)]), "test");
-    let m = spec_message(get_program(&bad, &ListingRenderer));
+    // codegen takes a `Kernel` only, which is checked when it is made (rangeify makes them)
+    let m = spec_message(Kernel::new(bad, "rangeify"));
     assert!(m.contains("`rangeify`") && m.contains("Kernel stage") && m.contains("INDEX"), "{m}");
 }
 

@@ -23,7 +23,7 @@ use lazygrad::uop::wmma::{
     TensorCore, MMA_M16N8K16_BF16_F32, MMA_M16N8K16_F16_F32, MMA_M16N8K8_TF32_F32, SIMDGROUP_8X8X8_F16_F32,
     SIMDGROUP_8X8X8_F32_F32,
 };
-use lazygrad::uop::{Ops, UOp};
+use lazygrad::uop::{Kernel, Ops};
 use lazygrad::{Context, Tensor};
 
 mod common;
@@ -32,7 +32,7 @@ use common::only_kernel;
 /// The kernel's float32 output after running it with `opts` on the device its buffers are on
 /// when that has tensor cores (`DEV=CUDA` on a GPU), else on INTERP (host memory, which INTERP
 /// reads too).
-fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
+fn run(ast: &Kernel, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let dev = match get_device(bufs[0].device()).unwrap() {
         d if !d.target().tensor_cores.is_empty() => d,
         _ => get_device("INTERP").unwrap(),

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use lazygrad::dtype::AddrSpace;
 use lazygrad::engine::get_runner;
 use lazygrad::runtime::Buffer;
-use lazygrad::uop::{Arg, AxisKind, Ops, UOp};
+use lazygrad::uop::{Arg, AxisKind, Kernel, Ops, UOp};
 use lazygrad::DType;
 
-/// `out[i] = in[i] * 2 + i` for `i` in `0..8`.
-fn kernel() -> UOp {
+/// `out[i] = in[i] * 2 + i` for `i` in `0..8`, as a kernel (checked against the kernel stage's
+/// spec where `SPEC` is on).
+fn kernel() -> Kernel {
     let f32p = DType::FLOAT32.ptr(AddrSpace::Global);
     let (out, inp) = (UOp::new(Ops::Param, f32p, vec![], Arg::Int(0)), UOp::new(Ops::Param, f32p, vec![], Arg::Int(1)));
     let i = UOp::new(Ops::Range, DType::INDEX, vec![UOp::index_const(8)], Arg::Range(0, AxisKind::Loop));
@@ -22,7 +23,7 @@ fn kernel() -> UOp {
     let value = load.alu(Ops::Mul, &[&UOp::const_float(DType::FLOAT32, 2.0)]).alu(Ops::Add, &[&i.cast(DType::FLOAT32)]);
     let store =
         UOp::new(Ops::Store, DType::VOID, vec![UOp::new(Ops::Index, f32p, vec![out, i], Arg::None), value], Arg::None);
-    UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None)
+    Kernel::new(UOp::new(Ops::Sink, DType::VOID, vec![store], Arg::None), "a hand-built kernel").unwrap()
 }
 
 #[test]

@@ -14,20 +14,20 @@ use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::uop::ProgramSpec;
-use lazygrad::uop::{Arg, Ops, UOp};
+use lazygrad::uop::{Arg, Kernel, Ops, UOp};
 use lazygrad::uop::{Target, Workgroups};
 use lazygrad::Tensor;
 
 mod common;
 use common::only_kernel;
 
-fn program(ast: &UOp, opts: &[Opt]) -> ProgramSpec {
+fn program(ast: &Kernel, opts: &[Opt]) -> ProgramSpec {
     get_program_opts(ast, &ListingRenderer, opts, "").unwrap_or_else(|e| panic!("{opts:?}: {e}"))
 }
 
 /// The kernel's output after running it with `opts` on the device its buffers are on, or INTERP
 /// for a CPU's (host memory, which INTERP reads too), a CPU having no workgroups.
-fn run(ast: &UOp, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
+fn run(ast: &Kernel, bufs: &[Arc<Buffer>], opts: &[Opt]) -> Vec<f32> {
     let dev = match get_device(bufs[0].device()).unwrap() {
         d if d.target().has_local() => d,
         _ => get_device("INTERP").unwrap(),
@@ -183,7 +183,7 @@ fn workgroup_opts_apply_only_where_they_are_legal() {
     Tensor::manual_seed(24);
     let (_, _, c) = matmul(32, 48, 40);
     let (ast, _) = only_kernel(&c);
-    let after = |opts: &[Opt]| opts.iter().try_fold(ast.clone(), |a, o| apply_opt(&a, *o));
+    let after = |opts: &[Opt]| opts.iter().try_fold(ast.root().clone(), |a, o| apply_opt(&a, *o));
     assert!(after(&[Opt::Local { range: 2, amount: 4 }]).is_none(), "LOCAL splits output loops only");
     assert!(after(&[Opt::Group { range: 0, amount: 4 }]).is_none(), "GROUP splits reduce loops only");
     assert!(after(&[Opt::GroupTop { range: 2, amount: 5 }]).is_none(), "5 does not divide 48");

@@ -39,7 +39,7 @@ impl PyCall {
     fn of(py: Python, item: &ScheduleItem) -> PyResult<PyCall> {
         let (device, ast) = match item {
             ScheduleItem::Kernel { ast, bufs } => {
-                (bufs.first().map_or(String::new(), |b| b.device().to_string()), ast.clone())
+                (bufs.first().map_or(String::new(), |b| b.device().to_string()), ast.root().clone())
             }
             // an all-reduce over the ranks is a copy through the job's collective
             ScheduleItem::Copy { dst, src, ranks } => {

@@ -13,6 +13,7 @@ pub mod transcendental;
 pub mod vectorize;
 
 use std::collections::HashSet;
+use std::marker::PhantomData;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -20,11 +21,12 @@ use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::pipeline::{Pipeline, Step};
-use crate::uop::spec::{self, Stage};
+use crate::uop::spec;
+use crate::uop::stage::KernelStage;
 use crate::uop::symbolic::symbolic;
 use crate::uop::uop::UOpSet;
 use crate::uop::valid::pm_simplify_valid;
-use crate::uop::{graph_rewrite, Arg, KernelName, Ops, ProgramSpec, Special, Target, UOp};
+use crate::uop::{graph_rewrite, Arg, Kernel, KernelName, Ops, ProgramSpec, Special, Target, UOp};
 
 use opt::Opt;
 
@@ -36,8 +38,8 @@ fn simplify_valid<C>(ast: &UOp, _: &mut C, pass: &'static str) -> UOp {
 /// A kernel AST made ready for the opts (and what the heuristics and BEAM look at): index
 /// arithmetic simplified, gated loads' indices simplified under their gates (so that the opts see
 /// which loops an address really depends on), reduces of known closed forms folded.
-pub static SIMPLIFY: Pipeline<()> = Pipeline {
-    stage: Stage::Kernel,
+pub static SIMPLIFY: Pipeline<(), KernelStage> = Pipeline {
+    stage: PhantomData,
     steps: &[
         Step::table("symbolic", symbolic),
         Step::rules("simplify valid", simplify_valid),
@@ -92,8 +94,8 @@ fn plan_launch(ast: &UOp, c: &mut Lowering) {
 /// An optimizable kernel AST -> the kernel as its renderer's ops, over loops, accumulators and
 /// vectors: the opts applied, upcast loops expanded into vectors, launch dims for workgroups,
 /// reduces lowered to accumulators, what the target lacks decomposed.
-pub static LOWER: Pipeline<Lowering> = Pipeline {
-    stage: Stage::Kernel,
+pub static LOWER: Pipeline<Lowering, KernelStage> = Pipeline {
+    stage: PhantomData,
     steps: &[
         Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),
         Step::analysis("plan launch", plan_launch),
@@ -119,15 +121,15 @@ pub static LOWER: Pipeline<Lowering> = Pipeline {
 };
 
 /// The kernel AST the opts apply to: `kernel` through `SIMPLIFY`. With spec checks on, a
-/// malformed kernel (or step) is the error.
-pub fn optimizable(kernel: &UOp) -> Result<UOp> {
-    SIMPLIFY.run(kernel, &mut (), "rangeify")
+/// malformed step is the error.
+pub fn optimizable(kernel: &Kernel) -> Result<Kernel> {
+    SIMPLIFY.run(kernel, &mut ())
 }
 
 /// Codegen of a kernel AST (a SINK of STOREs) for `renderer` and its target, with the
 /// heuristics' opts: `SIMPLIFY`, the opts, `LOWER`, linearize, render. With `PROCESS_REPLAY` set,
 /// the rendered source is also captured (`replay.rs`); failing to write it is the error.
-pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec> {
+pub fn get_program(kernel: &Kernel, renderer: &dyn Renderer) -> Result<ProgramSpec> {
     let _viz = crate::uop::track::group(|| format!("kernel {}", KernelName::of(kernel)));
     let (ast, target) = (optimizable(kernel)?, renderer.target());
     let opts = opt::hand_coded_optimizations(&ast, &target);
@@ -136,14 +138,14 @@ pub fn get_program(kernel: &UOp, renderer: &dyn Renderer) -> Result<ProgramSpec>
 
 /// `get_program` with `opts` (chosen for `optimizable(kernel)`, e.g. by BEAM search) instead of
 /// the heuristics'; `note` ends the DEBUG=3 line of applied opts.
-pub fn get_program_opts(kernel: &UOp, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
+pub fn get_program_opts(kernel: &Kernel, renderer: &dyn Renderer, opts: &[Opt], note: &str) -> Result<ProgramSpec> {
     let _viz = crate::uop::track::group(|| format!("kernel {}", KernelName::of(kernel)));
     finish(kernel, &optimizable(kernel)?, opts, renderer, &renderer.target(), note)
 }
 
 fn finish(
-    kernel: &UOp,
-    ast: &UOp,
+    kernel: &Kernel,
+    ast: &Kernel,
     opts: &[Opt],
     renderer: &dyn Renderer,
     target: &Target,
@@ -172,19 +174,21 @@ fn finish(
     Ok(spec)
 }
 
-/// An optimized kernel AST (its opts applied) -> program for `renderer` and `target`.
+/// An optimized kernel AST (its opts applied, as BEAM search applies them) -> program for
+/// `renderer` and `target`. With `SPEC` on, a malformed AST is the error.
 pub(crate) fn lower(ast: &UOp, renderer: &dyn Renderer, target: &Target) -> Result<ProgramSpec> {
-    lower_with(ast, renderer, Lowering::new(renderer, target, &[]), |_| {})
+    let ast = Kernel::new(ast.clone(), "apply opts")?;
+    lower_with(&ast, renderer, Lowering::new(renderer, target, &[]), |_| {})
 }
 
 /// `LOWER`, then linearize and render; `named` is given the kernel's name once its opts apply.
 fn lower_with(
-    ast: &UOp,
+    ast: &Kernel,
     renderer: &dyn Renderer,
     mut c: Lowering,
     named: impl FnOnce(&KernelName),
 ) -> Result<ProgramSpec> {
-    let ast = LOWER.run(ast, &mut c, "simplify")?;
+    let ast = LOWER.run(ast, &mut c)?;
     let name = c.name.expect("LOWER plans the launch");
     named(&name);
     let uops = linearize::linearize(&ast);

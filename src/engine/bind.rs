@@ -10,12 +10,12 @@ use crate::helpers::color::pad_to;
 use crate::helpers::debug;
 use crate::runtime::{buffer_view, Buffer};
 use crate::schedule::{Schedule, ScheduleStep, Slot};
-use crate::uop::{Ops, UOp, UOpMap};
+use crate::uop::{Kernel, Ops, UOp, UOpMap};
 
 /// One step of a schedule, bound to buffers.
 pub enum ScheduleItem {
     /// Run the kernel `ast` with `bufs` bound to its PARAMs.
-    Kernel { ast: UOp, bufs: Vec<Arc<Buffer>> },
+    Kernel { ast: Kernel, bufs: Vec<Arc<Buffer>> },
     /// Copy `src` into `dst` (across devices); with `ranks`, `dst` gets `src` combined with that
     /// op over every process of the job (an ALLREDUCE).
     Copy { dst: Arc<Buffer>, src: Arc<Buffer>, ranks: Option<Ops> },

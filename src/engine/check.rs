@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::runtime::{cuda, metal, webgpu};
-use crate::uop::{Target, UOp};
+use crate::uop::{Kernel, Target};
 
 /// One check: the setting that turns it on, the target its value names, and the check of a
 /// source rendered for that target.
@@ -46,7 +46,7 @@ const RENDER_CHECKS: [RenderCheck; 3] = [
 ];
 
 /// Run every render check whose setting is on (set, and not `0`) on kernel `ast`.
-pub fn render_checks(ast: &UOp) -> Result<()> {
+pub fn render_checks(ast: &Kernel) -> Result<()> {
     for c in &RENDER_CHECKS {
         let Some(value) = crate::helpers::getenv_str(c.setting).filter(|v| v != "0") else { continue };
         let renderer = crate::renderer::for_target((c.target)(&value)?);

@@ -16,7 +16,7 @@ use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::allocator::HostMemory;
 use crate::runtime::{get_device, Buffer, Device, Program};
 use crate::schedule::VarVals;
-use crate::uop::{Arg, FastHasher, KernelName, Ops, ProgramSpec, StoreMode, UOp};
+use crate::uop::{Arg, FastHasher, Kernel, KernelName, Ops, ProgramSpec, StoreMode, UOp};
 
 /// A compiled kernel, what DEBUG prints about it, and what a launch must give it to stay inside
 /// its buffers. Made only from the AST it was lowered from, so its reach is the program's.
@@ -148,13 +148,13 @@ struct Phases {
 }
 
 /// The program for `ast` on `device`, compiled once per process (and cached on disk by source).
-pub fn get_runner(device: &str, ast: &UOp) -> Result<Arc<CompiledKernel>> {
+pub fn get_runner(device: &str, ast: &Kernel) -> Result<Arc<CompiledKernel>> {
     get_runner_timed(device, ast, &mut Phases::default())
 }
 
-fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
+fn get_runner_timed(device: &str, ast: &Kernel, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let dev = get_device(device)?;
-    let key = (device.to_string(), ast.clone(), crate::codegen::opt::settings(&dev.target()));
+    let key = (device.to_string(), ast.root().clone(), crate::codegen::opt::settings(&dev.target()));
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         phases.reused += 1;
         return Ok(k.clone());
@@ -170,7 +170,7 @@ fn get_runner_timed(device: &str, ast: &UOp, phases: &mut Phases) -> Result<Arc<
 }
 
 /// The program spec of `ast` for `dev`, timed as codegen.
-fn codegen(dev: &dyn Device, ast: &UOp, phases: &mut Phases) -> Result<ProgramSpec> {
+fn codegen(dev: &dyn Device, ast: &Kernel, phases: &mut Phases) -> Result<ProgramSpec> {
     phases.generated += 1;
     if debug() >= 5 {
         eprintln!("kernel AST {}:\n{ast:?}", KernelName::of(ast).for_debug());
@@ -312,11 +312,11 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     if kernels < 2 || debug() >= 3 || crate::viz::recording() || crate::codegen::opt::search::beam_width() > 0 {
         return Ok(phases);
     }
-    let mut todo: Vec<(CacheKey, &UOp)> = vec![];
+    let mut todo: Vec<(CacheKey, &Kernel)> = vec![];
     for item in items {
         if let ScheduleItem::Kernel { ast, bufs } = item {
             let target = get_device(bufs[0].device())?.target();
-            let key = (bufs[0].device().to_string(), ast.clone(), crate::codegen::opt::settings(&target));
+            let key = (bufs[0].device().to_string(), ast.root().clone(), crate::codegen::opt::settings(&target));
             if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
                 && !todo.iter().any(|(k, _)| *k == key)
             {

@@ -26,11 +26,11 @@ use crate::uop::uop::stable_hash;
 use crate::uop::variable::kernel_vars;
 use crate::uop::Target;
 use crate::uop::UOp;
-use crate::uop::{KernelName, ProgramSpec};
+use crate::uop::{Kernel, KernelName, ProgramSpec};
 
 /// The program for `kernel` on `dev`: with BEAM search's opts when `BEAM` is on and `dev` times
 /// its kernels (INTERP keeps the heuristics: there is nothing to time), else `get_program`'s.
-pub fn get_program_for(kernel: &UOp, dev: &dyn Device) -> Result<ProgramSpec> {
+pub fn get_program_for(kernel: &Kernel, dev: &dyn Device) -> Result<ProgramSpec> {
     let renderer = crate::renderer::for_target(dev.target());
     let width = beam_width();
     if width > 0 && dev.times_kernels() {
@@ -106,7 +106,7 @@ pub fn cache_path(kernel: &UOp, target: &Target, width: usize) -> PathBuf {
 }
 
 /// `beam_search`, once per process for each kernel, target and width.
-pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
+pub fn beam_opts(kernel: &Kernel, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
     let key = cache_key(kernel, &dev.target(), width);
     if let Some(opts) = memory().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Some(Beam { opts: opts.clone(), found: Found::Memory }));
@@ -121,7 +121,7 @@ pub fn beam_opts(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<
 /// The opts BEAM search of `width` picks for `kernel` (opts of `codegen::optimizable(kernel)`) on
 /// `dev`, from the disk cache when it has them. `None` when the kernel cannot be timed (its
 /// indices are unbounded, or its buffers too large).
-pub fn beam_search(kernel: &UOp, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
+pub fn beam_search(kernel: &Kernel, dev: &dyn Device, width: usize) -> Result<Option<Beam>> {
     let ast = optimizable(kernel)?;
     let path = cache_path(kernel, &dev.target(), width);
     if let Some(opts) = read_cache(&path, &ast) {

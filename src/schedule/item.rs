@@ -2,7 +2,7 @@
 //! engine binds them, `engine/bind.rs`).
 
 use crate::dtype::DType;
-use crate::uop::{Ops, UOp};
+use crate::uop::{Kernel, Ops};
 
 /// A buffer a schedule names: the graph's input buffer at `position` (in the order a walk of the
 /// graph meets its BUFFERs), or a new one.
@@ -28,7 +28,7 @@ impl Slot {
 /// One step of a schedule over slots (indices into `Schedule::slots`).
 pub enum ScheduleStep {
     /// Run the kernel `ast` with `slots` bound to its PARAMs.
-    Kernel { ast: UOp, slots: Vec<usize> },
+    Kernel { ast: Kernel, slots: Vec<usize> },
     /// Copy slot `src` into slot `dst`; with `ranks`, an ALLREDUCE over the job's processes.
     Copy { dst: usize, src: usize, ranks: Option<Ops> },
 }

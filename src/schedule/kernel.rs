@@ -3,6 +3,7 @@
 //! schedule cache.
 
 use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,8 +17,8 @@ use super::split_reduce::{self, Partials};
 use crate::error::Result;
 use crate::helpers::debug;
 use crate::uop::pipeline::{Pipeline, Step};
-use crate::uop::spec::Stage;
-use crate::uop::{graph_rewrite, Arg, Ops, Target, UOp};
+use crate::uop::stage::TensorStage;
+use crate::uop::{graph_rewrite, Arg, Ops, Target, TensorGraph, UOp};
 
 /// The schedule computing `outputs` on `devices` (one per output; every node under them in
 /// `order`, sources first; `runtime` answers what it asks of devices) over slots, and the graph's
@@ -103,8 +104,8 @@ impl Scheduling {
 
 /// Tensor graph -> ordered kernels and copies: lay out, split large reduces, decide what is
 /// stored (five analyses), rangeify every stored node into a kernel (the kernel graph), order.
-pub static SCHEDULE: Pipeline<Scheduling> = Pipeline {
-    stage: Stage::Tensor,
+pub static SCHEDULE: Pipeline<Scheduling, TensorStage> = Pipeline {
+    stage: PhantomData,
     steps: &[
         Step::rules("lay out", |sink, s, pass| {
             let mut panels = Panels::find(sink, &mut s.targets_of(sink));
@@ -216,7 +217,7 @@ fn schedule_graph(outputs: &[UOp], devices: &[String], runtime: Devices, inputs:
         steps: vec![],
         order: vec![],
     };
-    SCHEDULE.run(&UOp::sink(outputs.to_vec()), &mut s, "tensor ops")?;
+    SCHEDULE.run(&TensorGraph::new(UOp::sink(outputs.to_vec()), "tensor ops")?, &mut s)?;
     let stored = outputs.iter().zip(&s.outputs);
     let outputs = stored.map(|(o, stored)| s.realized.buffers.get(stored).map(|&slot| (slot, o.sym_dims().is_some())));
     let outputs = outputs.collect();

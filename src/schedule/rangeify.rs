@@ -16,7 +16,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::rule;
 use crate::uop::symbolic::simplify;
-use crate::uop::{graph_rewrite, Arg, AxisKind, ConstValue, Ops, PatternMatcher, Rule, UOp, UOpMap, UPat};
+use crate::uop::{graph_rewrite, Arg, AxisKind, ConstValue, Kernel, Ops, PatternMatcher, Rule, UOp, UOpMap, UPat};
 
 /// A reduce over constants only (an arange): codegen folds it into index arithmetic.
 pub(super) fn is_arange(u: &UOp) -> bool {
@@ -251,8 +251,8 @@ fn moved_site(_: &mut KernelCtx, u: &UOp, idx: &[UOp], gate: Option<UOp>) -> Opt
 impl Realized {
     /// The AST computing `root` into slot `out`: `SINK(STORE(INDEX(PARAM0, idx), value))`, stored
     /// in `order` (row-major without one), and the slots of its PARAMs; the loops nest in storage
-    /// order.
-    pub fn build(&mut self, root: &UOp, out: usize, order: Option<&[usize]>) -> Result<(UOp, Vec<usize>)> {
+    /// order. With `SPEC` on, a malformed kernel is the error.
+    pub fn build(&mut self, root: &UOp, out: usize, order: Option<&[usize]>) -> Result<(Kernel, Vec<usize>)> {
         let mut k = KernelCtx {
             realized: std::mem::take(self),
             bufs: vec![],
@@ -262,7 +262,7 @@ impl Realized {
         };
         let ast = k.build(root, out, order);
         *self = std::mem::take(&mut k.realized);
-        Ok((ast?, k.bufs))
+        Ok((Kernel::new(ast?, "rangeify")?, k.bufs))
     }
 }
 

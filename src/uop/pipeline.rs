@@ -6,7 +6,8 @@
 
 use super::pattern::PatternMatcher;
 use super::rewrite::graph_rewrite;
-use super::spec::{self, Stage};
+use super::spec;
+use super::stage::{IsStage, Staged};
 use super::track;
 use super::UOp;
 use crate::error::Result;
@@ -73,23 +74,20 @@ fn recorded(name: &str, root: &UOp, run: impl FnOnce() -> Result<UOp>) -> Result
     Ok(result)
 }
 
-/// A stage: the steps that take a graph of `stage` to its next form, in order.
-pub struct Pipeline<C: 'static> {
-    /// The IR stage every step's result belongs to (checked with `SPEC`).
-    pub stage: Stage,
+/// A stage: the steps that take a graph of stage `S` (whose spec every step's result is checked
+/// against with `SPEC`) to its next form, in order.
+pub struct Pipeline<C: 'static, S> {
     pub steps: &'static [Step<C>],
+    pub stage: std::marker::PhantomData<S>,
 }
 
-impl<C> Pipeline<C> {
-    /// Run every step that applies to `ctx` on `root`, in order. With `SPEC` on, `root` (which
-    /// `made_by` made) and each step's result are checked against the stage's spec: a malformed
-    /// node is the error, naming the step that made it.
-    pub fn run(&self, root: &UOp, ctx: &mut C, made_by: &str) -> Result<UOp> {
+impl<C, S: IsStage> Pipeline<C, S> {
+    /// Run every step that applies to `ctx` on `root`, in order. With `SPEC` on, each step's
+    /// result is checked against the stage's spec: a malformed node is the error, naming the
+    /// step that made it.
+    pub fn run(&self, root: &Staged<S>, ctx: &mut C) -> Result<Staged<S>> {
         let check = spec::enabled();
-        if check {
-            spec::verify(root, self.stage, made_by)?;
-        }
-        let mut root = root.clone();
+        let mut root = root.root().clone();
         for step in self.steps {
             if !(step.when)(ctx) {
                 continue;
@@ -104,10 +102,10 @@ impl<C> Pipeline<C> {
                 })?,
             };
             if check {
-                spec::verify(&root, self.stage, step.name)?;
+                spec::verify(&root, S::STAGE, step.name)?;
             }
         }
-        Ok(root)
+        Ok(Staged::checked(root))
     }
 
     /// The names of the steps, in order (what VIZ shows for each run).

@@ -390,7 +390,7 @@ impl Parser<'_> {
 
 /// The one kernel computing `t` (its inputs realized first), with its buffers; a panic if the
 /// schedule has more, or a copy.
-pub fn only_kernel(t: &Tensor) -> (lazygrad::uop::UOp, Vec<std::sync::Arc<lazygrad::runtime::Buffer>>) {
+pub fn only_kernel(t: &Tensor) -> (lazygrad::uop::Kernel, Vec<std::sync::Arc<lazygrad::runtime::Buffer>>) {
     let mut items = Tensor::schedule(std::slice::from_ref(t));
     assert_eq!(items.len(), 1, "one kernel");
     match items.remove(0) {
