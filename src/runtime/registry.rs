@@ -88,8 +88,13 @@ fn parse_device(name: &str) -> Result<(&'static Backend, usize)> {
 /// Open (once) and return the device called `name` (`CPU`, `CL`, `CL:1`, `INTERP`); an
 /// unavailable one is an error that says why.
 pub fn get_device(name: &str) -> Result<Arc<dyn Device>> {
-    let name = canonical_device(name);
     let mut devices = registry().lock().unwrap_or_else(|e| e.into_inner());
+    // the canonical names tensors and buffers hold are found as they are, with no new string
+    // (an eager op asks for its device several times)
+    if let Some(d) = devices.get(name) {
+        return Ok(d.clone());
+    }
+    let name = canonical_device(name);
     if let Some(d) = devices.get(&name) {
         return Ok(d.clone());
     }
