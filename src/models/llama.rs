@@ -287,8 +287,8 @@ impl Llama {
     }
 
     /// The model over embedded tokens `x` (`[T, dim]`) at positions `start..start + T`: each
-    /// layer rewrites its caches' rows `0..start + T` in place (the last T with the new keys and
-    /// values) and attends over them, causally; the logits of the last position come out.
+    /// layer writes the new keys and values into its caches' rows `start..start + T` in place
+    /// and attends over rows `0..start + T`, causally; the logits of the last position come out.
     fn forward(&self, mut x: Tensor, start: &BoundVar) -> Tensor {
         let c = &self.config;
         let (t, hd, ctx) = (x.shape()[0], c.head_dim(), c.max_context);
@@ -309,16 +309,22 @@ impl Llama {
         // a token attends to the rows up to its own (one token: every row)
         let causal =
             (t > 1).then(|| key_pos.reshape(&[1, -1]).le(rows(&self.positions)).reshape(&[1, 1, t as isize, -1]));
-        // new rows `r` of a cache hold row `r - start` of `new`: one row broadcasts; more are
-        // stored (not recomputed for every cache row), padded by a cache's length on both sides
-        // and shifted by the symbolic start
+        // new rows `r` of a cache hold row `r - start` of `new` (the rows assigned): one row
+        // broadcasts; more are padded by a cache's length on both sides and shifted by the
+        // symbolic start
         let placed = |new: &Tensor| {
             if t == 1 {
                 return new.clone();
             }
             let width = Sint::Int(new.shape()[1]);
-            let padded = new.contiguous().pad(&[(ctx, ctx), (0, 0)]);
+            let padded = new.pad(&[(ctx, ctx), (0, 0)]);
             padded.shrink_sym(&[(Sint::Int(ctx) - start, Sint::Int(ctx + t)), (Sint::Int(0), width)])
+        };
+        // only the new rows are written; attention reads the rows before them as they were and
+        // the new ones through the assignment (so it runs after the write)
+        let appended = |cache: &Tensor, new: &Tensor| {
+            let written = rows(cache).assign(new);
+            new_row.where_(placed(&written), filled(cache))
         };
         let rotate = |x: Tensor, heads: usize| {
             // adjacent pairs (a, b) turn by each position's angles
@@ -334,8 +340,7 @@ impl Llama {
             let q = rotate(b.attn_q.linear(&h).contiguous(), nh);
             let k = rotate(b.attn_k.linear(&h).contiguous(), nkv);
             let v = b.attn_v.linear(&h);
-            let keys = filled(&b.cache_k).assign(&new_row.where_(placed(&k), filled(&b.cache_k)));
-            let values = filled(&b.cache_v).assign(&new_row.where_(placed(&v), filled(&b.cache_v)));
+            let (keys, values) = (appended(&b.cache_k, &k), appended(&b.cache_v, &v));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let q = q.reshape(&[t, nkv, group, hd]).permute(&[1, 2, 0, 3]);
             let heads = |cache: &Tensor| cache.reshape(&[ctx, nkv, 1, hd]).permute(&[1, 2, 0, 3]);

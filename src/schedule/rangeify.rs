@@ -198,7 +198,12 @@ static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
             let site = &m["site"];
             let (u, idx, gate) = parts(site)?;
             let slot = *k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site))?;
-            let index = storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice));
+            let index = match u.op() {
+                // an assignment through a view is read where it stored, in the buffer under it
+                Ops::Assign if !u.src()[0].is_buffer_view() => view_store_index(&u.src()[0], idx)
+                    .expect("an assignment's target view was checked when its kernel was built"),
+                _ => storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice)),
+            };
             Some(k.load(slot, index, gate, u.dtype()))
         }),
         push_rule(UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {
