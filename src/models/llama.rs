@@ -125,8 +125,8 @@ impl Llama {
                 .map(Weight::realize)
                 .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
         };
-        let (ctx, kv_dim, eps) = (config.max_context, config.n_kv_heads * config.head_dim(), config.norm_eps);
-        let cache = || Tensor::zeros(&[ctx, kv_dim]).contiguous().realize();
+        let (ctx, eps) = (config.max_context, config.norm_eps);
+        let cache = || Tensor::zeros(&[config.n_kv_heads, ctx, config.head_dim()]).contiguous().realize();
         let norm = |weight: Weight| RMSNorm { weight: Some(weight.dense()), eps };
         let blocks = (0..config.n_layers)
             .map(|i| {
@@ -299,32 +299,40 @@ impl Llama {
             table.shrink_sym(&[(first.clone(), end.clone()), (Sint::Int(0), width)])
         };
         let (cos, sin) = (rows(&self.rope.0), rows(&self.rope.1));
-        // the cache rows the tokens attend to, `0..end`, and which of them are theirs
-        let filled = |cache: &Tensor| {
-            let width = Sint::Int(cache.shape()[1]);
-            cache.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), width)])
+        // positions `from..to` of a cache (`[kv heads, positions, head_dim]`)
+        let positions = |cache: &Tensor, from: &Sint, to: &Sint| {
+            let [heads, _, width] = cache.shape()[..] else {
+                unreachable!("a cache is [kv heads, positions, head_dim]")
+            };
+            cache.shrink_sym(&[
+                (Sint::Int(0), Sint::Int(heads)),
+                (from.clone(), to.clone()),
+                (Sint::Int(0), Sint::Int(width)),
+            ])
         };
-        let key_pos = filled(&self.positions);
-        let new_row = key_pos.ge(start);
+        // the cache positions the tokens attend to, `0..end`, and which of them are theirs
+        let key_pos = self.positions.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), Sint::Int(1))]);
+        let new_row = key_pos.ge(start).reshape(&[1, -1, 1]);
         // a token attends to the rows up to its own (one token: every row)
         let causal =
             (t > 1).then(|| key_pos.reshape(&[1, -1]).le(rows(&self.positions)).reshape(&[1, 1, t as isize, -1]));
-        // new rows `r` of a cache hold row `r - start` of `new` (the rows assigned): one row
+        // new positions `r` of a cache hold position `r - start` of `new` (those assigned): one
         // broadcasts; more are padded by a cache's length on both sides and shifted by the
         // symbolic start
         let placed = |new: &Tensor| {
             if t == 1 {
                 return new.clone();
             }
-            let width = Sint::Int(new.shape()[1]);
-            let padded = new.pad(&[(ctx, ctx), (0, 0)]);
-            padded.shrink_sym(&[(Sint::Int(ctx) - start, Sint::Int(ctx + t)), (Sint::Int(0), width)])
+            let padded = new.pad(&[(0, 0), (ctx, ctx), (0, 0)]);
+            positions(&padded, &(Sint::Int(ctx) - start), &Sint::Int(ctx + t))
         };
-        // only the new rows are written; attention reads the rows before them as they were and
-        // the new ones through the assignment (so it runs after the write)
+        // only the new positions (`new`: `[T, kv heads * head_dim]`) are written; attention reads
+        // those before them as they were and the new ones through the assignment (so it runs
+        // after the write). Each head's positions lie together: a decode step streams them
         let appended = |cache: &Tensor, new: &Tensor| {
-            let written = rows(cache).assign(new);
-            new_row.where_(placed(&written), filled(cache))
+            let new = new.reshape(&[t, nkv, hd]).permute(&[1, 0, 2]);
+            let written = positions(cache, &first, &end).assign(&new);
+            new_row.where_(placed(&written), positions(cache, &Sint::Int(0), &end))
         };
         let rotate = |x: Tensor, heads: usize| {
             // adjacent pairs (a, b) turn by each position's angles
@@ -343,7 +351,7 @@ impl Llama {
             let (keys, values) = (appended(&b.cache_k, &k), appended(&b.cache_v, &v));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let q = q.reshape(&[t, nkv, group, hd]).permute(&[1, 2, 0, 3]);
-            let heads = |cache: &Tensor| cache.reshape(&[ctx, nkv, 1, hd]).permute(&[1, 2, 0, 3]);
+            let heads = |cache: &Tensor| cache.reshape(&[nkv as isize, 1, -1, hd as isize]);
             let attended = q.scaled_dot_product_attention(&heads(&keys), &heads(&values), causal.as_ref(), false);
             let attended = attended.permute(&[2, 0, 1, 3]).reshape(&[t, c.dim]);
             x = &x + &b.attn_output.linear(&attended);
