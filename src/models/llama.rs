@@ -80,12 +80,12 @@ impl LlamaConfig {
     }
 }
 
-/// One transformer block's layers, by their GGUF names, and its KV cache.
+/// One transformer block's layers, by their GGUF names (the attention's query, key and value
+/// projections joined), and its KV cache.
 struct Block {
     attn_norm: RMSNorm,
-    attn_q: Weight,
-    attn_k: Weight,
-    attn_v: Weight,
+    /// The query, key and value projections' rows in one matrix: one product computes all three.
+    attn_qkv: Weight,
     attn_output: Weight,
     ffn_norm: RMSNorm,
     ffn_gate: Weight,
@@ -119,23 +119,22 @@ impl Llama {
     pub fn load(path: &Path, max_context: usize) -> Result<(Llama, BTreeMap<String, GgufValue>)> {
         let (meta, mut weights) = gguf_weights(path)?;
         let config = LlamaConfig::from_gguf(&meta, max_context)?;
+        // a weight as the file has it, lazily (`Weight::realize` stores it)
         let mut take = |name: &str| {
-            weights
-                .remove(name)
-                .map(Weight::realize)
-                .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
+            weights.remove(name).ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
         };
         let (ctx, eps) = (config.max_context, config.norm_eps);
         let cache = || Tensor::zeros(&[config.n_kv_heads, ctx, config.head_dim()]).contiguous().realize();
         let norm = |weight: Weight| RMSNorm { weight: Some(weight.dense()), eps };
         let blocks = (0..config.n_layers)
             .map(|i| {
-                let mut w = |part: &str| take(&format!("blk.{i}.{part}.weight"));
+                let name = |part: &str| format!("blk.{i}.{part}.weight");
+                let [q, k, v] = ["attn_q", "attn_k", "attn_v"].map(|part| take(&name(part)));
+                let attn_qkv = Weight::cat_rows(&[&q?, &k?, &v?]).realize();
+                let mut w = |part: &str| take(&name(part)).map(Weight::realize);
                 Ok(Block {
                     attn_norm: norm(w("attn_norm")?),
-                    attn_q: w("attn_q")?,
-                    attn_k: w("attn_k")?,
-                    attn_v: w("attn_v")?,
+                    attn_qkv,
                     attn_output: w("attn_output")?,
                     ffn_norm: norm(w("ffn_norm")?),
                     ffn_gate: w("ffn_gate")?,
@@ -146,15 +145,15 @@ impl Llama {
                 })
             })
             .collect::<Result<Vec<Block>>>()?;
-        let token_embd = take("token_embd.weight")?;
-        let output = take("output.weight").ok();
+        let token_embd = take("token_embd.weight")?.realize();
+        let output = take("output.weight").ok().map(Weight::realize);
         let half = config.head_dim() / 2;
         let freqs: Vec<f32> =
             (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
         let angles =
             Tensor::arange(ctx).cast(DType::FLOAT32).reshape(&[ctx as isize, 1]) * &Tensor::from_vec(freqs, &[1, half]);
         let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
-        let output_norm = norm(take("output_norm.weight")?);
+        let output_norm = norm(take("output_norm.weight")?.realize());
         let (token, pos) = (Variable::new("token", 0, config.vocab_size - 1), Variable::new("pos", 0, ctx - 1));
         let positions = Tensor::arange(ctx).reshape(&[ctx as isize, 1]).contiguous().realize();
         let model = Llama { token_embd, blocks, output_norm, output, rope, positions, token, pos, config };
@@ -181,9 +180,7 @@ impl Llama {
             .map(|b| {
                 Ok(Block {
                     attn_norm: norm(&b.attn_norm)?,
-                    attn_q: b.attn_q.try_shard(devices, inputs)?,
-                    attn_k: b.attn_k.try_shard(devices, inputs)?,
-                    attn_v: b.attn_v.try_shard(devices, inputs)?,
+                    attn_qkv: b.attn_qkv.try_shard(devices, inputs)?,
                     attn_output: b.attn_output.try_shard(devices, inputs)?,
                     ffn_norm: norm(&b.ffn_norm)?,
                     ffn_gate: b.ffn_gate.try_shard(devices, outputs)?,
@@ -345,9 +342,11 @@ impl Llama {
         for b in &self.blocks {
             let h = b.attn_norm.forward(&x);
             // the projections stored before they rotate: each rotated pair reads two of them
-            let q = rotate(b.attn_q.linear(&h).contiguous(), nh);
-            let k = rotate(b.attn_k.linear(&h).contiguous(), nkv);
-            let v = b.attn_v.linear(&h);
+            let qkv = b.attn_qkv.linear(&h).contiguous();
+            let columns = |from: usize, width: usize| qkv.shrink(&[(0, t), (from, from + width)]);
+            let q = rotate(columns(0, nh * hd), nh);
+            let k = rotate(columns(nh * hd, nkv * hd), nkv);
+            let v = columns((nh + nkv) * hd, nkv * hd);
             let (keys, values) = (appended(&b.cache_k, &k), appended(&b.cache_v, &v));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let q = q.reshape(&[t, nkv, group, hd]).permute(&[1, 2, 0, 3]);

@@ -175,6 +175,29 @@ impl QuantizedTensor {
         Ok(split.realize())
     }
 
+    /// The rows of `parts` (matrices of as many columns, in one format, not split over devices)
+    /// in one matrix, lazily; None where they differ.
+    pub fn cat_rows(parts: &[&QuantizedTensor]) -> Option<QuantizedTensor> {
+        let first = parts.first()?;
+        let [_, cols] = first.matrix("cat_rows").ok()?;
+        let alike = |q: &&QuantizedTensor| {
+            q.matrix("cat_rows").is_ok_and(|[_, c]| c == cols)
+                && q.quants.shape().len() == 2
+                && q.quants.shape()[1] == first.quants.shape()[1]
+                && q.quants.dtype() == first.quants.dtype()
+                && q.offset.is_some() == first.offset.is_some()
+        };
+        if !parts.iter().all(alike) {
+            return None;
+        }
+        let cat = |part: &dyn Fn(&QuantizedTensor) -> &Tensor| {
+            Tensor::cat(&parts.iter().map(|q| part(q)).collect::<Vec<_>>(), 0)
+        };
+        let offset = first.offset.as_ref().map(|_| cat(&|q| q.offset.as_ref().expect("every part has an offset")));
+        let rows = parts.iter().map(|q| q.shape[0]).sum::<usize>();
+        Some(QuantizedTensor::new(&[rows, cols], cat(&|q| &q.scale), offset, cat(&|q| &q.quants)))
+    }
+
     /// The shape as a matrix whose rows are whole blocks (an error naming `op` otherwise).
     fn matrix(&self, op: &'static str) -> Result<[usize; 2]> {
         match self.shape[..] {
@@ -196,6 +219,24 @@ impl Weight {
         match self {
             Weight::Dense(t) => Weight::Dense(t.cast(DType::FLOAT32).contiguous().realize()),
             Weight::Quantized(q) => Weight::Quantized(q.realize()),
+        }
+    }
+    /// The rows of `parts` (matrices of as many columns) in one weight, lazily: quantized where
+    /// all of them are in one format (`QuantizedTensor::cat_rows`), else float32.
+    pub fn cat_rows(parts: &[&Weight]) -> Weight {
+        let quantized: Option<Vec<&QuantizedTensor>> = parts
+            .iter()
+            .map(|w| match w {
+                Weight::Quantized(q) => Some(q),
+                Weight::Dense(_) => None,
+            })
+            .collect();
+        match quantized.and_then(|q| QuantizedTensor::cat_rows(&q)) {
+            Some(q) => Weight::Quantized(q),
+            None => Weight::Dense(Tensor::cat(
+                &parts.iter().map(|w| w.dense()).collect::<Vec<_>>().iter().collect::<Vec<_>>(),
+                0,
+            )),
         }
     }
     /// The float32 values, lazily.
@@ -303,6 +344,34 @@ mod tests {
         assert_eq!(dense, values);
         let row = q.rows(Sint::Int(5), Sint::Int(6)).to_vec::<f32>();
         assert!(row.iter().zip(&values[5 * 64..6 * 64]).all(|(g, w)| *g as f64 == *w), "row 5: {row:?}");
+    }
+
+    #[test]
+    fn matrices_in_one_format_join_their_rows_quantized_and_others_as_float32() {
+        let ((a, _, va), (b, _, vb)) = (q4_1(3), q4_1(2 * UPCAST_AMOUNT));
+        let joined = QuantizedTensor::cat_rows(&[&a, &b]).expect("one format").realize();
+        assert_eq!(joined.shape(), [3 + 2 * UPCAST_AMOUNT, 64]);
+        let want: Vec<f64> = va.iter().chain(&vb).copied().collect();
+        let dense: Vec<f64> = joined.dequantize().to_vec::<f32>().into_iter().map(f64::from).collect();
+        assert_eq!(dense, want);
+        let x: Vec<f32> = (0..64).map(|c| (c as f32 - 30.0) / 7.0).collect();
+        let y = joined.linear(&Tensor::from_vec(x.clone(), &[1, 64])).to_vec::<f32>();
+        for (r, got) in y.into_iter().enumerate() {
+            let exact: f64 = (0..64).map(|c| x[c] as f64 * want[r * 64 + c]).sum();
+            assert!((got as f64 - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "row {r}: {got} vs {exact}");
+        }
+        // Q8_0 beside Q4_1 does not join quantized: the weight is float32
+        let q8 = QuantizedTensor::new(
+            &[1, 64],
+            Tensor::from_vec(vec![0.5f32, 0.25], &[2, 1]),
+            None,
+            Tensor::from_vec((0..64).map(|i| i as i8 - 32).collect::<Vec<i8>>(), &[2, 32]),
+        );
+        let (a, q8) = (Weight::Quantized(q4_1(3).0), Weight::Quantized(q8));
+        let Weight::Dense(mixed) = Weight::cat_rows(&[&a, &q8]) else { panic!("Q4_1 and Q8_0 joined quantized") };
+        let q8_values = (0..64).map(|i| (i as f64 - 32.0) * if i < 32 { 0.5 } else { 0.25 });
+        let want: Vec<f64> = va.iter().copied().chain(q8_values).collect();
+        assert_eq!(mixed.to_vec::<f32>().into_iter().map(f64::from).collect::<Vec<_>>(), want);
     }
 
     #[test]
