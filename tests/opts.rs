@@ -527,6 +527,44 @@ fn intermediates_keep_the_layout_their_input_was_stored_in() {
     assert_nhwc_conv((&nhwc, h, |v, ci| (v + bv[ci]).max(0.0)), (&w, c, cout, 3), &z, &points);
 }
 
+#[test]
+fn a_value_rotated_by_a_row_of_a_large_table_is_stored_row_major() {
+    let _serial = serial();
+    Tensor::manual_seed(11);
+    // rotary embeddings: adjacent pairs of q turned by one position's angles, a row of a table
+    // larger than q, and then dotted with 16 keys (so stored, not recomputed per key). The
+    // table's row counts as 32 elements read, not the table's 32K, so the rotated value is stored
+    // in q's order and the dot products over it read whole vectors
+    let (heads, keys, hd, rows) = (9, 16, 64, 1024);
+    let (q, k) = (Tensor::randn(&[heads, hd]).realize(), Tensor::randn(&[heads, keys, hd]).realize());
+    let (cos, sin) = (Tensor::randn(&[rows, hd / 2]).realize(), Tensor::randn(&[rows, hd / 2]).realize());
+    let at = |t: &Tensor| t.shrink(&[(5, 6), (0, hd / 2)]).reshape(&[1, hd as isize / 2, 1]);
+    let pairs = q.reshape(&[heads as isize, hd as isize / 2, 2]);
+    let half = |i: usize| pairs.shrink(&[(0, heads), (0, hd / 2), (i, i + 1)]);
+    let (a, b, c, s) = (half(0), half(1), at(&cos), at(&sin));
+    let rotated = Tensor::cat(&[&(&a * &c - &(&b * &s)), &(&a * &s + &(&b * &c))], 2);
+    let scores = (rotated.reshape(&[heads, 1, hd]) * &k).sum(2, false);
+    let dot = kernel_asts(&scores).pop().expect("the dot products' kernel");
+    let opts = hand_coded_optimizations(&dot, &cpu(1));
+    assert!(
+        opts.iter().any(|o| matches!(o, Opt::Unroll { amount: 16, .. })),
+        "the reduction in vector lanes: {opts:?}"
+    );
+    let (qv, kv, cv, sv) = (q.to_vec::<f32>(), k.to_vec::<f32>(), cos.to_vec::<f32>(), sin.to_vec::<f32>());
+    for (i, got) in scores.to_vec::<f32>().into_iter().enumerate() {
+        let (h, key) = (i / keys, i % keys);
+        let want: f64 = (0..hd / 2)
+            .map(|j| {
+                let (a, b) = (qv[h * hd + 2 * j] as f64, qv[h * hd + 2 * j + 1] as f64);
+                let (c, s) = (cv[5 * hd / 2 + j] as f64, sv[5 * hd / 2 + j] as f64);
+                let key_at = |d: usize| kv[(h * keys + key) * hd + d] as f64;
+                (a * c - b * s) * key_at(2 * j) + (a * s + b * c) * key_at(2 * j + 1)
+            })
+            .sum();
+        assert!((got as f64 - want).abs() < 1e-4, "head {h} key {key}: {got} vs {want}");
+    }
+}
+
 /// Check the NCHW convolution `z` at `points` (n, co, oy, ox) against float64 sums over the
 /// channels-last `h`x`h` images `x`, each value first passed through `input` with its channel,
 /// and the `k`x`k` weights `w` from `cin` to `cout` channels.

@@ -173,6 +173,22 @@ fn reads_of_a_buffer_assigned_in_the_same_schedule_run_before_the_write_unless_t
     }
 }
 
+/// A read through an assignment to part of a buffer (rows 1..3 of a 4x2 matrix) reads those
+/// rows, and a kernel reading the rows before them as they were and the assigned ones through the
+/// assignment (a KV cache's filled rows beside the new one) runs after the write.
+#[test]
+fn reads_through_an_assignment_to_a_slice_read_the_slices_rows() {
+    let cache = Tensor::new([[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]).realize();
+    let rows = cache.shrink(&[(1, 3), (0, 2)]).assign(&Tensor::new([[10.0f32, 20.0], [30.0, 40.0]]));
+    let doubled = &rows * 2.0;
+    let before = cache.shrink(&[(0, 1), (0, 2)]);
+    let joined = Tensor::cat(&[&before, &rows], 0) + 0.5;
+    Tensor::realize_all(&[doubled.clone(), joined.clone()]).unwrap();
+    assert_eq!(doubled.to_vec::<f32>(), [20.0, 40.0, 60.0, 80.0]);
+    assert_eq!(joined.to_vec::<f32>(), [1.5, 2.5, 10.5, 20.5, 30.5, 40.5]);
+    assert_eq!(cache.to_vec::<f32>(), [1.0, 2.0, 10.0, 20.0, 30.0, 40.0, 7.0, 8.0]);
+}
+
 #[test]
 fn a_residual_stream_is_stored_once_not_recomputed_by_each_reader() {
     // x <- x + a + b over 6 layers, each x read by two row statistics (a LayerNorm's sum and sum

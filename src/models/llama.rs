@@ -80,12 +80,12 @@ impl LlamaConfig {
     }
 }
 
-/// One transformer block's layers, by their GGUF names, and its KV cache.
+/// One transformer block's layers, by their GGUF names (the attention's query, key and value
+/// projections joined), and its KV cache.
 struct Block {
     attn_norm: RMSNorm,
-    attn_q: Weight,
-    attn_k: Weight,
-    attn_v: Weight,
+    /// The query, key and value projections' rows in one matrix: one product computes all three.
+    attn_qkv: Weight,
     attn_output: Weight,
     ffn_norm: RMSNorm,
     ffn_gate: Weight,
@@ -119,23 +119,22 @@ impl Llama {
     pub fn load(path: &Path, max_context: usize) -> Result<(Llama, BTreeMap<String, GgufValue>)> {
         let (meta, mut weights) = gguf_weights(path)?;
         let config = LlamaConfig::from_gguf(&meta, max_context)?;
+        // a weight as the file has it, lazily (`Weight::realize` stores it)
         let mut take = |name: &str| {
-            weights
-                .remove(name)
-                .map(Weight::realize)
-                .ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
+            weights.remove(name).ok_or_else(|| Error::Format(format!("{}: no tensor `{name}`", path.display())))
         };
-        let (ctx, kv_dim, eps) = (config.max_context, config.n_kv_heads * config.head_dim(), config.norm_eps);
-        let cache = || Tensor::zeros(&[ctx, kv_dim]).contiguous().realize();
+        let (ctx, eps) = (config.max_context, config.norm_eps);
+        let cache = || Tensor::zeros(&[config.n_kv_heads, ctx, config.head_dim()]).contiguous().realize();
         let norm = |weight: Weight| RMSNorm { weight: Some(weight.dense()), eps };
         let blocks = (0..config.n_layers)
             .map(|i| {
-                let mut w = |part: &str| take(&format!("blk.{i}.{part}.weight"));
+                let name = |part: &str| format!("blk.{i}.{part}.weight");
+                let [q, k, v] = ["attn_q", "attn_k", "attn_v"].map(|part| take(&name(part)));
+                let attn_qkv = Weight::cat_rows(&[&q?, &k?, &v?]).realize();
+                let mut w = |part: &str| take(&name(part)).map(Weight::realize);
                 Ok(Block {
                     attn_norm: norm(w("attn_norm")?),
-                    attn_q: w("attn_q")?,
-                    attn_k: w("attn_k")?,
-                    attn_v: w("attn_v")?,
+                    attn_qkv,
                     attn_output: w("attn_output")?,
                     ffn_norm: norm(w("ffn_norm")?),
                     ffn_gate: w("ffn_gate")?,
@@ -146,15 +145,15 @@ impl Llama {
                 })
             })
             .collect::<Result<Vec<Block>>>()?;
-        let token_embd = take("token_embd.weight")?;
-        let output = take("output.weight").ok();
+        let token_embd = take("token_embd.weight")?.realize();
+        let output = take("output.weight").ok().map(Weight::realize);
         let half = config.head_dim() / 2;
         let freqs: Vec<f32> =
             (0..half).map(|i| config.rope_theta.powf(-2.0 * i as f64 / config.head_dim() as f64) as f32).collect();
         let angles =
             Tensor::arange(ctx).cast(DType::FLOAT32).reshape(&[ctx as isize, 1]) * &Tensor::from_vec(freqs, &[1, half]);
         let rope = (angles.cos().contiguous().realize(), angles.sin().contiguous().realize());
-        let output_norm = norm(take("output_norm.weight")?);
+        let output_norm = norm(take("output_norm.weight")?.realize());
         let (token, pos) = (Variable::new("token", 0, config.vocab_size - 1), Variable::new("pos", 0, ctx - 1));
         let positions = Tensor::arange(ctx).reshape(&[ctx as isize, 1]).contiguous().realize();
         let model = Llama { token_embd, blocks, output_norm, output, rope, positions, token, pos, config };
@@ -181,9 +180,7 @@ impl Llama {
             .map(|b| {
                 Ok(Block {
                     attn_norm: norm(&b.attn_norm)?,
-                    attn_q: b.attn_q.try_shard(devices, inputs)?,
-                    attn_k: b.attn_k.try_shard(devices, inputs)?,
-                    attn_v: b.attn_v.try_shard(devices, inputs)?,
+                    attn_qkv: b.attn_qkv.try_shard(devices, inputs)?,
                     attn_output: b.attn_output.try_shard(devices, inputs)?,
                     ffn_norm: norm(&b.ffn_norm)?,
                     ffn_gate: b.ffn_gate.try_shard(devices, outputs)?,
@@ -287,8 +284,8 @@ impl Llama {
     }
 
     /// The model over embedded tokens `x` (`[T, dim]`) at positions `start..start + T`: each
-    /// layer rewrites its caches' rows `0..start + T` in place (the last T with the new keys and
-    /// values) and attends over them, causally; the logits of the last position come out.
+    /// layer writes the new keys and values into its caches' rows `start..start + T` in place
+    /// and attends over rows `0..start + T`, causally; the logits of the last position come out.
     fn forward(&self, mut x: Tensor, start: &BoundVar) -> Tensor {
         let c = &self.config;
         let (t, hd, ctx) = (x.shape()[0], c.head_dim(), c.max_context);
@@ -299,26 +296,40 @@ impl Llama {
             table.shrink_sym(&[(first.clone(), end.clone()), (Sint::Int(0), width)])
         };
         let (cos, sin) = (rows(&self.rope.0), rows(&self.rope.1));
-        // the cache rows the tokens attend to, `0..end`, and which of them are theirs
-        let filled = |cache: &Tensor| {
-            let width = Sint::Int(cache.shape()[1]);
-            cache.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), width)])
+        // positions `from..to` of a cache (`[kv heads, positions, head_dim]`)
+        let positions = |cache: &Tensor, from: &Sint, to: &Sint| {
+            let [heads, _, width] = cache.shape()[..] else {
+                unreachable!("a cache is [kv heads, positions, head_dim]")
+            };
+            cache.shrink_sym(&[
+                (Sint::Int(0), Sint::Int(heads)),
+                (from.clone(), to.clone()),
+                (Sint::Int(0), Sint::Int(width)),
+            ])
         };
-        let key_pos = filled(&self.positions);
-        let new_row = key_pos.ge(start);
+        // the cache positions the tokens attend to, `0..end`, and which of them are theirs
+        let key_pos = self.positions.shrink_sym(&[(Sint::Int(0), end.clone()), (Sint::Int(0), Sint::Int(1))]);
+        let new_row = key_pos.ge(start).reshape(&[1, -1, 1]);
         // a token attends to the rows up to its own (one token: every row)
         let causal =
             (t > 1).then(|| key_pos.reshape(&[1, -1]).le(rows(&self.positions)).reshape(&[1, 1, t as isize, -1]));
-        // new rows `r` of a cache hold row `r - start` of `new`: one row broadcasts; more are
-        // stored (not recomputed for every cache row), padded by a cache's length on both sides
-        // and shifted by the symbolic start
+        // new positions `r` of a cache hold position `r - start` of `new` (those assigned): one
+        // broadcasts; more are padded by a cache's length on both sides and shifted by the
+        // symbolic start
         let placed = |new: &Tensor| {
             if t == 1 {
                 return new.clone();
             }
-            let width = Sint::Int(new.shape()[1]);
-            let padded = new.contiguous().pad(&[(ctx, ctx), (0, 0)]);
-            padded.shrink_sym(&[(Sint::Int(ctx) - start, Sint::Int(ctx + t)), (Sint::Int(0), width)])
+            let padded = new.pad(&[(0, 0), (ctx, ctx), (0, 0)]);
+            positions(&padded, &(Sint::Int(ctx) - start), &Sint::Int(ctx + t))
+        };
+        // only the new positions (`new`: `[T, kv heads * head_dim]`) are written; attention reads
+        // those before them as they were and the new ones through the assignment (so it runs
+        // after the write). Each head's positions lie together: a decode step streams them
+        let appended = |cache: &Tensor, new: &Tensor| {
+            let new = new.reshape(&[t, nkv, hd]).permute(&[1, 0, 2]);
+            let written = positions(cache, &first, &end).assign(&new);
+            new_row.where_(placed(&written), positions(cache, &Sint::Int(0), &end))
         };
         let rotate = |x: Tensor, heads: usize| {
             // adjacent pairs (a, b) turn by each position's angles
@@ -331,14 +342,15 @@ impl Llama {
         for b in &self.blocks {
             let h = b.attn_norm.forward(&x);
             // the projections stored before they rotate: each rotated pair reads two of them
-            let q = rotate(b.attn_q.linear(&h).contiguous(), nh);
-            let k = rotate(b.attn_k.linear(&h).contiguous(), nkv);
-            let v = b.attn_v.linear(&h);
-            let keys = filled(&b.cache_k).assign(&new_row.where_(placed(&k), filled(&b.cache_k)));
-            let values = filled(&b.cache_v).assign(&new_row.where_(placed(&v), filled(&b.cache_v)));
+            let qkv = b.attn_qkv.linear(&h).contiguous();
+            let columns = |from: usize, width: usize| qkv.shrink(&[(0, t), (from, from + width)]);
+            let q = rotate(columns(0, nh * hd), nh);
+            let k = rotate(columns(nh * hd, nkv * hd), nkv);
+            let v = columns((nh + nkv) * hd, nkv * hd);
+            let (keys, values) = (appended(&b.cache_k, &k), appended(&b.cache_v, &v));
             // grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads
             let q = q.reshape(&[t, nkv, group, hd]).permute(&[1, 2, 0, 3]);
-            let heads = |cache: &Tensor| cache.reshape(&[ctx, nkv, 1, hd]).permute(&[1, 2, 0, 3]);
+            let heads = |cache: &Tensor| cache.reshape(&[nkv as isize, 1, -1, hd as isize]);
             let attended = q.scaled_dot_product_attention(&heads(&keys), &heads(&values), causal.as_ref(), false);
             let attended = attended.permute(&[2, 0, 1, 3]).reshape(&[t, c.dim]);
             x = &x + &b.attn_output.linear(&attended);

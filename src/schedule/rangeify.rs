@@ -64,7 +64,9 @@ pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&[usize]>) -> U
 /// row-major, reading `bufs`, their sizes in PARAM order) transposes: when its largest input walks
 /// memory along an axis other than the innermost, that axis is stored innermost instead, so the
 /// kernel streams and its consumers read the layout its producer wrote (a convolution's
-/// channels-last output through a bias and a ReLU stays channels last).
+/// channels-last output through a bias and a ReLU stays channels last). An input counts the
+/// elements the kernel reads of it, not its buffer's: a row of a table (rotary embeddings'
+/// angles at one position) is small however large the table.
 pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[usize]) -> Option<Vec<usize>> {
     let elementwise = root.op().is_alu() || root.op() == Ops::Cast;
     let shape = root.sh();
@@ -79,7 +81,7 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[usize]) -> Option<Vec<usize>
         .filter_map(|l| {
             let index = &l.src()[0];
             let Arg::Int(slot) = index.src()[0].arg() else { return None };
-            Some((bufs[*slot as usize], index.src()[1].clone()))
+            Some((bufs[*slot as usize].min(elements_walked(&index.src()[1])), index.src()[1].clone()))
         })
         .max_by_key(|(n, _)| *n)?;
     // the output loops, in the order `build` numbered them; the one that input walks with stride 1
@@ -91,6 +93,13 @@ pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[usize]) -> Option<Vec<usize>
         })?;
     let innermost = *axes.last()?;
     (contiguous != innermost).then(|| (0..shape.len()).filter(|&a| a != contiguous).chain([contiguous]).collect())
+}
+
+/// How many index values `index` takes over the loops it depends on (their sizes multiplied; a
+/// loop of symbolic size counts its largest).
+fn elements_walked(index: &UOp) -> usize {
+    let loops = index.toposort().into_iter().filter(|u| u.op() == Ops::Range);
+    loops.fold(1usize, |n, r| n.saturating_mul(r.src()[0].vmax().max(1) as usize))
 }
 
 /// The buffers a schedule names (its slots), and the nodes stored so far (the slot each was
@@ -202,7 +211,12 @@ static PM_PUSH_INDEX: LazyLock<PatternMatcher<KernelCtx>> = LazyLock::new(|| {
         rule!("load a realized node", |site; k: &mut KernelCtx| site_over(UPat::any(), site) => {
             let (u, idx, gate) = parts(site)?;
             let slot = *k.realized.buffers.get(u).filter(|_| k.root.as_ref() != Some(site))?;
-            let index = storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice));
+            let index = match u.op() {
+                // an assignment through a view is read where it stored, in the buffer under it
+                Ops::Assign if !u.src()[0].is_buffer_view() => view_store_index(&u.src()[0], idx)
+                    .expect("an assignment's target view was checked when its kernel was built"),
+                _ => storage_index(idx, u.sh(), k.realized.orders.get(u).map(Vec::as_slice)),
+            };
             Some(k.load(slot, index, gate, u.dtype()))
         }),
         push_rule("load a buffer", UPat::ops(&[Ops::Buffer]), |k, u, idx, gate| {

@@ -18,7 +18,7 @@ const VECTOR_MIN_WORK: usize = 1 << 10;
 /// Lanes per upcast axis; the innermost output axis (contiguous in the output, so its lanes
 /// make one vector) takes the widest of a vector, half and a quarter of one (at least 4) that
 /// divides it. At most `MAX_UPCAST` output lanes per iteration.
-const UPCAST_AMOUNT: usize = 4;
+pub const UPCAST_AMOUNT: usize = 4;
 const MAX_UPCAST: usize = 64;
 const MAX_UPCAST_AXES: usize = 2;
 /// An output axis this short that 4 does not divide (a 3 or 5 wide convolution window) is upcast
