@@ -540,18 +540,23 @@ def done_when(name, results):
     copies = [results[c].get("copy") for c in ("lazygrad", "PyTorch", "tinygrad")]
     copies = [c for c in copies if c]
     references = {
-        "matmul_1024": ("numpy", results["numpy"].get(name), True),
-        "matmul_2048": ("numpy", results["numpy"].get(name), True),
+        **{
+            f"matmul_{n}": ("PyTorch (line: 0.95x)", results["PyTorch"].get(f"matmul_{n}"), True)
+            for n in MATMUL_SIZES
+        },
+        "linear": ("PyTorch (line: 0.95x)", results["PyTorch"].get(name), True),
+        "conv2d": ("PyTorch (line: 0.95x)", results["PyTorch"].get(name), True),
         "elementwise": ("2-thread copy", max(copies) if copies else None, True),
-        "mnist_step": ("PyTorch", results["PyTorch"].get(name), False),
+        # a latency at most 1.5x PyTorch's is a speed of at least 1/1.5 of it
+        "eager_op": ("PyTorch (line: 0.67x)", results["PyTorch"].get(name), False),
+        "mnist_step": ("PyTorch (line: 1.5x)", results["PyTorch"].get(name), False),
         "ranks_mnist_step2": ("1 process", results["lazygrad"].get("ranks_mnist_step1"), False),
         "mlp_step": ("PyTorch eager", results["PyTorch"].get(name), False),
-        "gpt_step": ("PyTorch eager", results["PyTorch"].get(name), False),
+        "gpt_step": ("PyTorch eager (line: 1.0x)", results["PyTorch"].get(name), False),
         "gpt_step_compiled": ("torch.compile", results["PyTorch"].get(name), False),
         "mnist_cold_start": ("tinygrad", results["tinygrad"].get(name), False),
-        "llama_decode": ("transformers (line: 1.5x)", results["PyTorch"].get(name), True),
-        "linear": ("PyTorch (line: 0.9x)", results["PyTorch"].get(name), True),
-        "matmul_1000": ("PyTorch (line: 0.9x)", results["PyTorch"].get(name), True),
+        "llama_prefill": ("transformers (line: 1.0x)", results["PyTorch"].get(name), True),
+        "llama_decode": ("llama.cpp (line: 1.0x)", results["llama.cpp"].get(name), True),
     }
     fused = results["lazygrad"].get("elementwise")
     if name == "elementwise_reads" and ours and fused:
