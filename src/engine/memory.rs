@@ -204,9 +204,13 @@ pub fn plan_slots(schedule: &Schedule) -> SlotPlan {
     let outputs: HashSet<usize> = schedule.outputs.iter().flatten().map(|&(slot, _)| slot).collect();
     let mut lives: HashMap<usize, (Lifetime, bool)> = HashMap::new();
     for (i, step) in schedule.steps.iter().enumerate() {
-        let (slots, reads_output) = match step {
-            ScheduleStep::Kernel { ast, slots } => (slots.clone(), loads_output(ast)),
-            ScheduleStep::Copy { dst, src, .. } => (vec![*dst, *src], false),
+        let copy;
+        let (slots, reads_output): (&[usize], bool) = match step {
+            ScheduleStep::Kernel { ast, slots } => (slots, loads_output(ast)),
+            ScheduleStep::Copy { dst, src, .. } => {
+                copy = [*dst, *src];
+                (&copy, false)
+            }
         };
         for (k, &slot) in slots.iter().enumerate() {
             let read = k > 0 || reads_output;
