@@ -10,9 +10,8 @@ use lazygrad::renderer::listing::ListingRenderer;
 use std::sync::LazyLock;
 
 use lazygrad::uop::pipeline::{Pipeline, Step};
-use lazygrad::uop::spec::verify_program;
 use lazygrad::uop::stage::KernelStage;
-use lazygrad::uop::{rule, substitute, Arg, ConstValue, Kernel, Ops, PatternMatcher, UOp, UOpMap, UPat};
+use lazygrad::uop::{rule, substitute, Arg, ConstValue, Kernel, LinearProgram, Ops, PatternMatcher, UOp, UOpMap, UPat};
 use lazygrad::{Context, DType, Error, Tensor};
 
 fn spec_message(result: lazygrad::Result<impl std::fmt::Debug>) -> String {
@@ -95,15 +94,17 @@ fn a_linear_program_places_sources_first_and_closes_its_ranges() {
         let _noopt = Context::new(&[("NOOPT", 1)]);
         get_program(&ast, &ListingRenderer).unwrap().uops
     };
-    verify_program(&uops, "linearize").unwrap();
+    // a renderer takes a `LinearProgram` only, which is checked when it is made
+    let _on = Context::new(&[("SPEC", 1)]);
+    LinearProgram::new(uops.to_vec(), "linearize").unwrap();
     let end = uops.iter().rposition(|u| u.op() == Ops::End).expect("a loop");
     let unclosed: Vec<UOp> = uops.iter().enumerate().filter(|(k, _)| *k != end).map(|(_, u)| u.clone()).collect();
-    let m = spec_message(verify_program(&unclosed, "dropping an END"));
+    let m = spec_message(LinearProgram::new(unclosed, "dropping an END"));
     assert!(m.contains("`dropping an END`") && m.contains("RANGE never closed"), "{m}");
     let range = uops.iter().position(|u| u.op() == Ops::Range).unwrap();
-    let mut late = uops.clone();
+    let mut late = uops.to_vec();
     let moved = late.remove(range);
     late.push(moved);
-    let m = spec_message(verify_program(&late, "moving a RANGE"));
+    let m = spec_message(LinearProgram::new(late, "moving a RANGE"));
     assert!(m.contains("not placed before") && m.contains("RANGE dtypes.index"), "{m}");
 }

@@ -14,7 +14,7 @@ use lazygrad::renderer::listing::ListingRenderer;
 use lazygrad::renderer::Renderer;
 use lazygrad::runtime::{get_device, Buffer};
 use lazygrad::uop::ProgramSpec;
-use lazygrad::uop::{Arg, Kernel, Ops, UOp};
+use lazygrad::uop::{Arg, Kernel, LinearProgram, Ops, UOp};
 use lazygrad::uop::{Target, Workgroups};
 use lazygrad::Tensor;
 
@@ -310,7 +310,7 @@ impl Renderer for Limited {
     fn supports(&self, op: Ops) -> bool {
         ListingRenderer.supports(op)
     }
-    fn render(&self, name: &str, uops: &[UOp]) -> String {
+    fn render(&self, name: &str, uops: &LinearProgram) -> String {
         ListingRenderer.render(name, uops)
     }
 }

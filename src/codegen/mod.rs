@@ -21,12 +21,11 @@ use crate::helpers::color::stderr_is_terminal;
 use crate::helpers::debug;
 use crate::renderer::Renderer;
 use crate::uop::pipeline::{Pipeline, Step};
-use crate::uop::spec;
 use crate::uop::stage::KernelStage;
 use crate::uop::symbolic::symbolic;
 use crate::uop::uop::UOpSet;
 use crate::uop::valid::pm_simplify_valid;
-use crate::uop::{graph_rewrite, Arg, Kernel, KernelName, Ops, ProgramSpec, Special, Target, UOp};
+use crate::uop::{graph_rewrite, Arg, Kernel, KernelName, LinearProgram, Ops, ProgramSpec, Special, Target, UOp};
 
 use opt::Opt;
 
@@ -191,12 +190,9 @@ fn lower_with(
     let ast = LOWER.run(ast, &mut c)?;
     let name = c.name.expect("LOWER plans the launch");
     named(&name);
-    let uops = linearize::linearize(&ast);
+    let uops = LinearProgram::new(linearize::linearize(&ast), "linearize")?;
     if let Some(dtype) = uops.iter().map(|u| u.dtype().base()).find(|d| !c.target.computes_in(*d)) {
         return Err(Error::DType { device: c.target.name.clone(), dtype, kernel: name.to_string() });
-    }
-    if spec::enabled() {
-        spec::verify_program(&uops, "linearize")?;
     }
     if debug() >= 6 {
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());

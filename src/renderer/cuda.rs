@@ -10,7 +10,7 @@ use super::Renderer;
 use crate::dtype::{DType, Scalar};
 use crate::uop::wmma::TensorCore;
 use crate::uop::Target;
-use crate::uop::{Arg, Ops, Special, UOp};
+use crate::uop::{Arg, LinearProgram, Ops, Special, UOp};
 
 /// Renders kernels as CUDA C for a device described by `target`.
 pub struct CudaRenderer {
@@ -201,7 +201,7 @@ impl Renderer for CudaRenderer {
     fn supports(&self, _op: Ops) -> bool {
         true
     }
-    fn render(&self, name: &str, uops: &[UOp]) -> String {
+    fn render(&self, name: &str, uops: &LinearProgram) -> String {
         cstyle::render(&Cuda { block_threads: block_threads(uops) }, &self.target, name, uops)
     }
 }

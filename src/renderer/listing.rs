@@ -3,7 +3,7 @@
 
 use super::Renderer;
 use crate::uop::Target;
-use crate::uop::{Ops, UOp};
+use crate::uop::{LinearProgram, Ops, UOp};
 
 /// Lists the UOps INTERP executes, on a target that is the host CPU's with emulated workgroups
 /// (so that the same opts apply on CPU and INTERP, LOCAL and GROUP too); with `EMULATE_CUDA=1`
@@ -23,7 +23,7 @@ impl Renderer for ListingRenderer {
     fn supports(&self, op: Ops) -> bool {
         !matches!(op, Ops::Exp2 | Ops::Log2)
     }
-    fn render(&self, _name: &str, uops: &[UOp]) -> String {
+    fn render(&self, _name: &str, uops: &LinearProgram) -> String {
         listing(uops)
     }
 }

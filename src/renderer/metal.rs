@@ -14,7 +14,7 @@ use super::Renderer;
 use crate::dtype::{DType, Scalar};
 use crate::uop::wmma::{Fragment, TensorCore};
 use crate::uop::Target;
-use crate::uop::{Ops, Special, UOp};
+use crate::uop::{LinearProgram, Ops, Special};
 
 /// Renders kernels as MSL for an Apple GPU described by `target` (`Target::metal`).
 pub struct MetalRenderer {
@@ -161,7 +161,7 @@ impl Renderer for MetalRenderer {
     fn supports(&self, _op: Ops) -> bool {
         true
     }
-    fn render(&self, name: &str, uops: &[UOp]) -> String {
+    fn render(&self, name: &str, uops: &LinearProgram) -> String {
         cstyle::render(self, &self.target, name, uops)
     }
 }

@@ -10,7 +10,7 @@ pub mod wgsl;
 
 use crate::uop::Language;
 use crate::uop::Target;
-use crate::uop::{Ops, UOp};
+use crate::uop::{LinearProgram, Ops};
 
 /// A source renderer for one family of devices, and the target it renders for.
 pub trait Renderer: Send + Sync {
@@ -22,7 +22,7 @@ pub trait Renderer: Send + Sync {
     /// Ops this target renders directly; others are decomposed before rendering.
     fn supports(&self, op: Ops) -> bool;
     /// The source of kernel `name` from its linearized UOps.
-    fn render(&self, name: &str, uops: &[UOp]) -> String;
+    fn render(&self, name: &str, uops: &LinearProgram) -> String;
 }
 
 /// The renderer for a target: its language picks the dialect.

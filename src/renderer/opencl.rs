@@ -5,7 +5,7 @@ use super::cstyle::{self, Dialect, Param};
 use super::Renderer;
 use crate::dtype::{DType, Scalar};
 use crate::uop::Target;
-use crate::uop::{Ops, Special, UOp};
+use crate::uop::{LinearProgram, Ops, Special};
 
 /// Renders kernels as OpenCL C for a device described by `target`.
 pub struct OpenClRenderer {
@@ -189,7 +189,7 @@ impl Renderer for OpenClRenderer {
     fn supports(&self, op: Ops) -> bool {
         self.target.simd_workgroups() || !matches!(op, Ops::Exp2 | Ops::Log2)
     }
-    fn render(&self, name: &str, uops: &[UOp]) -> String {
+    fn render(&self, name: &str, uops: &LinearProgram) -> String {
         cstyle::render(self, &self.target, name, uops)
     }
 }

@@ -20,7 +20,7 @@ use super::cstyle::{self, Dialect, Param};
 use super::Renderer;
 use crate::dtype::{DType, Scalar};
 use crate::uop::Target;
-use crate::uop::{Arg, ConstValue, Ops, Special, UOp};
+use crate::uop::{Arg, ConstValue, LinearProgram, Ops, Special, UOp};
 
 /// Renders kernels as WGSL for a WebGPU device described by `target`.
 pub struct WgslRenderer {
@@ -364,7 +364,7 @@ impl Renderer for WgslRenderer {
     fn supports(&self, _op: Ops) -> bool {
         true
     }
-    fn render(&self, name: &str, uops: &[UOp]) -> String {
+    fn render(&self, name: &str, uops: &LinearProgram) -> String {
         let half = self.target.dtypes.half;
         let uses_half = half && uops.iter().any(|u| u.dtype().scalar == Scalar::Float16);
         let mut wgsl = Wgsl { half, workgroup: workgroup_size(uops), uses_half, helpers: vec![] };

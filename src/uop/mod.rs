@@ -30,7 +30,7 @@ pub use ops::Ops;
 pub use pattern::{rule, rule_ctx, Captures, PatternMatcher, Rule, RuleSite, UPat};
 pub use program::{LaunchGrid, ProgramSpec};
 pub use rewrite::{graph_rewrite, substitute, substitute_outside};
-pub use stage::{Kernel, Staged, TensorGraph};
+pub use stage::{Kernel, LinearProgram, Staged, TensorGraph};
 pub use target::{DTypeSupport, Language, Target, TensorCore, Workgroups};
 pub use uop::{
     Arg, AxisKind, BufferRef, Call, ConstValue, DeviceBuffer, FastHasher, Identified, Shared, Special, StoreMode, UOp,

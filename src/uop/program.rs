@@ -2,7 +2,7 @@
 //! Beneath codegen, which makes it, and the runtime, which runs it.
 //! Codegen produces it with a renderer; the devices compile and launch it.
 
-use crate::uop::{Arg, Ops, Special, UOp};
+use crate::uop::{Arg, LinearProgram, Ops, Special, UOp};
 
 use super::name::KernelName;
 
@@ -11,7 +11,7 @@ use super::name::KernelName;
 pub struct ProgramSpec {
     /// Named after the loops left after opts; rendered plain, it is the C function's name.
     pub name: KernelName,
-    pub uops: Vec<UOp>,
+    pub uops: LinearProgram,
     pub src: String,
     /// Arithmetic ops one run performs (for DEBUG=2 GFLOP/s).
     pub ops: u64,

@@ -239,7 +239,7 @@ pub fn verify(root: &UOp, stage: Stage, pass: &str) -> Result<()> {
 }
 
 /// Check a linearized program: each node well formed, after its sources, and its RANGEs closed.
-pub fn verify_program(uops: &[UOp], pass: &str) -> Result<()> {
+pub(super) fn verify_program(uops: &[UOp], pass: &str) -> Result<()> {
     let pm = spec(Stage::Program);
     let mut placed = std::collections::HashSet::new();
     let mut open = vec![];

@@ -1,12 +1,21 @@
 //! Graphs typed by their IR stage: `Staged<S>` is a zero-cost wrapper of a root `UOp` whose
 //! graph belongs to stage `S` (`spec::Stage`), so that a function taking a kernel cannot be
 //! given a tensor graph. `Staged::new` checks the graph against the stage's spec where `SPEC` is
-//! on; a `Pipeline` of a stage takes and returns graphs of it.
+//! on; a `Pipeline` of a stage takes and returns graphs of it. The last stage, a kernel
+//! linearized for a renderer, is a list rather than a graph: `LinearProgram`.
 //!
 //! ```compile_fail
 //! // codegen takes kernels: a tensor graph is a compile error
 //! fn codegen(graph: &lazygrad::uop::TensorGraph) {
 //!     let _ = lazygrad::codegen::get_program(graph, &lazygrad::renderer::listing::ListingRenderer);
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! // renderers take linear programs: a kernel is a compile error
+//! use lazygrad::renderer::Renderer;
+//! fn render(kernel: &lazygrad::uop::Kernel) -> String {
+//!     lazygrad::renderer::listing::ListingRenderer.render("k", kernel)
 //! }
 //! ```
 
@@ -94,5 +103,36 @@ impl<S> std::hash::Hash for Staged<S> {
 impl<S> std::fmt::Debug for Staged<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// A kernel linearized for a renderer (stage `Program`): its nodes in an order where every source
+/// comes before its user, without REDUCE, each RANGE closed by an END.
+#[derive(Clone, Debug, Default)]
+pub struct LinearProgram(Vec<UOp>);
+
+impl LinearProgram {
+    /// `uops` as a linear program, made by `made_by`; with `SPEC` on, a node out of order or
+    /// malformed, or a RANGE left open, is the error, naming `made_by`.
+    pub fn new(uops: Vec<UOp>, made_by: &str) -> Result<LinearProgram> {
+        if spec::enabled() {
+            spec::verify_program(&uops, made_by)?;
+        }
+        Ok(LinearProgram(uops))
+    }
+}
+
+impl std::ops::Deref for LinearProgram {
+    type Target = [UOp];
+    fn deref(&self) -> &[UOp] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a LinearProgram {
+    type Item = &'a UOp;
+    type IntoIter = std::slice::Iter<'a, UOp>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
     }
 }
