@@ -7,6 +7,7 @@
 //! lookup. `SCACHE=0` turns it off; it is off with VIZ, which records the rewrites scheduling
 //! runs.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -15,7 +16,7 @@ use super::item::Schedule;
 use crate::dtype::DType;
 use crate::helpers::getenv;
 use crate::helpers::lru::Lru;
-use crate::uop::{Arg, FastHasher, Ops, UOp, UOpMap};
+use crate::uop::{Arg, FastHasher, Ops, UOp};
 
 /// Entries kept, the least recently used dropped first (a program builds few distinct graphs).
 const MAX_ENTRIES: usize = 256;
@@ -84,7 +85,9 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
     if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
         return None;
     }
-    let index: UOpMap<u32> = order.iter().enumerate().map(|(i, u)| (u.clone(), i as u32)).collect();
+    // positions by serial, not by node: a clone per node was an atomic increment and decrement
+    let index: HashMap<u64, u32, BuildHasherDefault<FastHasher>> =
+        order.iter().enumerate().map(|(i, u)| (u.serial(), i as u32)).collect();
     let (mut described, mut contiguous) = (vec![], 0i64);
     let mut sources = Vec::with_capacity(2 * order.len());
     // per node in `order`: whether it is a `NodeKey::Fixed`
@@ -92,8 +95,8 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
     let nodes = order
         .iter()
         .map(|u| {
-            let is_fixed =
-                !matches!(u.op(), Ops::Buffer | Ops::Contiguous) && u.src().iter().all(|s| fixed[index[s] as usize]);
+            let is_fixed = !matches!(u.op(), Ops::Buffer | Ops::Contiguous)
+                && u.src().iter().all(|s| fixed[index[&s.serial()] as usize]);
             fixed.push(is_fixed);
             if is_fixed {
                 return NodeKey::Fixed(u.clone());
@@ -110,7 +113,7 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
                 }
                 (_, arg) => arg.clone(),
             };
-            sources.extend(u.src().iter().map(|s| index[s]));
+            sources.extend(u.src().iter().map(|s| index[&s.serial()]));
             NodeKey::Normalized(u.op(), u.dtype(), arg, u.src().len() as u32)
         })
         .collect();
@@ -118,7 +121,7 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
         nodes,
         sources,
         inputs: described,
-        outputs: outputs.iter().map(|o| index[o]).collect(),
+        outputs: outputs.iter().map(|o| index[&o.serial()]).collect(),
         devices: devices.to_vec(),
         split_reduceop: getenv("SPLIT_REDUCEOP", 1),
     };

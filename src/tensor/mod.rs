@@ -156,12 +156,17 @@ impl Tensor {
     pub fn uop(&self) -> UOp {
         self.0.uop.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+    /// `f` of the tensor's graph, read in place: the node is not cloned (an atomic increment and
+    /// decrement, on every shape or dtype an op asks for).
+    fn with_uop<R>(&self, f: impl FnOnce(&UOp) -> R) -> R {
+        f(&self.0.uop.read().unwrap_or_else(|e| e.into_inner()))
+    }
     /// A new tensor on the same device.
     pub(crate) fn lift(&self, uop: UOp) -> Tensor {
         Tensor::on_interned(uop, Some(self.device()))
     }
     pub fn shape(&self) -> Vec<usize> {
-        self.uop().sh().to_vec()
+        self.with_uop(|u| u.sh().to_vec())
     }
     /// The sizes of the axes, symbolic where a `Variable` sets them (`shape` holds their upper
     /// bounds).
@@ -185,7 +190,7 @@ impl Tensor {
         view_buffer(&self.uop())
     }
     pub fn dtype(&self) -> DType {
-        self.uop().dtype()
+        self.with_uop(UOp::dtype)
     }
     /// Where the tensor lives: the device it was put on or its graph names, else (a deviceless
     /// tensor, `from_graph`) the default device, where it is computed.
@@ -196,7 +201,7 @@ impl Tensor {
     /// deviceless tensor storage); `None` for a deviceless tensor (tinygrad's `device` of None).
     pub fn placed_device(&self) -> Option<&'static str> {
         let placed = *self.0.device.read().unwrap_or_else(|e| e.into_inner());
-        placed.or_else(|| graph_device(&self.uop()).map(|d| crate::runtime::intern_device(&d)))
+        placed.or_else(|| self.with_uop(graph_device).map(|d| crate::runtime::intern_device(&d)))
     }
 
     /// Compute this tensor now (and every tensor built on what it computes).

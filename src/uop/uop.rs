@@ -545,8 +545,11 @@ impl UOp {
 }
 
 /// The nodes reachable from `roots` (each also depending on `more(node)`), sources before users.
+/// Nodes are marked seen by address and moved, not cloned, from the stack into the order: each
+/// clone is an atomic increment and its drop a decrement, which were most of a small walk's time.
 fn toposort_from(roots: &[UOp], more: impl Fn(&UOp) -> Option<UOp>) -> Vec<UOp> {
-    let mut seen = UOpSet::with_capacity_and_hasher(SMALL_GRAPH, Default::default());
+    let mut seen: HashSet<*const Node, BuildHasherDefault<FastHasher>> =
+        HashSet::with_capacity_and_hasher(SMALL_GRAPH, Default::default());
     let mut order = Vec::with_capacity(SMALL_GRAPH);
     let mut stack = Vec::with_capacity(SMALL_GRAPH);
     stack.extend(roots.iter().rev().map(|r| (r.clone(), false)));
@@ -555,13 +558,18 @@ fn toposort_from(roots: &[UOp], more: impl Fn(&UOp) -> Option<UOp>) -> Vec<UOp> 
             order.push(u);
             continue;
         }
-        if !seen.insert(u.clone()) {
+        if !seen.insert(Arc::as_ptr(&u.0)) {
             continue;
         }
-        stack.push((u.clone(), true));
-        for s in more(&u).iter().chain(u.src().iter().rev()) {
-            if !seen.contains(s) {
-                stack.push((s.clone(), false));
+        let (extra, sources) = (more(&u), u.src().len());
+        stack.push((u, true));
+        let node = stack.len() - 1;
+        stack.extend(extra.filter(|e| !seen.contains(&Arc::as_ptr(&e.0))).map(|e| (e, false)));
+        for k in (0..sources).rev() {
+            let s = &stack[node].0.src()[k];
+            if !seen.contains(&Arc::as_ptr(&s.0)) {
+                let s = s.clone();
+                stack.push((s, false));
             }
         }
     }
