@@ -176,6 +176,29 @@ fn channels_last_data_stored_channels_first_walks_the_channels_innermost() {
     }
 }
 
+/// Check `z`, the 3x3 convolution with padding 1 of the NCHW `(2, 16, 12, 12)` input `x` (its
+/// element `[n, c, y, x]` read by `at`) with `w` `(16, 16, 3, 3)`, against float64 sums at a few
+/// output points.
+fn assert_padded_conv(at: impl Fn(usize, usize, usize, usize) -> f32, w: &Tensor, z: &Tensor) {
+    let (wv, got) = (w.to_vec::<f32>(), z.to_vec::<f32>());
+    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, 15, 11, 11), (0, 7, 0, 11), (1, 3, 5, 6)] {
+        let mut want = 0f64;
+        for (ci, ky, kx) in (0..16).flat_map(|ci| (0..3).flat_map(move |ky| (0..3).map(move |kx| (ci, ky, kx)))) {
+            let (y, x) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
+            if (0..12).contains(&y) && (0..12).contains(&x) {
+                want += at(n, ci, y as usize, x as usize) as f64 * wv[((co * 16 + ci) * 3 + ky) * 3 + kx] as f64;
+            }
+        }
+        let g = got[((n * 16 + co) * 12 + oy) * 12 + ox] as f64;
+        assert!((g - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {g}, want {want}");
+    }
+}
+
+/// The names of the kernels that compute `t`.
+fn kernel_names(t: &Tensor) -> Vec<String> {
+    kernel_asts(t).iter().map(|a| KernelName::of(a).to_string()).collect()
+}
+
 #[test]
 fn a_padded_convolution_pads_its_stored_input_where_it_lies() {
     let _serial = serial();
@@ -184,20 +207,32 @@ fn a_padded_convolution_pads_its_stored_input_where_it_lies() {
     // kernels: the padded input, the weight laid out channels last, the conv, its NCHW result
     let (x, w) = (Tensor::randn(&[2, 16, 12, 12]).realize(), Tensor::randn(&[16, 16, 3, 3]).realize());
     let z = x.conv2d(&w, None, &ConvOpts::default().padding(1));
-    let names: Vec<String> = kernel_asts(&z).iter().map(|a| KernelName::of(a).to_string()).collect();
+    let names = kernel_names(&z);
     assert_eq!(names.len(), 4, "{names:?}");
     assert!(names.contains(&"E_2_16_14_14".to_string()), "the padded input: {names:?}");
-    let (xv, wv, got) = (x.to_vec::<f32>(), w.to_vec::<f32>(), z.to_vec::<f32>());
-    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, 15, 11, 11), (0, 7, 0, 11), (1, 3, 5, 6)] {
-        let mut want = 0f64;
-        for (ci, ky, kx) in (0..16).flat_map(|ci| (0..3).flat_map(move |ky| (0..3).map(move |kx| (ci, ky, kx)))) {
-            let (y, x) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
-            if (0..12).contains(&y) && (0..12).contains(&x) {
-                let v = xv[((n * 16 + ci) * 12 + y as usize) * 12 + x as usize] as f64;
-                want += v * wv[((co * 16 + ci) * 3 + ky) * 3 + kx] as f64;
-            }
-        }
-        let g = got[((n * 16 + co) * 12 + oy) * 12 + ox] as f64;
-        assert!((g - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {g}, want {want}");
+    let xv = x.to_vec::<f32>();
+    assert_padded_conv(|n, c, y, x| xv[((n * 16 + c) * 12 + y) * 12 + x], &w, &z);
+}
+
+#[test]
+fn a_padded_copy_of_channels_last_data_stays_channels_last() {
+    let _serial = serial();
+    Tensor::manual_seed(11);
+    // an input gradient is a transposed conv of the output gradient, which is channels last (the
+    // conv's output is): its padded copy is stored channels last too, whole channel vectors
+    // copied pixel by pixel, where storing it NCHW gathered a channel of 16 pixels per vector
+    let x = Tensor::randn(&[2, 16, 12, 12]).realize();
+    let w = Tensor::randn(&[16, 16, 3, 3]).realize();
+    let input_gradient = |dev: &str| {
+        let x = x.to(dev).requires_grad(true);
+        let y = x.conv2d(&w.to(dev), None, &ConvOpts::default());
+        (&y * &y).sum(None, false).gradient(&[&x]).remove(0)
+    };
+    let dx = input_gradient("CPU");
+    let names: Vec<String> = kernel_asts(&dx).iter().map(|a| KernelName::of(a).to_string()).collect();
+    assert!(names.contains(&"E_2_14_14_16".to_string()), "the padded gradient, channels last: {names:?}");
+    let (got, want) = (dx.to_vec::<f32>(), input_gradient("INTERP").to_vec::<f32>());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "dx[{i}] = {g}, INTERP {w}");
     }
 }
