@@ -477,6 +477,21 @@ fn convolution_tiles_take_a_second_output_row_when_registers_are_left() {
 }
 
 #[test]
+fn a_one_channel_convolution_is_computed_channels_last() {
+    let _serial = serial();
+    Tensor::manual_seed(10);
+    // beautiful_mnist's first convolution, 1 -> 32 channels 5x5: with one input channel the
+    // windows' permute is a reshape; computed channels last, its output channels are two vectors
+    // sharing each input load (its NCHW kernel, lanes along the output rows, took 4x as long)
+    let nhwc = Tensor::randn(&[2, 12, 12, 1]).realize();
+    let w = Tensor::randn(&[32, 1, 5, 5]).realize();
+    let z = nhwc.permute(&[0, 3, 1, 2]).conv2d(&w, None, &ConvOpts::default());
+    let names: Vec<String> = kernel_asts(&z).iter().map(|a| KernelName::of(a).to_string()).collect();
+    assert!(names.contains(&"r_2_8_8_32_5_5".to_string()), "output channels innermost: {names:?}");
+    assert_nhwc_conv((&nhwc, 12, |v, _| v), (&w, 1, 32, 5), &z, &[(0, 0, 0, 0), (1, 31, 7, 7), (0, 16, 3, 5)]);
+}
+
+#[test]
 fn a_ten_wide_output_row_is_tiled_by_five_next_to_a_channel_vector() {
     let _serial = serial();
     // 64 -> 32 channels 3x3 into 10x10 outputs: the output columns share input loads across the

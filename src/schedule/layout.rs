@@ -117,10 +117,18 @@ fn channels_last(call: &UOp, lanes: usize) -> Option<UOp> {
     let nd = windows.sh().len().checked_sub(4)? / 2;
     let spatial = |first: usize| (first..first + nd).collect::<Vec<_>>();
     let plain = [&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat();
-    if windows.op() != Ops::Permute || windows.arg() != &Arg::Axes(plain) || !sums_in_place(value.dtype()) {
+    let src = &windows.src()[0];
+    let permuted =
+        || src.sh().len() == plain.len() && plain.iter().map(|&a| src.sh()[a]).eq(windows.sh().iter().copied());
+    let x = match windows.op() {
+        Ops::Permute if windows.arg() == &Arg::Axes(plain.clone()) => src,
+        // one input channel: the permute moved only axes of size 1, a reshape
+        Ops::Reshape if permuted() && src.sh()[2] == 1 => src,
+        _ => return None,
+    };
+    if !sums_in_place(value.dtype()) {
         return None;
     }
-    let x = &windows.src()[0];
     let (bs, groups, cin, rcout) = (x.sh()[0], x.sh()[1], x.sh()[2], x.sh()[3]);
     let (oyx, hw) = (&x.sh()[4..4 + nd], &x.sh()[4 + nd..]);
     if !rcout.is_multiple_of(lanes) || weight.dtype() != value.dtype() {

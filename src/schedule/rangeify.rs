@@ -66,11 +66,18 @@ pub fn storage_index(idx: &[UOp], shape: &[usize], order: Option<&[usize]>) -> U
 /// kernel streams and its consumers read the layout its producer wrote (a convolution's
 /// channels-last output through a bias and a ReLU stays channels last). An input counts the
 /// elements the kernel reads of it, not its buffer's: a row of a table (rotary embeddings'
-/// angles at one position) is small however large the table.
+/// angles at one position) is small however large the table. A zero-padded copy (a convolution's
+/// padded input) counts as elementwise, its input by its unpadded size: the padded output
+/// gradient of a channels-last convolution is stored channels last, a straight vector copy.
 pub fn storage_order(root: &UOp, ast: &UOp, bufs: &[usize]) -> Option<Vec<usize>> {
-    let elementwise = root.op().is_alu() || root.op() == Ops::Cast;
+    let padded_copy = root.op() == Ops::Contiguous && root.src()[0].op() == Ops::Pad;
+    let elementwise = root.op().is_alu() || root.op() == Ops::Cast || padded_copy;
     let shape = root.sh();
-    let size: usize = shape.iter().product();
+    let read = match padded_copy {
+        true => root.src()[0].src()[0].sh(),
+        false => shape,
+    };
+    let size: usize = read.iter().product();
     if !elementwise || bufs.iter().skip(1).all(|&b| b < size) {
         return None;
     }

@@ -343,8 +343,10 @@ impl Tensor {
         );
         let params =
             ConvParams { groups, stride: stride.to_vec(), dilation: dilation.to_vec(), pads: pads.to_vec() }.encode();
+        // a padded input is stored padded, so the windows read it without gated loads; the pad
+        // kernel reads the input where it lies (a stored input or gradient is not copied first)
         let padded = match pads.iter().any(|&(b, a)| b > 0 || a > 0) {
-            true => self.contiguous().pad_value(&lead_pads(2, pads), Scalar::Int(0)).contiguous(),
+            true => self.pad_value(&lead_pads(2, pads), Scalar::Int(0)).contiguous(),
             false => self.pad_value(&lead_pads(2, pads), Scalar::Int(0)),
         };
         let x = padded.pool(hw, stride, dilation);

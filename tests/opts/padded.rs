@@ -145,3 +145,28 @@ fn a_softmax_over_a_symbolic_number_of_keys_reduces_whole_vectors() {
         }
     }
 }
+
+#[test]
+fn zero_padded_rows_that_vectors_do_not_divide_are_stored_as_masked_vectors() {
+    let _serial = serial();
+    Tensor::manual_seed(6);
+    // a convolution's input zero-padded by one pixel: 34-wide rows, padded to 48 lanes (three
+    // vectors, the last one's 14 lanes past the row masked) instead of 34 scalar gated loads
+    let x = Tensor::rand(&[2, 3, 32, 32]).realize();
+    let padded = x.pad(&[(0, 0), (0, 0), (1, 1), (1, 1)]);
+    let asts = kernel_asts(&padded);
+    assert_eq!(asts.len(), 1);
+    let opts = hand_coded_optimizations(&asts[0], &cpu(2));
+    assert_eq!(opts.first(), Some(&Opt::Padto { range: 3, amount: 16 }), "{opts:?}");
+    assert!(opts.contains(&Opt::Upcast { range: 3, amount: 16 }), "{opts:?}");
+    let host: Vec<f32> = x.to_vec();
+    for dev in ["CPU", "INTERP"] {
+        let got: Vec<f32> = x.to(dev).pad(&[(0, 0), (0, 0), (1, 1), (1, 1)]).to_vec();
+        for (i, g) in got.iter().enumerate() {
+            let (plane, y, c) = (i / (34 * 34), i / 34 % 34, i % 34);
+            let inside = (1..=32).contains(&y) && (1..=32).contains(&c);
+            let want = if inside { host[plane * 1024 + (y - 1) * 32 + c - 1] } else { 0.0 };
+            assert_eq!(*g, want, "{dev} [{plane},{y},{c}]");
+        }
+    }
+}

@@ -146,3 +146,93 @@ fn a_value_rotated_by_a_row_of_a_large_table_is_stored_row_major() {
         assert!((got as f64 - want).abs() < 1e-4, "head {h} key {key}: {got} vs {want}");
     }
 }
+
+#[test]
+fn channels_last_data_stored_channels_first_walks_the_channels_innermost() {
+    let _serial = serial();
+    Tensor::manual_seed(8);
+    // a convolution's channels-last result stored NCHW: the vectors run along the output's
+    // columns, gathering a channel of 16 pixels; with the channels innermost, the next channels of
+    // those pixels (the same cache lines) come next, before the rows move on
+    let nhwc = Tensor::rand(&[2, 32, 32, 32]).realize();
+    let nchw = nhwc.permute(&[0, 3, 1, 2]).contiguous();
+    let asts = kernel_asts(&nchw);
+    assert_eq!(asts.len(), 1);
+    let opts = hand_coded_optimizations(&asts[0], &cpu(2));
+    let want = [
+        Opt::Upcast { range: 3, amount: 16 },
+        Opt::Swap { range: 1, with: 2 },
+        Opt::Swap { range: 2, with: 3 },
+        Opt::Thread(2),
+    ];
+    assert_eq!(opts, want);
+    let host: Vec<f32> = nhwc.to_vec();
+    for dev in ["CPU", "INTERP"] {
+        let got: Vec<f32> = nhwc.to(dev).permute(&[0, 3, 1, 2]).contiguous().to_vec();
+        for (i, g) in got.iter().enumerate() {
+            let (n, c, y, x) = (i / 32768, i / 1024 % 32, i / 32 % 32, i % 32);
+            assert_eq!(*g, host[((n * 32 + y) * 32 + x) * 32 + c], "{dev} [{n},{c},{y},{x}]");
+        }
+    }
+}
+
+/// Check `z`, the 3x3 convolution with padding 1 of the NCHW `(2, 16, 12, 12)` input `x` (its
+/// element `[n, c, y, x]` read by `at`) with `w` `(16, 16, 3, 3)`, against float64 sums at a few
+/// output points.
+fn assert_padded_conv(at: impl Fn(usize, usize, usize, usize) -> f32, w: &Tensor, z: &Tensor) {
+    let (wv, got) = (w.to_vec::<f32>(), z.to_vec::<f32>());
+    for (n, co, oy, ox) in [(0, 0, 0, 0), (1, 15, 11, 11), (0, 7, 0, 11), (1, 3, 5, 6)] {
+        let mut want = 0f64;
+        for (ci, ky, kx) in (0..16).flat_map(|ci| (0..3).flat_map(move |ky| (0..3).map(move |kx| (ci, ky, kx)))) {
+            let (y, x) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
+            if (0..12).contains(&y) && (0..12).contains(&x) {
+                want += at(n, ci, y as usize, x as usize) as f64 * wv[((co * 16 + ci) * 3 + ky) * 3 + kx] as f64;
+            }
+        }
+        let g = got[((n * 16 + co) * 12 + oy) * 12 + ox] as f64;
+        assert!((g - want).abs() <= 1e-4 * (1.0 + want.abs()), "z[{n},{co},{oy},{ox}] = {g}, want {want}");
+    }
+}
+
+/// The names of the kernels that compute `t`.
+fn kernel_names(t: &Tensor) -> Vec<String> {
+    kernel_asts(t).iter().map(|a| KernelName::of(a).to_string()).collect()
+}
+
+#[test]
+fn a_padded_convolution_pads_its_stored_input_where_it_lies() {
+    let _serial = serial();
+    Tensor::manual_seed(9);
+    // the pad kernel reads the stored input itself, where a plain copy of it came first; the
+    // kernels: the padded input, the weight laid out channels last, the conv, its NCHW result
+    let (x, w) = (Tensor::randn(&[2, 16, 12, 12]).realize(), Tensor::randn(&[16, 16, 3, 3]).realize());
+    let z = x.conv2d(&w, None, &ConvOpts::default().padding(1));
+    let names = kernel_names(&z);
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"E_2_16_14_14".to_string()), "the padded input: {names:?}");
+    let xv = x.to_vec::<f32>();
+    assert_padded_conv(|n, c, y, x| xv[((n * 16 + c) * 12 + y) * 12 + x], &w, &z);
+}
+
+#[test]
+fn a_padded_copy_of_channels_last_data_stays_channels_last() {
+    let _serial = serial();
+    Tensor::manual_seed(11);
+    // an input gradient is a transposed conv of the output gradient, which is channels last (the
+    // conv's output is): its padded copy is stored channels last too, whole channel vectors
+    // copied pixel by pixel, where storing it NCHW gathered a channel of 16 pixels per vector
+    let x = Tensor::randn(&[2, 16, 12, 12]).realize();
+    let w = Tensor::randn(&[16, 16, 3, 3]).realize();
+    let input_gradient = |dev: &str| {
+        let x = x.to(dev).requires_grad(true);
+        let y = x.conv2d(&w.to(dev), None, &ConvOpts::default());
+        (&y * &y).sum(None, false).gradient(&[&x]).remove(0)
+    };
+    let dx = input_gradient("CPU");
+    let names: Vec<String> = kernel_asts(&dx).iter().map(|a| KernelName::of(a).to_string()).collect();
+    assert!(names.contains(&"E_2_14_14_16".to_string()), "the padded gradient, channels last: {names:?}");
+    let (got, want) = (dx.to_vec::<f32>(), input_gradient("INTERP").to_vec::<f32>());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "dx[{i}] = {g}, INTERP {w}");
+    }
+}
