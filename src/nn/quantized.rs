@@ -16,6 +16,10 @@ const BLOCK: usize = 32;
 /// as float32: the fused product recomputes each weight for every row it reads (a 128-token
 /// prefill of SmolLM2: 208 tok/s fused, 285 stored).
 const DEQUANTIZE_ROWS: usize = 16;
+/// Rows of a matrix whose bytes `realize` also stores side by side (each byte of a block for
+/// this many rows together): the columns of one panel of a stored matmul operand, as the
+/// scheduler lays a large right operand out (`schedule/layout.rs`, two vectors of float32).
+const MATMUL_PANEL_ROWS: usize = 32;
 
 /// A tensor in a block format: per block a float32 `scale` and (4-bit formats) `offset`, each
 /// `[blocks, 1]`, and its `quants`: Q8_0's 32 int8s, or Q4's 16 bytes of nibbles (the block's
@@ -27,6 +31,12 @@ pub struct QuantizedTensor {
     scale: Tensor,
     offset: Option<Tensor>,
     quants: Tensor,
+    /// The same parts stored a second time, each block's bytes (and scales and offsets) for
+    /// `MATMUL_PANEL_ROWS` rows side by side, once `realize` stored them: the kernel that
+    /// dequantizes a matrix for a product of many rows writes it in column panels, and reads these
+    /// as whole vectors where the panels of `UPCAST_AMOUNT` rows (the matrix-vector kernels'
+    /// order) gave it a byte per lane.
+    for_panels: Option<Box<QuantizedTensor>>,
 }
 
 impl QuantizedTensor {
@@ -35,7 +45,7 @@ impl QuantizedTensor {
     pub(crate) fn new(shape: &[usize], scale: Tensor, offset: Option<Tensor>, quants: Tensor) -> QuantizedTensor {
         let blocks = quants.shape()[0];
         assert_eq!(shape.iter().product::<usize>(), blocks * BLOCK, "{shape:?} is not {blocks} blocks of {BLOCK}");
-        QuantizedTensor { shape: shape.to_vec(), scale, offset, quants }
+        QuantizedTensor { shape: shape.to_vec(), scale, offset, quants, for_panels: None }
     }
 
     /// The tensor's shape.
@@ -47,29 +57,35 @@ impl QuantizedTensor {
     /// A matrix's parts (on one device) are stored in panels of `UPCAST_AMOUNT` rows, the rows a
     /// matrix-vector product's kernel computes at once: each block's entries for those rows lie
     /// together, so that the kernel streams its weights in memory order (the FFN's down
-    /// projection of SmolLM2, 48 blocks a row, read them at 0.6 of the speed row by row).
+    /// projection of SmolLM2, 48 blocks a row, read them at 0.6 of the speed row by row). A
+    /// matrix of whole `MATMUL_PANEL_ROWS`-row panels is stored a second time for the products of
+    /// many rows (`for_panels`): a prefill's dequantizing kernels read its bytes as vectors (3.2 ->
+    /// 33 GFLOP/s, SmolLM2's 256-token prefill 1.3-1.4x), for as many bytes again as the parts.
     pub fn realize(self) -> QuantizedTensor {
-        let panels = match (self.matrix("realize"), self.quants.shape().len()) {
-            (Ok([rows, cols]), 2) if rows.is_multiple_of(UPCAST_AMOUNT) && rows > UPCAST_AMOUNT => {
-                Some((rows / UPCAST_AMOUNT, cols / BLOCK))
-            }
+        let rows_of = |panel: usize| match (self.matrix("realize"), self.quants.shape().len()) {
+            (Ok([rows, cols]), 2) if rows.is_multiple_of(panel) && rows > panel => Some((rows / panel, cols / BLOCK)),
             _ => None,
         };
-        let store = |t: Tensor| match panels {
+        // panels of `panel` rows, in `order` of (panel, row, block, byte) axes
+        let store = |t: &Tensor, panel: usize, order: [isize; 4]| match rows_of(panel) {
             Some((panels, nb)) => {
                 let inner = *t.shape().last().expect("parts have a block axis") as isize;
-                let order = [0, 2, 1, 3];
-                let stored = t.reshape(&[panels as isize, UPCAST_AMOUNT as isize, nb as isize, inner]).permute(&order);
-                stored.contiguous().realize().permute(&order).reshape(&[-1, inner])
+                let stored = t.reshape(&[panels as isize, panel as isize, nb as isize, inner]).permute(&order);
+                let back: Vec<isize> =
+                    (0..4).map(|a| order.iter().position(|&o| o == a).expect("a permutation") as isize).collect();
+                stored.contiguous().realize().permute(&back).reshape(&[-1, inner])
             }
             None => t.contiguous().realize(),
         };
-        QuantizedTensor {
-            shape: self.shape,
-            scale: store(self.scale),
-            offset: self.offset.map(store),
-            quants: store(self.quants),
-        }
+        let parts = |panel: usize, order: [isize; 4]| QuantizedTensor {
+            shape: self.shape.clone(),
+            scale: store(&self.scale, panel, order),
+            offset: self.offset.as_ref().map(|o| store(o, panel, order)),
+            quants: store(&self.quants, panel, order),
+            for_panels: None,
+        };
+        let for_panels = rows_of(MATMUL_PANEL_ROWS).map(|_| Box::new(parts(MATMUL_PANEL_ROWS, [0, 2, 3, 1])));
+        QuantizedTensor { for_panels, ..parts(UPCAST_AMOUNT, [0, 2, 1, 3]) }
     }
 
     /// `scale * q + offset` for each part of the blocks' quants (see `part_values`), with
@@ -129,7 +145,8 @@ impl QuantizedTensor {
         assert!(xs.last() == Some(&cols), "linear: input {xs:?} must end in {cols} features (weight {:?})", self.shape);
         let (nb, lead) = ((cols / BLOCK) as isize, &xs[..xs.len() - 1]);
         if lead.iter().product::<usize>() >= DEQUANTIZE_ROWS {
-            return x.linear(&self.dequantize().contiguous().T(), None);
+            let stored = self.for_panels.as_deref().unwrap_or(self);
+            return x.linear(&stored.dequantize().contiguous().T(), None);
         }
         let batch: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
         let weights = self.values(&[1, out as isize, nb]);
@@ -171,6 +188,7 @@ impl QuantizedTensor {
             scale: split(&self.scale)?,
             offset,
             quants: split(&self.quants)?,
+            for_panels: None,
         };
         Ok(split.realize())
     }
@@ -372,6 +390,34 @@ mod tests {
         let q8_values = (0..64).map(|i| (i as f64 - 32.0) * if i < 32 { 0.5 } else { 0.25 });
         let want: Vec<f64> = va.iter().copied().chain(q8_values).collect();
         assert_eq!(mixed.to_vec::<f32>().into_iter().map(f64::from).collect::<Vec<_>>(), want);
+    }
+
+    #[test]
+    fn a_matrix_is_also_stored_with_each_byte_of_a_panels_rows_together_for_products_of_many_rows() {
+        let rows = 2 * MATMUL_PANEL_ROWS;
+        let (q, bytes, values) = q4_1(rows);
+        let q = q.realize();
+        let panels = q.for_panels.as_deref().expect("a matrix of whole panels is stored for them too");
+        // byte i of block b of row r of panel p lies at (p, b, i, r)
+        let stored = Tensor::from_uop(panels.quants.uop().base(), "CPU").to_vec::<u8>();
+        for (k, &byte) in bytes.iter().enumerate() {
+            let (row, b, i) = (k / 32, k / 16 % 2, k % 16);
+            let (panel, r) = (row / MATMUL_PANEL_ROWS, row % MATMUL_PANEL_ROWS);
+            assert_eq!(
+                stored[((panel * 2 + b) * 16 + i) * MATMUL_PANEL_ROWS + r],
+                byte,
+                "row {row} block {b} byte {i}"
+            );
+        }
+        // a product of `DEQUANTIZE_ROWS` rows dequantizes from them
+        let n = DEQUANTIZE_ROWS;
+        let x: Vec<f32> = (0..n * 64).map(|e| ((e * 7) % 23) as f32 / 5.0 - 2.0).collect();
+        let y = q.linear(&Tensor::from_vec(x.clone(), &[n, 64])).to_vec::<f32>();
+        for (e, got) in y.into_iter().enumerate() {
+            let (t, r) = (e / rows, e % rows);
+            let exact: f64 = (0..64).map(|c| x[t * 64 + c] as f64 * values[r * 64 + c]).sum();
+            assert!((got as f64 - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "token {t} row {r}: {got} vs {exact}");
+        }
     }
 
     #[test]
