@@ -14,6 +14,7 @@ use lazygrad::runtime::DefaultDevice;
 use lazygrad::tensor::{ConvOpts, PoolOpts};
 use lazygrad::uop::KernelName;
 use lazygrad::uop::Target;
+use lazygrad::uop::{Arg, AxisKind, Ops};
 use lazygrad::{Context, Tensor};
 
 /// Tests here draw from the process-wide random stream: one at a time, so that a seed gives the
@@ -325,19 +326,31 @@ fn a_stored_elementwise_weight_is_computed_into_its_panels() {
 fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
     let _serial = serial();
     Tensor::manual_seed(9);
-    // d sum((x @ w) * r) / dw = x.T @ r over the 2 x 128 rows: one kernel lays r out in column
-    // panels and one multiplies, as a forward product (summed over batch and rows in place, each
-    // reduce step read a row of x and of r a row length apart)
-    let (k, n) = (96, 256);
-    let (x, r) = (Tensor::randn(&[2, 128, k]).realize(), Tensor::randn(&[2, 128, n]).realize());
-    let w = Tensor::randn(&[k, n]).realize().requires_grad(true);
-    let dw = (x.matmul(&w) * &r).sum(None, false).gradient(&[&w]).remove(0);
-    assert_eq!(kernel_asts(&dw).len(), 2);
-    let (xv, rv, dv) = (x.to_vec::<f32>(), r.to_vec::<f32>(), dw.to_vec::<f32>());
-    for (i, j) in [(0, 0), (5, 31), (17, 32), (95, 255), (40, 200)] {
-        let exact: f64 = (0..256).map(|t| xv[t * k + i] as f64 * rv[t * n + j] as f64).sum();
-        let got = dv[i * n + j] as f64;
-        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "dw[{i},{j}] = {got}, want {exact}");
+    // d sum((x @ w) * r) / dw = x.T @ r over the 2 x 128 rows, as a forward product (summed over
+    // batch and rows in place): the narrower of x and r is laid out in column panels, the other
+    // copied transposed so the product reads its rows along the sum (read in place, each step of
+    // the sum was a row further on). w 512 x 256: x.T copied, r in panels, the product. w 256 x
+    // 512: r.T copied, x in panels, the product dw.T, its stores transposed into dw.
+    for (k, n) in [(512, 256), (256, 512)] {
+        let (x, r) = (Tensor::randn(&[2, 128, k]).realize(), Tensor::randn(&[2, 128, n]).realize());
+        let w = Tensor::randn(&[k, n]).realize().requires_grad(true);
+        let dw = (x.matmul(&w) * &r).sum(None, false).gradient(&[&w]).remove(0);
+        let asts = kernel_asts(&dw);
+        let names: Vec<String> = asts.iter().map(|a| KernelName::of(a.root()).to_string()).collect();
+        assert_eq!(names.len(), 3, "w {k} x {n}: {names:?}");
+        assert_eq!(names[1], format!("E_{}_256_32", k.min(n) / 32), "the narrower operand in panels: {names:?}");
+        // the product reads its left operand along the sum with stride 1 (an index `t + ...`), the
+        // panels `t * 32 + ...`
+        let steps_by_one = |u: &lazygrad::uop::UOp| {
+            u.op() == Ops::Add && u.src().iter().any(|s| matches!(s.arg(), Arg::Range(_, AxisKind::Reduce)))
+        };
+        assert!(asts[2].toposort().iter().any(steps_by_one), "{:?}", asts[2].root());
+        let (xv, rv, dv) = (x.to_vec::<f32>(), r.to_vec::<f32>(), dw.to_vec::<f32>());
+        for (i, j) in [(0, 0), (5, 31), (17, 32), (k - 1, n - 1), (40, 70)] {
+            let exact: f64 = (0..256).map(|t| xv[t * k + i] as f64 * rv[t * n + j] as f64).sum();
+            let got = dv[i * n + j] as f64;
+            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "dw[{i},{j}] = {got}, want {exact}");
+        }
     }
 }
 
