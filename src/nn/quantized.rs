@@ -17,8 +17,9 @@ const BLOCK: usize = 32;
 /// prefill of SmolLM2: 208 tok/s fused, 285 stored).
 const DEQUANTIZE_ROWS: usize = 16;
 /// Rows of a matrix whose bytes `realize` also stores side by side (each byte of a block for
-/// this many rows together): the columns of one panel of a stored matmul operand, as the
-/// scheduler lays a large right operand out (`schedule/layout.rs`, two vectors of float32).
+/// this many rows together): the widest column panel the scheduler lays a large matmul operand
+/// out in (`heuristic::matmul_panel`, two vectors of float32 with AVX-512; a narrower panel reads
+/// part of the same contiguous run).
 const MATMUL_PANEL_ROWS: usize = 32;
 
 /// A tensor in a block format: per block a float32 `scale` and (4-bit formats) `offset`, each
@@ -416,6 +417,36 @@ mod tests {
         for (e, got) in y.into_iter().enumerate() {
             let (t, r) = (e / rows, e % rows);
             let exact: f64 = (0..64).map(|c| x[t * 64 + c] as f64 * values[r * 64 + c]).sum();
+            assert!((got as f64 - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "token {t} row {r}: {got} vs {exact}");
+        }
+    }
+
+    #[test]
+    fn an_8_bit_matrix_multiplies_many_rows_from_its_panel_copy() {
+        // Q8_0 (no offset, 32 int8s a block; Q4_0 comes with its offset, as Q4_1): block b scaled (b + 1) / 8
+        let rows = 2 * MATMUL_PANEL_ROWS;
+        let blocks = rows * 2;
+        let scale: Vec<f32> = (0..blocks).map(|b| (b + 1) as f32 / 8.0).collect();
+        let quants: Vec<i8> = (0..blocks * 32).map(|k| ((5 * k) % 255) as i8).collect();
+        let q = QuantizedTensor::new(
+            &[rows, 64],
+            Tensor::from_vec(scale.clone(), &[blocks, 1]),
+            None,
+            Tensor::from_vec(quants.clone(), &[blocks, 32]),
+        )
+        .realize();
+        assert!(q.for_panels.is_some(), "a matrix of whole panels is stored for them too");
+        let n = DEQUANTIZE_ROWS;
+        let x: Vec<f32> = (0..n * 64).map(|e| ((e * 5) % 17) as f32 / 4.0 - 2.0).collect();
+        let y = q.linear(&Tensor::from_vec(x.clone(), &[n, 64])).to_vec::<f32>();
+        for (e, got) in y.into_iter().enumerate() {
+            let (t, r) = (e / rows, e % rows);
+            let exact: f64 = (0..64)
+                .map(|c| {
+                    let b = r * 2 + c / 32;
+                    x[t * 64 + c] as f64 * scale[b] as f64 * quants[b * 32 + c % 32] as f64
+                })
+                .sum();
             assert!((got as f64 - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "token {t} row {r}: {got} vs {exact}");
         }
     }
