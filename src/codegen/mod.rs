@@ -167,7 +167,7 @@ fn finish(
         }
     })?;
     if let Some(dir) = replay::capture_dir() {
-        let key = replay::capture_key(kernel, &opt::settings(target));
+        let key = replay::capture_key(kernel, &opt::settings(target.clone()));
         replay::capture(&dir, &spec.name.to_string(), key, renderer.language(), &spec.src)?;
     }
     Ok(spec)

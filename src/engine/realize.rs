@@ -14,7 +14,7 @@ use crate::helpers::color::pad_to;
 use crate::helpers::lru::Lru;
 use crate::helpers::{debug, GlobalCounters};
 use crate::runtime::allocator::HostMemory;
-use crate::runtime::{get_device, Buffer, Device, Program};
+use crate::runtime::{get_device, intern_device, Buffer, Device, Program};
 use crate::schedule::VarVals;
 use crate::uop::{Arg, FastHasher, Kernel, KernelName, Ops, ProgramSpec, StoreMode, UOp};
 
@@ -128,7 +128,7 @@ impl CompiledKernel {
 
 /// Programs by device, kernel AST and the settings the opts read (`codegen::opt::settings`); the
 /// 4096 used last (a JIT holds its own). Hashed with `FastHasher`: every eager op looks one up.
-type CacheKey = (String, UOp, (i64, usize, crate::uop::Target));
+type CacheKey = (&'static str, UOp, (i64, usize, crate::uop::Target));
 type Cache = Mutex<Lru<CacheKey, Arc<CompiledKernel>, BuildHasherDefault<FastHasher>>>;
 
 fn program_cache() -> &'static Cache {
@@ -154,7 +154,7 @@ pub fn get_runner(device: &str, ast: &Kernel) -> Result<Arc<CompiledKernel>> {
 
 fn get_runner_timed(device: &str, ast: &Kernel, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let dev = get_device(device)?;
-    let key = (device.to_string(), ast.root().clone(), crate::codegen::opt::settings(&dev.target()));
+    let key = program_key(device, dev.as_ref(), ast);
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         phases.reused += 1;
         return Ok(k.clone());
@@ -167,6 +167,11 @@ fn get_runner_timed(device: &str, ast: &Kernel, phases: &mut Phases) -> Result<A
     let program = dev.compile(&spec)?;
     phases.compile += start.elapsed().as_secs_f64();
     Ok(cache_program(key, ast, &spec, program))
+}
+
+/// The program cache's key of `ast` on `dev` (named `device`).
+fn program_key(device: &str, dev: &dyn Device, ast: &Kernel) -> CacheKey {
+    (intern_device(device), ast.root().clone(), crate::codegen::opt::settings(dev.target()))
 }
 
 /// The program spec of `ast` for `dev`, timed as codegen.
@@ -315,8 +320,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
     let mut todo: Vec<(CacheKey, &Kernel)> = vec![];
     for item in items {
         if let ScheduleItem::Kernel { ast, bufs } = item {
-            let target = get_device(bufs[0].device())?.target();
-            let key = (bufs[0].device().to_string(), ast.root().clone(), crate::codegen::opt::settings(&target));
+            let key = program_key(bufs[0].device(), get_device(bufs[0].device())?.as_ref(), ast);
             if !program_cache().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
                 && !todo.iter().any(|(k, _)| *k == key)
             {
@@ -360,7 +364,7 @@ fn precompile(items: &[ScheduleItem]) -> Result<Phases> {
         .map(|s| s.expect("every kernel was generated"))
         .collect();
     let start = Instant::now();
-    let mut devices: Vec<&str> = todo.iter().map(|(k, _)| k.0.as_str()).collect();
+    let mut devices: Vec<&str> = todo.iter().map(|(k, _)| k.0).collect();
     devices.sort_unstable();
     devices.dedup();
     for device in devices {

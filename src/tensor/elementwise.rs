@@ -206,6 +206,9 @@ impl Tensor {
     fn broadcast_pair(&self, op: &'static str, rhs: &Tensor, dtype: DType) -> Result<(Tensor, Tensor)> {
         super::check_devices(op, &[self, rhs])?;
         let (a, b) = (self.shape(), rhs.shape());
+        if a == b {
+            return Ok((self.cast(dtype), rhs.cast(dtype)));
+        }
         let shape = broadcast_shape(&a, &b).ok_or_else(|| Error::shape(op, &[&a, &b], "shapes do not broadcast"))?;
         Ok((self.cast(dtype).broadcast_to(&shape), rhs.cast(dtype).broadcast_to(&shape)))
     }

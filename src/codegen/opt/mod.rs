@@ -353,6 +353,6 @@ pub fn apply_opts(ast: &UOp, opts: &[Opt]) -> UOp {
 }
 
 /// What decides a kernel's program besides its AST: NOOPT, the BEAM width, and the target.
-pub fn settings(target: &Target) -> (i64, usize, Target) {
-    (crate::helpers::getenv("NOOPT", 0), search::beam_width(), target.clone())
+pub fn settings(target: Target) -> (i64, usize, Target) {
+    (crate::helpers::getenv("NOOPT", 0), search::beam_width(), target)
 }
