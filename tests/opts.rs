@@ -355,24 +355,27 @@ fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
 }
 
 #[test]
-fn rows_run_inside_the_panel_loop_when_each_panel_is_tiled_whole() {
+fn rows_run_inside_the_panel_loop_when_the_panels_are_past_the_l2_cache() {
     let _serial = serial();
     Tensor::manual_seed(11);
     // a product read from a weight already in panels of 32 columns (a quantized matrix's panel
-    // copy, dequantized): [128, 64] @ panels [4, 64, 32] summed over the 64 into [128, 4, 32].
-    // Each panel's 32 columns are one register tile, so its loop no longer iterates: the rows
-    // (16 tiles of 8) pair with the panel loop, and the smaller x is the one streamed again
-    let (m, p, k) = (128, 4, 64);
-    let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[p, k, 32]).realize());
-    let y = (x.reshape(&[m, 1, k, 1]) * w.reshape(&[1, p, k, 32])).sum(2, false);
-    let ast = kernel_asts(&y).remove(0);
-    let opts = hand_coded_optimizations(&ast, &cpu(2));
-    assert!(opts.contains(&Opt::Swap { range: 0, with: 1 }), "{opts:?}");
-    let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
-    for (i, panel, j) in [(0, 0, 0), (7, 1, 31), (64, 2, 5), (127, 3, 31), (33, 0, 16)] {
-        let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[(panel * k + t) * 32 + j] as f64).sum();
-        let got = yv[(i * p + panel) * 32 + j] as f64;
-        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{panel},{j}] = {got}, want {exact}");
+    // copy, dequantized): [128, k] @ panels [p, k, 32] summed over k into [128, p, 32]. Each
+    // panel's 32 columns are one register tile, so its loop no longer iterates: the rows (16
+    // tiles of 8) pair with the panel loop. Past the L2 cache (16 panels of 576: 1.2 MB), the
+    // smaller x is the one streamed again, rows inside; 4 panels of 64 (32 KB) stay in cache
+    // while the rows stream past them
+    for (p, k, swapped) in [(16, 576, true), (4, 64, false)] {
+        let m = 128;
+        let (x, w) = (Tensor::randn(&[m, k]).realize(), Tensor::randn(&[p, k, 32]).realize());
+        let y = (x.reshape(&[m, 1, k, 1]) * w.reshape(&[1, p, k, 32])).sum(2, false);
+        let opts = hand_coded_optimizations(&kernel_asts(&y).remove(0), &cpu(2));
+        assert_eq!(opts.contains(&Opt::Swap { range: 0, with: 1 }), swapped, "{p} panels of {k}: {opts:?}");
+        let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+        for (i, panel, j) in [(0, 0, 0), (7, 1, 31), (64, 2, 5), (127, p - 1, 31), (33, 3, 16)] {
+            let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[(panel * k + t) * 32 + j] as f64).sum();
+            let got = yv[(i * p + panel) * 32 + j] as f64;
+            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{panel},{j}] = {got}, want {exact}");
+        }
     }
 }
 

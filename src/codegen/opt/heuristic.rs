@@ -59,6 +59,9 @@ fn fma_chains(accumulators: usize, max: usize) -> bool {
 const SHORT_LOOP_THREADS: usize = 8;
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
+/// The float32 elements taken to fit one core's L2 cache (1 MB; the Xeons here have 2, AMD
+/// EPYCs 0.5 to 1).
+const L2_FLOATS: usize = 1 << 18;
 /// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
 /// their largest divisor up to `UNROLL_AMOUNT`.
 const FULL_UNROLL_MAX: usize = 5;
@@ -322,17 +325,20 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     // gradient: channel halves, then images, then pixels, each image's gradient in cache while
     // its pixels run; pixels outside the images streamed all images per pixel, 30 ms -> 11).
     // A loop tiled whole no longer iterates: with one tiled loop left, the one other output loop
-    // still iterating pairs with it (a quantized weight's panels of 32 columns, each tiled whole:
-    // the panel loop; SmolLM2's MLP products over 128 rows streamed the 3.5 MB weight once per
-    // row tile, 160 -> 300 GFLOP/s with the rows inside)
+    // still iterating pairs with it (matmul column panels, each tiled whole: the panel loop),
+    // where what the inner loop streams again per outer iteration is past the L2 cache (SmolLM2's
+    // MLP products over 128 rows streamed the 3.5 MB weight once per row tile, 160 -> 300
+    // GFLOP/s with the rows inside; GPT's weight gradients re-read 1 MB of panels from L2, and
+    // stream 4 MB of rows from L3 with them inside, 2x slower)
     let loops: Vec<(usize, usize, bool)> = ranges
         .iter()
         .filter(|r| r.1 == AxisKind::Loop)
         .map(|r| (r.0, r.2 / upcast.get(&r.0).copied().unwrap_or(1), upcast.contains_key(&r.0)))
         .collect();
-    let tiled: Vec<(usize, usize)> = match loops.iter().filter(|r| r.2 && r.1 >= 2).count() {
-        1 => loops.iter().filter(|r| r.1 >= 2).map(|r| (r.0, r.1)).collect(),
-        _ => loops.iter().filter(|r| r.2).map(|r| (r.0, r.1)).collect(),
+    let panels = loops.iter().filter(|r| r.2 && r.1 >= 2).count() == 1;
+    let tiled: Vec<(usize, usize)> = match panels {
+        true => loops.iter().filter(|r| r.1 >= 2).map(|r| (r.0, r.1)).collect(),
+        false => loops.iter().filter(|r| r.2).map(|r| (r.0, r.1)).collect(),
     };
     if let [(outer, outer_iters), (inner, inner_iters)] = tiled[..] {
         // elements the loads that walk loop `a` and not loop `b` touch in all
@@ -346,7 +352,8 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         // than w once per 2 rows: 131 -> 166 GFLOP/s)
         let streamed = |o: usize, o_iters: usize, i: usize| o_iters.saturating_mul(footprint(i, o));
         let less = streamed(inner, inner_iters, outer) < streamed(outer, outer_iters, inner);
-        if inner_iters >= 2 && less && outer_iters >= SWAP_MIN_ITERS {
+        let past_cache = !panels || footprint(inner, outer) > L2_FLOATS;
+        if inner_iters >= 2 && less && past_cache && outer_iters >= SWAP_MIN_ITERS {
             let tiles = apply_opts(ast, &opts);
             let between: Vec<usize> = kernel_ranges(&tiles)
                 .iter()
