@@ -79,10 +79,10 @@ fn a_linear_layer_tiles_two_rows_by_four_columns_of_vector_sums() {
     // each; 4 columns alone are half of AVX2's FMA_CHAINS, 4 columns by 2 rows all of them
     // (BEAM's choice too: 74 -> 131 GFLOP/s on the benchmark's linear row); and the columns'
     // loop outside the rows': the 32 rows of x are streamed once per column tile, rather than
-    // the 4x larger w once per row pair (131 -> 166)
+    // the 32x larger w (2 MB, past a core's L2) once per row pair (131 -> 166)
     let _serial = serial();
     Tensor::manual_seed(4);
-    let (x, w) = (Tensor::rand(&[32, 96]).realize(), Tensor::rand(&[128, 96]).realize());
+    let (x, w) = (Tensor::rand(&[32, 512]).realize(), Tensor::rand(&[1024, 512]).realize());
     let asts = kernel_asts(&x.matmul(&w.transpose(0, 1)));
     let avx2 = Target { vector_bytes: 32, register_bytes: 32, ..cpu(2) };
     let opts = hand_coded_optimizations(&asts[asts.len() - 1], &avx2);
@@ -297,6 +297,29 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
         for t in [0, 100, k - 1] {
             let exact: f64 = (0..n).map(|j| wv[t * n + j] as f64).sum();
             assert!((g[5 * k + t] as f64 - exact).abs() <= 1e-3 * (1.0 + exact.abs()), "grad[5,{t}]");
+        }
+    }
+}
+
+#[test]
+fn the_column_tiles_of_a_batch_of_sequences_run_outside_its_row_tiles() {
+    let _serial = serial();
+    Tensor::manual_seed(11);
+    // GPT 512 wide: x (4, 256, 512) @ w.T, w 2048 x 512: the row tiles of each sequence (the
+    // outer loop over the 4 runs either way) stream x's 0.5 MB per column tile, where each row
+    // tile streamed w's 4 MB from L3 (90 -> 200 GFLOP/s); a 512 x 512 w (1 MB) stays in the L2
+    // and the order with it
+    for (n, swapped) in [(2048, true), (512, false)] {
+        let (x, w) = (Tensor::randn(&[4, 256, 512]).realize(), Tensor::randn(&[n, 512]).realize());
+        let y = x.matmul(&w.transpose(0, 1));
+        let product = kernel_asts(&y).pop().expect("the product kernel");
+        let opts = hand_coded_optimizations(&product, &cpu(2));
+        assert_eq!(opts.contains(&Opt::Swap { range: 1, with: 2 }), swapped, "w {n} x 512: {opts:?}");
+        let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
+        for (i, j) in [(0, 0), (7, 31), (8, 32), (300, n - 1), (1023, 317)] {
+            let exact: f64 = (0..512).map(|t| xv[i * 512 + t] as f64 * wv[j * 512 + t] as f64).sum();
+            let got = yv[i * n + j] as f64;
+            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
         }
     }
 }

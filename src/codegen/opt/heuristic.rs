@@ -59,12 +59,11 @@ fn fma_chains(accumulators: usize, max: usize) -> bool {
 const SHORT_LOOP_THREADS: usize = 8;
 /// Output loops swap only when the outer one runs at least this often.
 const SWAP_MIN_ITERS: usize = 16;
-/// The float32 elements taken to fit one core's L2 cache (1 MB; the Xeons here have 2, AMD
-/// EPYCs 0.5 to 1).
-const L2_FLOATS: usize = 1 << 18;
 /// Reduce loops up to this size (a convolution window's row) are unrolled whole; longer ones by
 /// their largest divisor up to `UNROLL_AMOUNT`.
 const FULL_UNROLL_MAX: usize = 5;
+/// Floats one core's L2 cache holds (1 MiB: current x86 server cores have 1 to 2).
+const L2_FLOATS: usize = 1 << 18;
 const UNROLL_AMOUNT: usize = 4;
 
 /// For each load in a reduce, the loop ids its address depends on.
@@ -323,26 +322,31 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
     // of two register-tiled output loops, the one whose order streams fewer inputs runs
     // outermost (below). The loops between keep their order inside the outer one (a conv's input
     // gradient: channel halves, then images, then pixels, each image's gradient in cache while
-    // its pixels run; pixels outside the images streamed all images per pixel, 30 ms -> 11).
-    // A loop tiled whole no longer iterates: with one tiled loop left, the one other output loop
-    // still iterating pairs with it (matmul column panels, each tiled whole: the panel loop),
-    // where what the inner loop streams again per outer iteration is past the L2 cache (SmolLM2's
-    // MLP products over 128 rows streamed the 3.5 MB weight once per row tile, 160 -> 300
-    // GFLOP/s with the rows inside; GPT's weight gradients re-read 1 MB of panels from L2, and
-    // stream 4 MB of rows from L3 with them inside, 2x slower)
-    let loops: Vec<(usize, usize, bool)> = ranges
+    // its pixels run; pixels outside the images streamed all images per pixel, 30 ms -> 11)
+    // A loop upcast whole (a matmul's column panel) is tiled by the output loop outside it that
+    // the same loads walk (the loop over the panels). GPT 512 wide: 4 sequences' row tiles each
+    // streamed the 4 MB of panels from L3 (90 GFLOP/s); each panel now serves a sequence's rows
+    // (200).
+    let (loaded, size_of) = (load_ranges(ast), ranges.iter().map(|r| (r.0, r.2)).collect::<HashMap<_, _>>());
+    let walkers = |id: usize| -> Vec<usize> { (0..loaded.len()).filter(|&i| loaded[i].contains(&id)).collect() };
+    let tiled: Vec<(usize, usize)> = ranges
         .iter()
-        .filter(|r| r.1 == AxisKind::Loop)
-        .map(|r| (r.0, r.2 / upcast.get(&r.0).copied().unwrap_or(1), upcast.contains_key(&r.0)))
+        .filter(|r| r.1 == AxisKind::Loop && upcast.contains_key(&r.0))
+        .map(|r| match r.2 == upcast[&r.0] {
+            true => ranges
+                .iter()
+                .filter(|q| q.1 == AxisKind::Loop && q.0 < r.0 && !upcast.contains_key(&q.0))
+                .filter(|q| walkers(q.0) == walkers(r.0))
+                .map(|q| (q.0, q.2))
+                .next_back()
+                .unwrap_or((r.0, 1)),
+            false => (r.0, r.2 / upcast[&r.0]),
+        })
         .collect();
-    let panels = loops.iter().filter(|r| r.2 && r.1 >= 2).count() == 1;
-    let tiled: Vec<(usize, usize)> = match panels {
-        true => loops.iter().filter(|r| r.1 >= 2).map(|r| (r.0, r.1)).collect(),
-        false => loops.iter().filter(|r| r.2).map(|r| (r.0, r.1)).collect(),
-    };
     if let [(outer, outer_iters), (inner, inner_iters)] = tiled[..] {
-        // elements the loads that walk loop `a` and not loop `b` touch in all
-        let (loaded, size_of) = (load_ranges(ast), ranges.iter().map(|r| (r.0, r.2)).collect::<HashMap<_, _>>());
+        // elements the loads that walk loop `a` and not loop `b` touch per iteration of the loops
+        // outside both (a batch of matmuls streams each one's operands in turn)
+        let size_of: HashMap<usize, usize> = size_of.into_iter().filter(|r| r.0 >= outer).collect();
         let footprint = |a: usize, b: usize| -> usize {
             let walks = loaded.iter().filter(|l| l.contains(&a) && !l.contains(&b));
             walks.map(|l| l.iter().map(|id| size_of.get(id).copied().unwrap_or(1)).product::<usize>()).sum()
@@ -352,8 +356,11 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         // than w once per 2 rows: 131 -> 166 GFLOP/s)
         let streamed = |o: usize, o_iters: usize, i: usize| o_iters.saturating_mul(footprint(i, o));
         let less = streamed(inner, inner_iters, outer) < streamed(outer, outer_iters, inner);
-        let past_cache = !panels || footprint(inner, outer) > L2_FLOATS;
-        if inner_iters >= 2 && less && past_cache && outer_iters >= SWAP_MIN_ITERS {
+        // what the inner loop streams in each outer iteration, when the L2 holds it, is read
+        // from there in either order, and the order stays (GPT's 1 MB weights streamed per row
+        // tile ran 15% faster than the rows per column tile)
+        let cached = footprint(inner, outer) <= L2_FLOATS;
+        if inner_iters >= 2 && less && !cached && outer_iters >= SWAP_MIN_ITERS {
             let tiles = apply_opts(ast, &opts);
             let between: Vec<usize> = kernel_ranges(&tiles)
                 .iter()
