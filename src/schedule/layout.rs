@@ -57,10 +57,12 @@ fn sums_in_place(dtype: DType) -> bool {
 /// stream past. Read in place, consecutive rows of `w` are a power of two apart for the usual
 /// sizes: they land in the same cache sets and evict each other, and each one is a new page for
 /// the prefetcher (1024² and 2048² run 3x slower). A width `n` that panels do not divide is
-/// padded with zero columns to whole panels, and the padded product stored and cut back to `n`
-/// (matmul 1000: 143 to 170 GFLOP/s). None when `w` is too small to pay, the padding would
-/// waste more than a sixteenth of the work, or `x` has too few rows to pay for the copy (a
-/// matrix-vector product reads `w` once anyway, a 32-token prefill chunk as often as it copies).
+/// padded with zero columns to whole panels, and the product over the `n` columns read from them
+/// (its kernel pads the column loop to whole tiles, `heuristic::pad_innermost`, storing the last
+/// one masked; a padded product cut back by a copy took 2% longer at 1000²). None when `w` is
+/// too small to pay, the padding would waste more than a sixteenth of the work, or `x` has too
+/// few rows to pay for the copy (a matrix-vector product reads `w` once anyway, a 32-token
+/// prefill chunk as often as it copies).
 /// A weight gradient `xᵀ @ dy` whose `x` is the narrower (fewer columns, m < n) is computed as
 /// `(dyᵀ @ x)ᵀ`: the panels, read again for every tile of rows, are then the smaller operand
 /// (GPT's 256 x 1024 gradients: 4 MB of panels, past the L2 cache, 135 GFLOP/s; 1 MB, 300).
@@ -110,7 +112,7 @@ fn panel_product(x: &UOp, w: &UOp, p: usize) -> Option<UOp> {
         true => sum,
         false => {
             let bounds = batch.iter().map(|&d| (0, d)).chain([(0, columns)]).collect();
-            sum.movement(Ops::Contiguous, Arg::Int(-1)).movement(Ops::Shrink, Arg::Pairs(bounds))
+            sum.movement(Ops::Shrink, Arg::Pairs(bounds))
         }
     })
 }

@@ -316,7 +316,8 @@ impl KernelCtx {
             return p.clone();
         }
         let dtype = self.realized.slots[slot].dtype().ptr(crate::dtype::AddrSpace::Global);
-        let p = UOp::new(Ops::Param, dtype, vec![], Arg::Int(self.bufs.len() as i64));
+        let size = UOp::index_const(self.realized.slots[slot].size() as i64);
+        let p = UOp::new(Ops::Param, dtype, vec![size], Arg::Int(self.bufs.len() as i64));
         self.bufs.push(slot);
         self.params.insert(slot, p.clone());
         p

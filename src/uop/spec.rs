@@ -166,8 +166,12 @@ fn kernel_rules() -> Vec<Rule> {
     let mut rules = shared_rules();
     rules.extend([
         accept(UPat::ops(&[Ops::Const]), |u| u.src().is_empty() && matches!(u.arg(), Arg::Const(_))),
+        // a buffer, with its size in elements where the schedule knows it
         accept(UPat::ops(&[Ops::Param]), |u| {
-            u.src().is_empty() && u.dtype().is_ptr() && matches!(u.arg(), Arg::Int(_))
+            u.src().iter().all(|s| s.const_int_value().is_some())
+                && u.src().len() <= 1
+                && u.dtype().is_ptr()
+                && matches!(u.arg(), Arg::Int(_))
         }),
         // an accumulator: its dtype, its initial value, and the loops it is reset outside of
         accept(UPat::ops(&[Ops::DefineReg]), |u| !u.src().is_empty() && matches!(u.arg(), Arg::Int(_))),

@@ -170,3 +170,35 @@ fn zero_padded_rows_that_vectors_do_not_divide_are_stored_as_masked_vectors() {
         }
     }
 }
+
+#[test]
+fn an_output_loops_padded_lanes_load_ungated_where_their_buffer_holds_them() {
+    let _serial = serial();
+    Tensor::manual_seed(6);
+    let gated = |u: &lazygrad::uop::UOp| {
+        u.toposort().iter().filter(|n| n.op() == Ops::Load && n.src()[0].src().len() > 2).count()
+    };
+    // the first 40 of 48 columns, plus 1: padded to 48 lanes, every row's loads stay in the
+    // buffer (one unmasked vector load per row of 3); the stores past column 40 stay masked
+    let x = Tensor::rand(&[30, 48]).realize();
+    let y = x.shrink(&[(0, 30), (0, 40)]) + 1.0;
+    let ast = kernel_asts(&y).remove(0);
+    let padded = lazygrad::codegen::opt::apply_opt(&ast, Opt::Padto { range: 1, amount: 16 }).unwrap();
+    assert_eq!(gated(&padded), 0, "the loads read whole rows of the 48-wide buffer");
+    let spec = lazygrad::codegen::get_program(&ast, &CRenderer).unwrap();
+    assert!(
+        !spec.src.contains("lg_load_float16(&data") && spec.src.contains("lg_store_float16(&data0"),
+        "{}",
+        spec.src
+    );
+    let (host, got) = (x.to_vec::<f32>(), y.to_vec::<f32>());
+    for (r, c) in [(0, 0), (0, 39), (17, 23), (29, 39)] {
+        assert_eq!(got[r * 40 + c], host[r * 48 + c] + 1.0, "[{r},{c}]");
+    }
+    // 40 columns of a 40-wide `b` padded to 48: row 29's lanes 40.. lie past the buffer's end,
+    // so the load keeps its gate
+    let (a, b) = (Tensor::rand(&[20, 30]).realize(), Tensor::rand(&[30, 40]).realize());
+    let ast = kernel_asts(&a.matmul(&b)).remove(0);
+    let padded = lazygrad::codegen::opt::apply_opt(&ast, Opt::Padto { range: 1, amount: 16 }).unwrap();
+    assert_eq!(gated(&padded), 1, "b's loads stay gated");
+}
