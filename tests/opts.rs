@@ -31,6 +31,11 @@ fn cpu(threads: usize) -> Target {
     Target { threads, ..CRenderer.target() }
 }
 
+/// A float32 result against its float64 sum `exact` (sums of up to a few thousand terms).
+fn assert_sum(what: String, got: f32, exact: f64) {
+    assert!((got as f64 - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "{what} = {got}, want {exact}");
+}
+
 fn kernel_asts(t: &Tensor) -> Vec<lazygrad::uop::Kernel> {
     Tensor::schedule(std::slice::from_ref(t))
         .into_iter()
@@ -292,8 +297,7 @@ fn large_matmuls_read_the_right_operand_in_column_panels() {
         let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
         for (i, j) in [(0, 0), (3, 31), (7, 32), (63, n - 1), (11, 517), (40, n - 9)] {
             let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[t * n + j] as f64).sum();
-            let got = yv[i * n + j] as f64;
-            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+            assert_sum(format!("y[{i},{j}]"), yv[i * n + j], exact);
         }
         // the gradient is the matmul's as built (the layout is the scheduler's): d sum(x @ w) / dx[i, t] = sum_j w[t, j]
         let xg = x.requires_grad(true);
@@ -322,8 +326,7 @@ fn the_column_tiles_of_a_batch_of_sequences_run_outside_its_row_tiles() {
         let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
         for (i, j) in [(0, 0), (7, 31), (8, 32), (300, n - 1), (1023, 317)] {
             let exact: f64 = (0..512).map(|t| xv[i * 512 + t] as f64 * wv[j * 512 + t] as f64).sum();
-            let got = yv[i * n + j] as f64;
-            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+            assert_sum(format!("y[{i},{j}]"), yv[i * n + j], exact);
         }
     }
 }
@@ -344,8 +347,7 @@ fn a_stored_elementwise_weight_is_computed_into_its_panels() {
     let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
     for (i, j) in [(0, 0), (5, 31), (17, 32), (63, n - 1), (40, 300)] {
         let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * (wv[j * k + t] as f64 * 0.5 + 1.0)).sum();
-        let got = yv[i * n + j] as f64;
-        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+        assert_sum(format!("y[{i},{j}]"), yv[i * n + j], exact);
     }
 }
 
@@ -375,8 +377,7 @@ fn a_weight_gradient_is_a_matmul_reading_the_output_gradient_in_panels() {
         let (xv, rv, dv) = (x.to_vec::<f32>(), r.to_vec::<f32>(), dw.to_vec::<f32>());
         for (i, j) in [(0, 0), (5, 31), (17, 32), (k - 1, n - 1), (40, 70)] {
             let exact: f64 = (0..256).map(|t| xv[t * k + i] as f64 * rv[t * n + j] as f64).sum();
-            let got = dv[i * n + j] as f64;
-            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "dw[{i},{j}] = {got}, want {exact}");
+            assert_sum(format!("dw[{i},{j}]"), dv[i * n + j], exact);
         }
     }
 }
@@ -400,8 +401,7 @@ fn rows_run_inside_the_panel_loop_when_the_panels_are_past_the_l2_cache() {
         let (xv, wv, yv) = (x.to_vec::<f32>(), w.to_vec::<f32>(), y.to_vec::<f32>());
         for (i, panel, j) in [(0, 0, 0), (7, 1, 31), (64, 2, 5), (127, p - 1, 31), (33, 3, 16)] {
             let exact: f64 = (0..k).map(|t| xv[i * k + t] as f64 * wv[(panel * k + t) * 32 + j] as f64).sum();
-            let got = yv[(i * p + panel) * 32 + j] as f64;
-            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{panel},{j}] = {got}, want {exact}");
+            assert_sum(format!("y[{i},{panel},{j}]"), yv[(i * p + panel) * 32 + j], exact);
         }
     }
 }
@@ -421,8 +421,7 @@ fn threads_share_an_inner_loop_when_the_outer_one_is_too_short_to_split_evenly()
     let (qv, kv, sv) = (q.to_vec::<f32>(), k.to_vec::<f32>(), scores.to_vec::<f32>());
     for (h, i, j) in [(0, 0, 0), (1, 63, 64), (2, 127, 127), (2, 5, 90)] {
         let exact: f64 = (0..64).map(|t| qv[h * 8192 + i * 64 + t] as f64 * kv[h * 8192 + t * 128 + j] as f64).sum();
-        let got = sv[h * 16384 + i * 128 + j] as f64;
-        assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "s[{h},{i},{j}] = {got}, want {exact}");
+        assert_sum(format!("s[{h},{i},{j}]"), sv[h * 16384 + i * 128 + j], exact);
     }
 }
 
@@ -671,8 +670,7 @@ fn assert_matches_x_wt(x: &Tensor, w: &Tensor, y: &Tensor) {
     for (i, row) in xv.chunks(k).enumerate() {
         for (j, col) in wv.chunks(k).enumerate() {
             let exact: f64 = row.iter().zip(col).map(|(a, b)| *a as f64 * *b as f64).sum();
-            let got = yv[i * n + j] as f64;
-            assert!((got - exact).abs() <= 1e-4 * (1.0 + exact.abs()), "y[{i},{j}] = {got}, want {exact}");
+            assert_sum(format!("y[{i},{j}]"), yv[i * n + j], exact);
         }
     }
 }
