@@ -25,3 +25,10 @@ pub use tensor::Jit;
 pub use tensor::Tensor;
 
 pub use uop::{BoundVar, Ops, Sint, UOp, Variable};
+
+/// mimalloc serves every allocation of a program linked with lazygrad: graphs, schedules and
+/// launches are many small short-lived allocations. A program that sets its own global
+/// allocator builds lazygrad with `default-features = false`.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

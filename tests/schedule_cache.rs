@@ -80,10 +80,9 @@ fn a_schedule_names_its_buffers_by_slot_and_new_inputs_take_the_same_one() {
     };
     let schedule = |a: &Tensor, b: &Tensor| {
         let out = (a + b).relu().uop();
-        let device = a.device().to_string();
         create_schedule(
             std::slice::from_ref(&out),
-            &[device],
+            &[a.device()],
             &UOp::toposort_all(std::slice::from_ref(&out)),
             runtime(),
         )

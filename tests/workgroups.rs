@@ -252,7 +252,7 @@ fn simd_gpu() -> Target {
         simd_threads: true,
     };
     Target {
-        name: "GPU".into(),
+        name: "GPU",
         vector_bytes: 0,
         threads: 1,
         workgroups: Some(workgroups),

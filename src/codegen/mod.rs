@@ -192,7 +192,7 @@ fn lower_with(
     named(&name);
     let uops = LinearProgram::new(linearize::linearize(&ast), "linearize")?;
     if let Some(dtype) = uops.iter().map(|u| u.dtype().base()).find(|d| !c.target.computes_in(*d)) {
-        return Err(Error::DType { device: c.target.name.clone(), dtype, kernel: name.to_string() });
+        return Err(Error::DType { device: c.target.name.to_string(), dtype, kernel: name.to_string() });
     }
     if debug() >= 6 {
         eprintln!("linearized {}: {} uops", name.for_debug(), uops.len());

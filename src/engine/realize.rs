@@ -149,10 +149,10 @@ struct Phases {
 
 /// The program for `ast` on `device`, compiled once per process (and cached on disk by source).
 pub fn get_runner(device: &str, ast: &Kernel) -> Result<Arc<CompiledKernel>> {
-    get_runner_timed(device, ast, &mut Phases::default())
+    get_runner_timed(intern_device(device), ast, &mut Phases::default())
 }
 
-fn get_runner_timed(device: &str, ast: &Kernel, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
+fn get_runner_timed(device: &'static str, ast: &Kernel, phases: &mut Phases) -> Result<Arc<CompiledKernel>> {
     let dev = get_device(device)?;
     let key = program_key(device, dev.as_ref(), ast);
     if let Some(k) = program_cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -170,8 +170,8 @@ fn get_runner_timed(device: &str, ast: &Kernel, phases: &mut Phases) -> Result<A
 }
 
 /// The program cache's key of `ast` on `dev` (named `device`).
-fn program_key(device: &str, dev: &dyn Device, ast: &Kernel) -> CacheKey {
-    (intern_device(device), ast.root().clone(), crate::codegen::opt::settings(dev.target()))
+fn program_key(device: &'static str, dev: &dyn Device, ast: &Kernel) -> CacheKey {
+    (device, ast.root().clone(), crate::codegen::opt::settings(dev.target()))
 }
 
 /// The program spec of `ast` for `dev`, timed as codegen.

@@ -13,7 +13,8 @@ use super::hasher::FastHasher;
 type Settings<V> = HashMap<String, V, BuildHasherDefault<FastHasher>>;
 
 thread_local! {
-    static OVERRIDES: RefCell<Settings<i64>> = RefCell::new(Settings::default());
+    // const-initialized: asked for on every setting read, with no lazy initialization to check
+    static OVERRIDES: RefCell<Settings<i64>> = const { RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())) };
 }
 
 /// An environment variable's value: parsed as an integer, else kept as text, to warn when a
@@ -45,7 +46,12 @@ static ENVIRONMENT: LazyLock<Environment> = LazyLock::new(|| {
 /// process started with it), else `default`. An env value that is not an integer counts as the
 /// default, with a warning the first time it is asked for.
 pub fn getenv(key: &str, default: i64) -> i64 {
-    if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
+    let overridden = OVERRIDES.with(|o| {
+        let o = o.borrow();
+        // most reads happen with no Context alive: no key to hash
+        (!o.is_empty()).then(|| o.get(key).copied()).flatten()
+    });
+    if let Some(v) = overridden {
         return v;
     }
     match ENVIRONMENT.values.get(key) {

@@ -44,7 +44,9 @@ enum Storage {
 /// A typed array on a device, allocated on first use (or a view into another buffer's memory).
 pub struct Buffer {
     id: u64,
-    device: String,
+    /// Interned (`intern_device`): buffers are made on every eager op, and a name copied each time
+    /// was an allocation.
+    device: &'static str,
     size: usize,
     dtype: DType,
     storage: Storage,
@@ -57,7 +59,7 @@ impl Buffer {
     pub fn new(device: &str, size: usize, dtype: DType) -> Buffer {
         Buffer {
             id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
-            device: device.to_string(),
+            device: super::registry::intern_device(device),
             size,
             dtype,
             storage: Storage::Own(OnceLock::new()),
@@ -77,7 +79,7 @@ impl Buffer {
         };
         Ok(Buffer {
             id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
-            device: base.device.clone(),
+            device: base.device,
             size,
             dtype,
             storage: Storage::View { base, offset, raw: OnceLock::new() },
@@ -107,7 +109,7 @@ impl Buffer {
             unsafe { dev.allocator().external(ptr, bytes) }.map_err(|e| Error::Device(format!("{device}: {e}")))?;
         Ok(Buffer {
             id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
-            device: device.to_string(),
+            device: super::registry::intern_device(device),
             size,
             dtype,
             storage: Storage::External(raw),
@@ -116,8 +118,8 @@ impl Buffer {
     pub fn id(&self) -> u64 {
         self.id
     }
-    pub fn device(&self) -> &str {
-        &self.device
+    pub fn device(&self) -> &'static str {
+        self.device
     }
     /// Number of elements.
     pub fn size(&self) -> usize {
@@ -151,7 +153,7 @@ impl Buffer {
                 if let Some(r) = raw.get() {
                     return Ok(r.as_ref());
                 }
-                let view = get_device(&self.device)?.allocator().view(base.raw()?, *offset, self.nbytes())?;
+                let view = get_device(self.device)?.allocator().view(base.raw()?, *offset, self.nbytes())?;
                 // when another thread made the view first, ours is dropped
                 return Ok(raw.get_or_init(|| view).as_ref());
             }
@@ -161,7 +163,7 @@ impl Buffer {
         if let Some(m) = memory.get() {
             return Ok(m.block.as_deref().expect("a live allocation has its block"));
         }
-        let device = get_device(&self.device)?;
+        let device = get_device(self.device)?;
         let block = device.allocator().alloc(self.nbytes())?;
         GlobalCounters::mem_allocated(self.nbytes() as u64);
         // when another thread allocated first, ours drops here and goes back to the allocator
@@ -179,7 +181,7 @@ impl Buffer {
         if src.nbytes() != self.nbytes() {
             return Err(Error::Size { op: "a copy", bytes: src.nbytes(), capacity: self.nbytes() });
         }
-        let (dst_device, src_device) = (get_device(&self.device)?, get_device(&src.device)?);
+        let (dst_device, src_device) = (get_device(self.device)?, get_device(src.device)?);
         let (dst_raw, src_raw) = (self.raw()?, src.raw()?);
         let direct = super::allocator::copy_through_host(
             (dst_raw, dst_device.allocator()),
@@ -203,7 +205,7 @@ impl Buffer {
         if src.nbytes() != self.nbytes() {
             return Err(Error::Size { op: op_name, bytes: src.nbytes(), capacity: self.nbytes() });
         }
-        let device = get_device(&src.device)?;
+        let device = get_device(src.device)?;
         let on_device = match self.device == src.device {
             true => device.all_reduce_ranks(self.raw()?, src.raw()?, src.size(), src.dtype(), op),
             false => None,
@@ -224,7 +226,7 @@ impl Buffer {
         if data.len() != self.nbytes() {
             return Err(Error::Size { op: "a copy in", bytes: data.len(), capacity: self.nbytes() });
         }
-        get_device(&self.device)?.allocator().copyin(self.raw()?, data)
+        get_device(self.device)?.allocator().copyin(self.raw()?, data)
     }
     /// The buffer's bytes.
     pub fn copyout(&self) -> Result<Vec<u8>> {
@@ -233,7 +235,7 @@ impl Buffer {
         out.try_reserve_exact(self.nbytes())
             .map_err(|e| Error::Device(format!("cannot allocate {} bytes on the host: {e}", self.nbytes())))?;
         out.resize(self.nbytes(), 0u8);
-        get_device(&self.device)?.allocator().copyout(raw, &mut out)?;
+        get_device(self.device)?.allocator().copyout(raw, &mut out)?;
         Ok(out)
     }
 }
@@ -251,8 +253,8 @@ impl DeviceBuffer for Buffer {
     fn numel(&self) -> usize {
         self.size
     }
-    fn device(&self) -> &str {
-        &self.device
+    fn device(&self) -> &'static str {
+        self.device
     }
 }
 

@@ -262,18 +262,23 @@ impl Program for CpuProgram {
         // pointers travel to the worker threads as integers; `bufs` keeps them alive until the
         // pool returns, which is after every part has finished
         let ptrs = bufs.iter().map(|b| b.host_ptr().map(|p| p as usize)).collect::<Result<Vec<_>>>()?;
-        let (entry, vals) = (self.entry, vals.to_vec());
+        let entry = self.entry;
+        // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the whole
+        // launch, holding every byte the kernel reaches through it (`Program::run`'s contract);
+        // each core writes a disjoint part of the output; `vals` holds one value per variable the
+        // entry reads.
+        let part = move |ptrs: &[usize], vals: &[i64], core: usize| unsafe {
+            entry(ptrs.as_ptr() as *const *mut u8, vals.as_ptr(), core as i32)
+        };
         let start = Instant::now();
-        super::pool::pool().run(
-            self.threads,
-            Arc::new(move |core| {
-                // SAFETY: every pointer is the live allocation of a buffer held in `bufs` for the
-                // whole launch, holding every byte the kernel reaches through it (`Program::run`'s
-                // contract); each core writes a disjoint part of the output; `vals` holds one value
-                // per variable the entry reads.
-                unsafe { entry(ptrs.as_ptr() as *const *mut u8, vals.as_ptr(), core as i32) }
-            }),
-        );
+        match self.threads {
+            // one part runs here, with no job for the pool to share
+            0 | 1 => part(&ptrs, vals, 0),
+            threads => {
+                let vals = vals.to_vec();
+                super::pool::pool().run(threads, Arc::new(move |core| part(&ptrs, &vals, core)))
+            }
+        }
         Ok(start.elapsed())
     }
 }
@@ -390,14 +395,14 @@ impl Device for CpuDevice {
 
 /// This machine's CPU: its widest vector registers (or `VECTOR_BYTES`, 16, 32 or 64, to
 /// generate code for another width) and `NUM_CPU_THREADS` threads (else every core).
-pub fn host_target(name: &str) -> Target {
+pub fn host_target(name: &'static str) -> Target {
     let native = host_vector_bytes();
     let vector_bytes = match crate::helpers::getenv("VECTOR_BYTES", native as i64) {
         v @ (16 | 32 | 64) => v as usize,
         _ => native,
     };
     Target {
-        name: name.to_string(),
+        name,
         language: Language::C,
         vector_bytes,
         register_bytes: native,

@@ -405,7 +405,7 @@ pub fn target(
     shared: usize,
 ) -> Target {
     Target {
-        name: format!("CUDA:{}", arch_name(arch)),
+        name: "CUDA",
         language: Language::Cuda(arch.0, arch.1),
         vector_bytes: 0,
         register_bytes: 4,

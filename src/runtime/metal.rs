@@ -106,7 +106,7 @@ pub fn msl_check(src: &str, include: &Path) -> Result<()> {
 pub fn target() -> Target {
     let groups = (1 << 32) - 1;
     Target {
-        name: "METAL".into(),
+        name: "METAL",
         language: Language::Metal,
         vector_bytes: 0,
         register_bytes: 4,

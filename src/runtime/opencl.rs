@@ -183,7 +183,7 @@ impl ClDevice {
         let on_cpu = device.dev_type().map_err(cl_err("device info"))? & CL_DEVICE_TYPE_CPU != 0;
         let register_bytes = 4 * device.native_vector_width_float().unwrap_or(1) as usize;
         let target = Target {
-            name: "CL".into(),
+            name: "CL",
             language: Language::OpenCl,
             // a CPU device's work-items are a core's loop iterations: its vector registers are
             // what OpenCL vectors fill (a GPU's threads fill its SIMD lanes instead)

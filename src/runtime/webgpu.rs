@@ -78,7 +78,7 @@ pub fn open(ordinal: usize) -> Result<Arc<dyn Device>> {
 /// What codegen may assume about a WebGPU device with `limits`, computing in `f16` when `half`.
 fn target(limits: &wgpu::Limits, half: bool) -> Target {
     Target {
-        name: "WEBGPU".into(),
+        name: "WEBGPU",
         language: Language::Wgsl,
         vector_bytes: 0,
         register_bytes: 4,

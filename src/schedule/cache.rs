@@ -7,6 +7,7 @@
 //! lookup. `SCACHE=0` turns it off; it is off with VIZ, which records the rewrites scheduling
 //! runs.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,13 +35,13 @@ enum NodeKey {
 
 /// A graph's normalized form, its input buffers' device, size and dtype, the devices of its
 /// outputs and the scheduling settings.
-#[derive(PartialEq, Eq)]
+#[derive(PartialEq, Eq, Default)]
 pub struct Key {
     nodes: Vec<NodeKey>,
     sources: Vec<u32>,
-    inputs: Vec<(String, usize, DType)>,
+    inputs: Vec<(&'static str, usize, DType)>,
     outputs: Vec<u32>,
-    devices: Vec<String>,
+    devices: Vec<&'static str>,
     split_reduceop: i64,
 }
 
@@ -79,33 +80,39 @@ fn cache() -> &'static Mutex<Cache> {
     &CACHE
 }
 
-/// The key of `outputs` on `devices` (every node under them in `order`, sources first); `None`
-/// when caching is off.
-pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
-    if getenv("SCACHE", 1) == 0 || crate::viz::recording() {
-        return None;
-    }
-    // positions by serial, not by node: a clone per node was an atomic increment and decrement
-    let index: HashMap<u64, u32, BuildHasherDefault<FastHasher>> =
-        order.iter().enumerate().map(|(i, u)| (u.serial(), i as u32)).collect();
-    let (mut described, mut contiguous) = (vec![], 0i64);
-    let mut sources = Vec::with_capacity(2 * order.len());
-    // per node in `order`: whether it is a `NodeKey::Fixed`
-    let mut fixed = Vec::with_capacity(order.len());
-    let nodes = order
-        .iter()
-        .map(|u| {
+/// What building a key works in, kept between calls on a thread: a hit (every eager op) then
+/// allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    key: Key,
+    /// Each node's position in the walk, by serial.
+    index: HashMap<u64, u32, BuildHasherDefault<FastHasher>>,
+    /// Per node of the walk: whether it is a `NodeKey::Fixed`.
+    fixed: Vec<bool>,
+}
+
+impl Scratch {
+    /// Fill `key` with the key of `outputs` on `devices` (every node under them in `order`,
+    /// sources first).
+    fn build(&mut self, outputs: &[UOp], devices: &[&'static str], order: &[UOp]) {
+        self.clear();
+        let Scratch { key, index, fixed } = self;
+        // positions by serial, not by node: a clone per node was an atomic increment and decrement
+        index.extend(order.iter().enumerate().map(|(i, u)| (u.serial(), i as u32)));
+        let mut contiguous = 0i64;
+        for u in order {
             let is_fixed = !matches!(u.op(), Ops::Buffer | Ops::Contiguous)
                 && u.src().iter().all(|s| fixed[index[&s.serial()] as usize]);
             fixed.push(is_fixed);
             if is_fixed {
-                return NodeKey::Fixed(u.clone());
+                key.nodes.push(NodeKey::Fixed(u.clone()));
+                continue;
             }
             let arg = match (u.op(), u.arg()) {
                 (Ops::Buffer, Arg::Buffer(_)) => {
                     let b = u.device_buffer().expect("a BUFFER holds its buffer");
-                    described.push((b.device().to_string(), b.numel(), u.dtype()));
-                    Arg::Int(described.len() as i64 - 1)
+                    key.inputs.push((b.device(), b.numel(), u.dtype()));
+                    Arg::Int(key.inputs.len() as i64 - 1)
                 }
                 (Ops::Contiguous, Arg::Int(_)) => {
                     contiguous += 1;
@@ -113,28 +120,66 @@ pub fn key(outputs: &[UOp], devices: &[String], order: &[UOp]) -> Option<Key> {
                 }
                 (_, arg) => arg.clone(),
             };
-            sources.extend(u.src().iter().map(|s| index[&s.serial()]));
-            NodeKey::Normalized(u.op(), u.dtype(), arg, u.src().len() as u32)
-        })
-        .collect();
-    let key = Key {
-        nodes,
-        sources,
-        inputs: described,
-        outputs: outputs.iter().map(|o| index[&o.serial()]).collect(),
-        devices: devices.to_vec(),
-        split_reduceop: getenv("SPLIT_REDUCEOP", 1),
-    };
-    Some(key)
+            key.sources.extend(u.src().iter().map(|s| index[&s.serial()]));
+            key.nodes.push(NodeKey::Normalized(u.op(), u.dtype(), arg, u.src().len() as u32));
+        }
+        key.outputs.extend(outputs.iter().map(|o| index[&o.serial()]));
+        key.devices.extend_from_slice(devices);
+        key.split_reduceop = getenv("SPLIT_REDUCEOP", 1);
+    }
+    /// Empty (the key's nodes released: the scratch must not keep a graph alive), its room kept
+    /// unless a large graph's.
+    fn clear(&mut self) {
+        if self.index.capacity() > 1 << 12 {
+            *self = Scratch::default();
+            return;
+        }
+        let Key { nodes, sources, inputs, outputs, devices, .. } = &mut self.key;
+        nodes.clear();
+        sources.clear();
+        inputs.clear();
+        outputs.clear();
+        devices.clear();
+        self.index.clear();
+        self.fixed.clear();
+    }
 }
 
-/// The schedule cached for `key`.
-pub fn lookup(key: &Key) -> Option<Arc<Schedule>> {
-    let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
-    let found = cache.get(key).cloned();
-    let counter = if found.is_some() { &HITS } else { &MISSES };
-    counter.fetch_add(1, Ordering::Relaxed);
-    found
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// The schedule cached for `outputs` on `devices` (every node under them in `order`, sources
+/// first).
+pub fn lookup(outputs: &[UOp], devices: &[&'static str], order: &[UOp]) -> Option<Arc<Schedule>> {
+    if !enabled() {
+        return None;
+    }
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.build(outputs, devices, order);
+        let found = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&scratch.key).cloned();
+        scratch.clear();
+        let counter = if found.is_some() { &HITS } else { &MISSES };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    })
+}
+
+/// The key to remember the schedule of `outputs` on `devices` under (after a `lookup` missed);
+/// `None` when caching is off.
+pub fn key(outputs: &[UOp], devices: &[&'static str], order: &[UOp]) -> Option<Key> {
+    enabled().then(|| {
+        let mut scratch = Scratch::default();
+        scratch.build(outputs, devices, order);
+        scratch.key
+    })
+}
+
+/// Whether schedules are cached: `SCACHE=0` turns it off, and VIZ, which records the rewrites
+/// scheduling runs.
+fn enabled() -> bool {
+    getenv("SCACHE", 1) != 0 && !crate::viz::recording()
 }
 
 /// Remember `schedule`, computed for `key`.

@@ -26,26 +26,26 @@ use crate::uop::{graph_rewrite, Arg, Ops, Target, TensorGraph, UOp};
 /// (`uop/spec.rs`), a malformed tensor graph is the error.
 pub fn create_schedule(
     outputs: &[UOp],
-    devices: &[String],
+    devices: &[&'static str],
     order: &[UOp],
     runtime: Devices,
 ) -> Result<(Arc<Schedule>, Vec<UOp>)> {
-    let start = Instant::now();
+    // timed for the DEBUG line only, not on every eager op
+    let start = (debug() >= 1).then(Instant::now);
     let inputs: Vec<UOp> = order.iter().filter(|u| u.op() == Ops::Buffer).cloned().collect();
-    let key = super::cache::key(outputs, devices, order);
-    let cached = key.as_ref().and_then(super::cache::lookup);
+    let cached = super::cache::lookup(outputs, devices, order);
     let hit = cached.is_some();
     let schedule = match cached {
         Some(cached) => cached,
         None => {
             let schedule = Arc::new(schedule_graph(outputs, devices, runtime, &inputs)?);
-            if let Some(k) = key {
+            if let Some(k) = super::cache::key(outputs, devices, order) {
                 super::cache::insert(k, schedule.clone());
             }
             schedule
         }
     };
-    if debug() >= 1 {
+    if let Some(start) = start {
         let kernels = schedule.steps.iter().filter(|s| matches!(s, ScheduleStep::Kernel { .. })).count();
         eprintln!(
             "scheduled {kernels} kernels and {} copies in {:.2} ms (schedule cache {})",
@@ -68,7 +68,7 @@ pub struct Devices {
 /// What the schedule's steps read and decide.
 pub struct Scheduling {
     /// The device of each output (the SINK's sources), in order, and where the rest are.
-    devices: Vec<String>,
+    devices: Vec<&'static str>,
     runtime: Devices,
     /// Each device's target, as asked so far.
     targets: HashMap<String, Option<Target>>,
@@ -86,8 +86,8 @@ pub struct Scheduling {
 
 /// The device node `u` is computed on: an output's own (`devices` are the `outputs`'), else
 /// where its sources put it, else `default`.
-fn device_of(devices: &[String], default: fn() -> String, outputs: &[UOp], u: &UOp) -> String {
-    let output = outputs.iter().position(|o| o == u).map(|i| devices[i].clone());
+fn device_of(devices: &[&str], default: fn() -> String, outputs: &[UOp], u: &UOp) -> String {
+    let output = outputs.iter().position(|o| o == u).map(|i| devices[i].to_string());
     output.or_else(|| graph_device(u)).unwrap_or_else(default)
 }
 
@@ -205,7 +205,7 @@ fn rangeify(sink: &UOp, s: &mut Scheduling) -> Result<UOp> {
 
 /// The schedule of `outputs` on `devices` over a graph whose input BUFFERs are `inputs`,
 /// computed (`create_schedule` without the cache).
-fn schedule_graph(outputs: &[UOp], devices: &[String], runtime: Devices, inputs: &[UOp]) -> Result<Schedule> {
+fn schedule_graph(outputs: &[UOp], devices: &[&'static str], runtime: Devices, inputs: &[UOp]) -> Result<Schedule> {
     let _viz = crate::uop::track::group(|| "schedule".into());
     let mut s = Scheduling {
         devices: devices.to_vec(),

@@ -3,6 +3,7 @@
 //! Everything here is composed from the ALU primitives (tinygrad's definitions, with a few forms
 //! chosen for accuracy or for a finite gradient at the edges, noted where they differ).
 
+use std::cell::RefCell;
 use std::f64::consts::LN_2;
 
 use super::Tensor;
@@ -157,9 +158,35 @@ impl Tensor {
         self.lift(u)
     }
     /// The node of `const_tensor(s, dtype)` broadcast to this tensor's shape (no tensor made).
+    /// The last few made are kept on the thread: `relu` asks for the same zero on every eager op,
+    /// and building its four nodes again (each found in the intern table) cost more than the
+    /// lookup here.
     fn broadcast_const(&self, s: Scalar, dtype: DType) -> UOp {
+        thread_local! {
+            static RECENT: RefCell<Vec<(ConstValue, &'static str, UOp)>> = const { RefCell::new(Vec::new()) };
+        }
+        const KEPT: usize = 8;
+        let (value, device) = (s.value(), self.device());
+        let wanted = |(v, d, u): &&(ConstValue, &'static str, UOp)| {
+            *v == value && *d == device && u.dtype() == dtype && self.with_uop(|x| x.shape() == u.shape())
+        };
+        if let Some(found) = RECENT.with(|r| r.borrow().iter().find(wanted).map(|(_, _, u)| u.clone())) {
+            return found;
+        }
+        let made = self.make_broadcast_const(value, dtype, device);
+        RECENT.with(|r| {
+            let mut recent = r.borrow_mut();
+            if recent.len() == KEPT {
+                recent.remove(0);
+            }
+            recent.push((value, device, made.clone()));
+        });
+        made
+    }
+    /// `broadcast_const`'s nodes, built.
+    fn make_broadcast_const(&self, value: ConstValue, dtype: DType, device: &str) -> UOp {
         let shape = self.shape();
-        let c = super::device_const(dtype, s.value(), self.device());
+        let c = super::device_const(dtype, value, device);
         let ones = UOp::new(Ops::Reshape, dtype, vec![c], Arg::Shape(vec![1; shape.len()]));
         match shape.iter().all(|&d| d == 1) {
             true => ones,

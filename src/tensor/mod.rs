@@ -240,14 +240,14 @@ impl Tensor {
         };
         // what the scheduler computes: each output, or each shard of an output on several
         // devices, with its device
-        let mut devices: Vec<(UOp, String)> = vec![];
+        let mut devices: Vec<(UOp, &'static str)> = vec![];
         for (o, t) in lowered.iter().zip(tensors) {
             match o.op() {
-                Ops::Multi => devices.extend(o.src().iter().cloned().zip(t.devices())),
-                _ => devices.push((o.clone(), t.device().to_string())),
+                Ops::Multi => devices.extend(o.src().iter().cloned().zip(crate::runtime::device_list(t.device()))),
+                _ => devices.push((o.clone(), t.device())),
             }
         }
-        let (outputs, devices): (Vec<UOp>, Vec<String>) = devices.into_iter().unzip();
+        let (outputs, devices): (Vec<UOp>, Vec<&'static str>) = devices.into_iter().unzip();
         // the walk of `bound` serves unless unbinding or lowering changed the graph
         let walked = (outputs != bound).then(|| UOp::toposort_all(&outputs));
         let runtime =
@@ -363,8 +363,13 @@ impl Tensor {
         let mut live: Vec<(Arc<TensorInner>, UOp)> = vec![];
         live_tensors().lock().unwrap_or_else(|e| e.into_inner()).retain(|w| {
             let Some(t) = w.upgrade() else { return false };
-            let u = t.uop.read().unwrap_or_else(|e| e.into_inner()).clone();
-            if young(&u) {
+            // read in place: most live tensors are older than what was realized (weights, inputs),
+            // and a clone of each was an atomic increment and decrement per tensor per realize
+            let u = {
+                let u = t.uop.read().unwrap_or_else(|e| e.into_inner());
+                young(&u).then(|| u.clone())
+            };
+            if let Some(u) = u {
                 match map.get(&u) {
                     Some(realized) => t.replace_uop(&u, realized.clone()),
                     None => live.push((t, u)),

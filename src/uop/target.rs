@@ -56,8 +56,9 @@ pub enum Language {
 /// A device as codegen, the opts, the heuristics and BEAM see it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
-    /// The device family (`CPU`, `CL`, `INTERP`).
-    pub name: String,
+    /// The device family (`CPU`, `CL`, `INTERP`): static, as every kernel launch builds its
+    /// device's target.
+    pub name: &'static str,
     pub language: Language,
     /// The widest vector codegen builds, in bytes (values of at most this many bytes are one
     /// vector; 0: scalar code only).

@@ -229,7 +229,7 @@ pub trait DeviceBuffer: Identified + Any + Send + Sync {
     /// Number of elements.
     fn numel(&self) -> usize;
     /// The device it is on.
-    fn device(&self) -> &str;
+    fn device(&self) -> &'static str;
 }
 
 impl UOp {
@@ -544,14 +544,43 @@ impl UOp {
     }
 }
 
+/// What a walk marks and stacks, kept between walks on a thread: a small walk (every eager op
+/// makes several) then allocates only its result.
+#[derive(Default)]
+struct Walk {
+    seen: HashSet<*const Node, BuildHasherDefault<FastHasher>>,
+    stack: Vec<(UOp, bool)>,
+}
+
+thread_local! {
+    static WALK: RefCell<Walk> = RefCell::new(Walk::default());
+}
+
 /// The nodes reachable from `roots` (each also depending on `more(node)`), sources before users.
 /// Nodes are marked seen by address and moved, not cloned, from the stack into the order: each
 /// clone is an atomic increment and its drop a decrement, which were most of a small walk's time.
 fn toposort_from(roots: &[UOp], more: impl Fn(&UOp) -> Option<UOp>) -> Vec<UOp> {
-    let mut seen: HashSet<*const Node, BuildHasherDefault<FastHasher>> =
-        HashSet::with_capacity_and_hasher(SMALL_GRAPH, Default::default());
+    WALK.with(|walk| match walk.try_borrow_mut() {
+        Ok(mut walk) => {
+            // emptied before (a panic in `more` may have left it full) and after (a large walk's
+            // room is not kept)
+            walk.seen.clear();
+            walk.stack.clear();
+            let order = walk_from(&mut walk, roots, &more);
+            match walk.seen.capacity() > 1 << 12 {
+                true => *walk = Walk::default(),
+                false => walk.seen.clear(),
+            }
+            order
+        }
+        // a walk inside `more` of another: room of its own
+        Err(_) => walk_from(&mut Walk::default(), roots, &more),
+    })
+}
+
+fn walk_from(walk: &mut Walk, roots: &[UOp], more: &impl Fn(&UOp) -> Option<UOp>) -> Vec<UOp> {
+    let Walk { seen, stack } = walk;
     let mut order = Vec::with_capacity(SMALL_GRAPH);
-    let mut stack = Vec::with_capacity(SMALL_GRAPH);
     stack.extend(roots.iter().rev().map(|r| (r.clone(), false)));
     while let Some((u, expanded)) = stack.pop() {
         if expanded {
@@ -646,20 +675,21 @@ impl Drop for Node {
         if src.is_empty() {
             return;
         }
+        // the sources move into the queue (a clone there and a drop here were two more atomic
+        // operations per edge); the first node dropped lends its sources' vector as the queue
         let draining = DROP_QUEUE.with(|q| {
             let mut q = q.borrow_mut();
             match q.as_mut() {
                 Some(queue) => {
-                    queue.extend(src.iter().cloned());
+                    queue.extend(src);
                     true
                 }
                 None => {
-                    *q = Some(vec![]);
+                    *q = Some(src);
                     false
                 }
             }
         });
-        drop(src);
         if draining {
             return;
         }
@@ -711,6 +741,32 @@ mod tests {
         drop(v);
         let m = shard(k).lock().unwrap();
         assert!(m.get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none())));
+    }
+
+    #[test]
+    fn sources_dropped_through_the_queue_are_freed() {
+        let leaf = UOp::const_int(DType::INT64, 123_456_789_987);
+        let k = leaf.key();
+        let top = leaf.alu(Ops::Neg, &[]).alu(Ops::Add, &[&leaf]);
+        drop(leaf);
+        drop(top);
+        let m = shard(k).lock().unwrap();
+        assert!(m.get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none())));
+    }
+
+    #[test]
+    fn a_walk_sees_every_node_after_one_that_panicked_and_inside_another() {
+        let a = UOp::const_int(DType::INT64, 424_242);
+        let b = a.alu(Ops::Neg, &[]);
+        let c = b.alu(Ops::Add, &[&a]);
+        let stop_at_neg = |u: &UOp| if u.op() == Ops::Neg { panic!("a walk stopped halfway") } else { None };
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.toposort_with(stop_at_neg))).is_err());
+        assert_eq!(c.toposort(), [a.clone(), b.clone(), c.clone()]);
+        let nested = c.toposort_with(|u| {
+            assert_eq!(u.toposort().last(), Some(u));
+            None
+        });
+        assert_eq!(nested, [a, b, c]);
     }
 
     #[test]
