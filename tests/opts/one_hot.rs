@@ -72,7 +72,7 @@ fn a_one_hot_sum_tests_its_condition_once_per_token_and_adds_only_the_selected_r
         let loads: Vec<usize> = src.match_indices("__builtin_memcpy(&val").map(|m| m.0).collect();
         assert_eq!(loads.len(), dim / 16, "{src}");
         assert!(loads.iter().all(|&l| l > gate), "the loads run where the test holds: {src}");
-        for device in ["CPU", "INTERP"] {
+        for device in ["CPU", "CL", "INTERP"] {
             let _dev = DefaultDevice::scoped(device);
             let got = one_hot_sum(&ids.to(device), &x.to(device), vocab, negated).to_vec::<f32>();
             assert_index_add(&format!("{device}, negated {negated}"), &got, &ids, &x, vocab);
@@ -87,7 +87,7 @@ fn embedding_gradients_add_each_token_into_its_row_at_any_width() {
     // 64 columns take whole vectors, 40 two and a half, 5 none; 1024 rows are the model's
     for (vocab, dim, picked) in [(48, 64, 40), (30, 40, 30), (7, 5, 6), (1024, 32, 1000)] {
         let (ids, upstream) = tokens(64, picked, dim);
-        for device in ["CPU", "INTERP"] {
+        for device in ["CPU", "CL", "INTERP"] {
             let _dev = DefaultDevice::scoped(device);
             let table = lazygrad::nn::layers::Embedding { weight: Tensor::zeros(&[vocab, dim]).realize() };
             assert_eq!(table.weight.device(), device);
