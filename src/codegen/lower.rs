@@ -183,13 +183,29 @@ fn is_equality(c: &UOp) -> bool {
 /// are (as tinygrad writes them; a select rather than a multiply, so that a NaN in one row does
 /// not spread to the others, as with PyTorch's index_add). Its condition, whether `x` is selected
 /// where the condition fails (`where(c, 0, x)`), and `x`.
-pub fn one_hot_selection(t: &UOp) -> Option<(&UOp, bool, &UOp)> {
+fn one_hot_selection(t: &UOp) -> Option<(&UOp, bool, &UOp)> {
     let [c, a, b] = t.src() else { return None };
     match (t.op() == Ops::Where && is_equality(c), is_zero(b), is_zero(a)) {
         (true, true, _) => Some((c, false, a)),
         (true, false, true) => Some((c, true, b)),
         _ => None,
     }
+}
+
+/// Whether equality `c` holds where its operands are equal (`a == b`, `!(a != b)`) rather than
+/// where they differ.
+fn holds_where_equal(c: &UOp) -> bool {
+    match c.op() {
+        Ops::Vectorize => holds_where_equal(&c.src()[0]),
+        Ops::Neg => !holds_where_equal(&c.src()[0]),
+        op => op == Ops::CmpEq,
+    }
+}
+
+/// A `one_hot_selection` that selects `x` where the equality's operands are equal (one step of
+/// the many, as a token's row), not where they differ (all steps but one).
+pub fn sparse_selection(t: &UOp) -> Option<(&UOp, bool, &UOp)> {
+    one_hot_selection(t).filter(|(c, negated, _)| holds_where_equal(c) != *negated)
 }
 
 /// Whether a sum's term is a product: a multiply (-add, tensor cores' too), or a
@@ -246,7 +262,7 @@ fn widen_plain_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
     })
 }
 
-/// A sum of a `one_hot_selection` whose condition is the same in all its lanes: the selected
+/// A sum of a `sparse_selection` whose condition is the same in all its lanes: the selected
 /// value and the loop it is summed in, the innermost of the sum, of one iteration where the
 /// condition holds and none where it fails, with every load of the value inside it. The condition
 /// is tested once per step and the loads and adds of its lanes skipped where it fails (an
@@ -254,7 +270,7 @@ fn widen_plain_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
 /// every token for every row were its whole time). Exact: a skipped term is a zero, and a sum
 /// from +0 is never -0, the one value adding +0 changes.
 fn gated_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<(UOp, UOp)> {
-    let (cond, negated, x) = one_hot_selection(&red.src()[0]).filter(|_| red.arg() == &Arg::Reduce(Ops::Add))?;
+    let (cond, negated, x) = sparse_selection(&red.src()[0]).filter(|_| red.arg() == &Arg::Reduce(Ops::Add))?;
     let lane = match cond.op() {
         Ops::Vectorize => &cond.src()[0],
         _ => cond,

@@ -4,26 +4,40 @@
 
 use super::*;
 
-/// `out[v, e] = sum_t where(ids[t] == v, x[t, e], 0)` over `vocab` rows, or with the condition
-/// written negated, `where(ids[t] != v, 0, x[t, e])`.
-fn one_hot_sum(ids: &Tensor, x: &Tensor, vocab: usize, negated: bool) -> Tensor {
+/// How a one-hot sum selects `x[t]` for row `v`.
+#[derive(Clone, Copy, Debug)]
+enum Select {
+    /// `where(ids[t] == v, x[t], 0)`
+    Equal,
+    /// `where(ids[t] != v, 0, x[t])`: the same, negated
+    NotDifferent,
+    /// `where(ids[t] != v, x[t], 0)`: every token but the row's own
+    Different,
+}
+
+/// `out[v, e] = sum_t select(ids[t], v, x[t, e])` over `vocab` rows.
+fn one_hot_sum(ids: &Tensor, x: &Tensor, vocab: usize, select: Select) -> Tensor {
     let (tokens, dim) = (x.shape()[0], x.shape()[1]);
     let rows = Tensor::arange(vocab).reshape(&[vocab, 1, 1]);
     let ids = ids.reshape(&[1, tokens, 1]);
     let (x, zeros) = (x.reshape(&[1, tokens, dim]), Tensor::zeros(&[1, tokens, dim]));
-    let selected = match negated {
-        false => ids.eq(&rows).where_(&x, &zeros),
-        true => ids.ne(&rows).where_(&zeros, &x),
+    let selected = match select {
+        Select::Equal => ids.eq(&rows).where_(&x, &zeros),
+        Select::NotDifferent => ids.ne(&rows).where_(&zeros, &x),
+        Select::Different => ids.ne(&rows).where_(&x, &zeros),
     };
     selected.sum(1, false)
 }
 
-/// PyTorch's `index_add` in float64: each token's row of `x` added into row `ids[t]`.
-fn index_add(ids: &[i32], x: &[f32], vocab: usize, dim: usize) -> Vec<f64> {
+/// In float64: each token's row of `x` added into row `ids[t]` (PyTorch's `index_add`), or with
+/// `into_others`, into every row but that one.
+fn index_add(ids: &[i32], x: &[f32], vocab: usize, dim: usize, into_others: bool) -> Vec<f64> {
     let mut out = vec![0.0f64; vocab * dim];
-    for (t, &v) in ids.iter().enumerate() {
-        for e in 0..dim {
-            out[v as usize * dim + e] += x[t * dim + e] as f64;
+    for (t, &id) in ids.iter().enumerate() {
+        for v in (0..vocab).filter(|v| (*v == id as usize) != into_others) {
+            for e in 0..dim {
+                out[v * dim + e] += x[t * dim + e] as f64;
+            }
         }
     }
     out
@@ -39,8 +53,8 @@ fn tokens(tokens: usize, picked: i64, dim: usize) -> (Tensor, Tensor) {
     (ids, Tensor::from_vec(x, &[tokens, dim]).realize())
 }
 
-fn assert_index_add(what: &str, got: &[f32], ids: &Tensor, x: &Tensor, vocab: usize) {
-    let want = index_add(&ids.to_vec::<i32>(), &x.to_vec::<f32>(), vocab, x.shape()[1]);
+fn assert_index_add(what: &str, got: &[f32], ids: &Tensor, x: &Tensor, vocab: usize, into_others: bool) {
+    let want = index_add(&ids.to_vec::<i32>(), &x.to_vec::<f32>(), vocab, x.shape()[1], into_others);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         let same = (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()) || (g.is_nan() && w.is_nan()) || *g as f64 == *w;
         assert!(same, "{what}: [{i}] = {g}, want {w}");
@@ -53,29 +67,36 @@ fn a_one_hot_sum_tests_its_condition_once_per_token_and_adds_only_the_selected_r
     Tensor::manual_seed(21);
     let (vocab, dim) = (48, 64);
     let (ids, x) = tokens(96, 40, dim);
-    for negated in [false, true] {
-        let sum = one_hot_sum(&ids, &x, vocab, negated);
+    for select in [Select::Equal, Select::NotDifferent, Select::Different] {
+        let sum = one_hot_sum(&ids, &x, vocab, select);
         let ast = lazygrad::codegen::optimizable(&kernel_asts(&sum).remove(0)).unwrap();
-        // the 64 selected lanes (4 vectors) share each token's test: no lanes along the rows and
-        // no unrolled tokens, whose tests differ
         let opts = hand_coded_optimizations(&ast, &cpu(2));
-        assert!(!opts.iter().any(|o| matches!(o, Opt::Unroll { .. })), "{opts:?}");
-        let lanes: usize =
-            opts.iter().map(|o| if let Opt::Upcast { range: 1, amount } = o { *amount } else { 1 }).product();
-        assert_eq!(lanes, dim, "{opts:?}");
-        // the test opens a loop of one step where it holds and none where it fails, and the
-        // selected rows' loads and adds sit inside it: nothing is selected lane by lane
         let program = lazygrad::codegen::get_program(&ast, &CRenderer).unwrap().src;
         let src = &program[program.find("static void r_").expect("the kernel")..];
-        let gate = src.find("< ((long long)(").unwrap_or_else(|| panic!("no gated loop: {src}"));
-        assert!(!src.contains("lg_where"), "{src}");
-        let loads: Vec<usize> = src.match_indices("__builtin_memcpy(&val").map(|m| m.0).collect();
-        assert_eq!(loads.len(), dim / 16, "{src}");
-        assert!(loads.iter().all(|&l| l > gate), "the loads run where the test holds: {src}");
+        let gate = src.find("< ((long long)(");
+        let into_others = matches!(select, Select::Different);
+        if into_others {
+            // nearly every token is selected: a test per step would only add to the work
+            assert!(gate.is_none(), "{select:?}: {src}");
+        } else {
+            // the 64 selected lanes (4 vectors) share each token's test: no lanes along the rows
+            // and no unrolled tokens, whose tests differ
+            assert!(!opts.iter().any(|o| matches!(o, Opt::Unroll { .. })), "{opts:?}");
+            let lanes: usize =
+                opts.iter().map(|o| if let Opt::Upcast { range: 1, amount } = o { *amount } else { 1 }).product();
+            assert_eq!(lanes, dim, "{opts:?}");
+            // the test opens a loop of one step where it holds and none where it fails, and the
+            // selected rows' loads and adds sit inside it: nothing is selected lane by lane
+            let gate = gate.unwrap_or_else(|| panic!("{select:?}: no gated loop: {src}"));
+            assert!(!src.contains("lg_where"), "{src}");
+            let loads: Vec<usize> = src.match_indices("__builtin_memcpy(&val").map(|m| m.0).collect();
+            assert_eq!(loads.len(), dim / 16, "{src}");
+            assert!(loads.iter().all(|&l| l > gate), "the loads run where the test holds: {src}");
+        }
         for device in ["CPU", "CL", "INTERP"] {
             let _dev = DefaultDevice::scoped(device);
-            let got = one_hot_sum(&ids.to(device), &x.to(device), vocab, negated).to_vec::<f32>();
-            assert_index_add(&format!("{device}, negated {negated}"), &got, &ids, &x, vocab);
+            let got = one_hot_sum(&ids.to(device), &x.to(device), vocab, select).to_vec::<f32>();
+            assert_index_add(&format!("{device}, {select:?}"), &got, &ids, &x, vocab, into_others);
         }
     }
 }
@@ -94,7 +115,7 @@ fn embedding_gradients_add_each_token_into_its_row_at_any_width() {
             let looked_up = table.forward(&ids.to(device).reshape(&[1, 64]));
             let loss = (looked_up * upstream.to(device).reshape(&[1, 64, dim])).sum(None, false);
             let got = loss.gradient(&[&table.weight])[0].to_vec::<f32>();
-            assert_index_add(&format!("{device}: {vocab} rows of {dim}"), &got, &ids, &upstream, vocab);
+            assert_index_add(&format!("{device}: {vocab} rows of {dim}"), &got, &ids, &upstream, vocab, false);
         }
     }
 }

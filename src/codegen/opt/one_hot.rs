@@ -1,12 +1,12 @@
 //! Register tiles for one-hot sums, `sum_t where(a == b, x, 0)`: an embedding's gradient, a gather
-//! written as a one-hot reduction. Their lowering (`lower.rs`, `gated_sum`) tests the condition
-//! once per step and loads and adds the selected value only where it holds, when every lane of
-//! the sum shares the condition.
+//! written as a one-hot reduction (not `where(a != b, x, 0)`, which selects nearly every step).
+//! Their lowering (`lower.rs`, `gated_sum`) tests the condition once per step and loads and adds
+//! the selected value only where it holds, when every lane of the sum shares the condition.
 
 use std::collections::HashSet;
 
 use super::{kernel_ranges, Opt};
-use crate::codegen::lower::one_hot_selection;
+use crate::codegen::lower::sparse_selection;
 use crate::uop::{Arg, AxisKind, Ops, UOp};
 
 /// The loop ids `u` depends on.
@@ -18,7 +18,7 @@ fn range_ids(u: &UOp) -> HashSet<usize> {
     ids.collect()
 }
 
-/// The opts of a kernel whose one reduce is a sum of a `one_hot_selection` whose condition
+/// The opts of a kernel whose one reduce is a sum of a `sparse_selection` whose condition
 /// changes along the sum: lanes of the innermost output loop that the selected value depends on
 /// and the condition does not, whole vectors of `vl` lanes, as many as `max_accumulators` hold
 /// (a 256-wide embedding's row: 16 AVX-512 vectors per tested token). The loops the condition
@@ -27,7 +27,7 @@ fn range_ids(u: &UOp) -> HashSet<usize> {
 pub(super) fn one_hot_tile(ast: &UOp, vl: usize, max_accumulators: usize) -> Option<Vec<Opt>> {
     let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
     let [red] = &reduces[..] else { return None };
-    let (cond, _, x) = one_hot_selection(&red.src()[0]).filter(|_| red.arg() == &Arg::Reduce(Ops::Add))?;
+    let (cond, _, x) = sparse_selection(&red.src()[0]).filter(|_| red.arg() == &Arg::Reduce(Ops::Add))?;
     let (tested, selected) = (range_ids(cond), range_ids(x));
     if range_ids(&UOp::sink(red.src()[1..].to_vec())).is_disjoint(&tested) {
         return None;
