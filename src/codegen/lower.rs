@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::vectorize::{broadcast, gep};
 use crate::dtype::DType;
 use crate::rule;
-use crate::uop::{Arg, ConstValue, Ops, PatternMatcher, UOp, UPat};
+use crate::uop::uop::UOpMap;
+use crate::uop::{substitute, Arg, AxisKind, ConstValue, Ops, PatternMatcher, UOp, UPat};
 
 /// Open RANGEs by id: ids grow from outer to inner loops, so the last entry is the innermost.
 pub type Ranges = BTreeMap<usize, UOp>;
@@ -29,13 +30,23 @@ pub struct LowerCtx {
     shared_outer: HashMap<UOp, Ranges>,
     /// float64 lanes in one of the target's vectors (0: the target has no float64).
     f64_lanes: usize,
+    /// The loop of each `gated_sum`'s condition (one per condition, shared by the sums it gates).
+    gates: HashMap<UOp, UOp>,
+    /// An id no loop of the kernel has yet.
+    next_range: usize,
 }
 
 impl LowerCtx {
     /// The context for lowering `ast` on `target`.
     pub fn new(ast: &UOp, target: &crate::uop::Target) -> LowerCtx {
-        let mut ctx = LowerCtx { f64_lanes: f64_lanes(target), ..LowerCtx::default() };
-        let reduces: Vec<UOp> = ast.toposort().into_iter().filter(|u| u.op() == Ops::Reduce).collect();
+        let nodes = ast.toposort();
+        let ids = nodes.iter().filter_map(|u| match (u.op(), u.arg()) {
+            (Ops::Range, Arg::Range(id, _)) => Some(id + 1),
+            _ => None,
+        });
+        let mut ctx =
+            LowerCtx { f64_lanes: f64_lanes(target), next_range: ids.max().unwrap_or(0), ..LowerCtx::default() };
+        let reduces: Vec<UOp> = nodes.into_iter().filter(|u| u.op() == Ops::Reduce).collect();
         let opens: Vec<Ranges> = reduces.iter().map(|r| open_ranges(r, &mut ctx.ranges)).collect();
         loop {
             let mut changed = false;
@@ -167,17 +178,40 @@ fn is_equality(c: &UOp) -> bool {
     }
 }
 
-/// Whether a sum's term is a product: a multiply (-add, tensor cores' too), or a one-hot
-/// selection `where(a == b, x, 0)` (either branch zero, the condition an equality, negated or
-/// not), the product with a one-hot mask that an embedding's lookup and its gradient are (as
-/// tinygrad writes them; a select rather than a multiply, so that a NaN in one row does not
-/// spread to the others, as with PyTorch's index_add).
-fn product_term(t: &UOp) -> bool {
-    match t.op() {
-        Ops::Mul | Ops::MulAcc | Ops::Wmma => true,
-        Ops::Where => is_equality(&t.src()[0]) && (is_zero(&t.src()[1]) || is_zero(&t.src()[2])),
-        _ => false,
+/// A one-hot selection `where(a == b, x, 0)` (either branch zero, the condition an equality,
+/// negated or not): the product with a one-hot mask that an embedding's lookup and its gradient
+/// are (as tinygrad writes them; a select rather than a multiply, so that a NaN in one row does
+/// not spread to the others, as with PyTorch's index_add). Its condition, whether `x` is selected
+/// where the condition fails (`where(c, 0, x)`), and `x`.
+fn one_hot_selection(t: &UOp) -> Option<(&UOp, bool, &UOp)> {
+    let [c, a, b] = t.src() else { return None };
+    match (t.op() == Ops::Where && is_equality(c), is_zero(b), is_zero(a)) {
+        (true, true, _) => Some((c, false, a)),
+        (true, false, true) => Some((c, true, b)),
+        _ => None,
     }
+}
+
+/// Whether equality `c` holds where its operands are equal (`a == b`, `!(a != b)`) rather than
+/// where they differ.
+fn holds_where_equal(c: &UOp) -> bool {
+    match c.op() {
+        Ops::Vectorize => holds_where_equal(&c.src()[0]),
+        Ops::Neg => !holds_where_equal(&c.src()[0]),
+        op => op == Ops::CmpEq,
+    }
+}
+
+/// A `one_hot_selection` that selects `x` where the equality's operands are equal (one step of
+/// the many, as a token's row), not where they differ (all steps but one).
+pub fn sparse_selection(t: &UOp) -> Option<(&UOp, bool, &UOp)> {
+    one_hot_selection(t).filter(|(c, negated, _)| holds_where_equal(c) != *negated)
+}
+
+/// Whether a sum's term is a product: a multiply (-add, tensor cores' too), or a
+/// `one_hot_selection`.
+fn product_term(t: &UOp) -> bool {
+    matches!(t.op(), Ops::Mul | Ops::MulAcc | Ops::Wmma) || one_hot_selection(t).is_some()
 }
 
 /// Whether `red` is a float32 sum of anything but products, which accumulates in float64 on a
@@ -228,6 +262,39 @@ fn widen_plain_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
     })
 }
 
+/// A sum of a `sparse_selection` whose condition is the same in all its lanes: the selected
+/// value and the loop it is summed in, the innermost of the sum, of one iteration where the
+/// condition holds and none where it fails, with every load of the value inside it. The condition
+/// is tested once per step and the loads and adds of its lanes skipped where it fails (an
+/// embedding's gradient: of 1024 tokens one selects a row; the compares, selects and adds of
+/// every token for every row were its whole time). Exact: a skipped term is a zero, and a sum
+/// from +0 is never -0, the one value adding +0 changes.
+fn gated_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<(UOp, UOp)> {
+    let (cond, negated, x) = sparse_selection(&red.src()[0]).filter(|_| red.arg() == &Arg::Reduce(Ops::Add))?;
+    let lane = match cond.op() {
+        Ops::Vectorize => &cond.src()[0],
+        _ => cond,
+    };
+    let uniform = cond.dtype().count == 1 || (cond.op() == Ops::Vectorize && cond.src().iter().all(|l| l == lane));
+    if !uniform || x.toposort().iter().any(|u| matches!(u.op(), Ops::Reduce | Ops::DefineReg)) {
+        return None;
+    }
+    let holds = if negated { lane.alu(Ops::Neg, &[]) } else { lane.clone() };
+    let next = &mut ctx.next_range;
+    let gate = ctx.gates.entry(holds.clone()).or_insert_with(|| {
+        *next += 1;
+        UOp::new(Ops::Range, DType::INDEX, vec![holds.cast(DType::INDEX)], Arg::Range(*next - 1, AxisKind::Reduce))
+    });
+    let reads = x.toposort().into_iter().filter(|u| u.op() == Ops::Index && u.src()[0].op() == Ops::Param);
+    let inside_gate = |index: UOp| {
+        let mut src = index.src().to_vec();
+        src[0] = UOp::new(Ops::After, src[0].dtype(), vec![src[0].clone(), gate.clone()], Arg::None);
+        (index.clone(), index.replace_src(src))
+    };
+    let mut inside: UOpMap<UOp> = reads.map(inside_gate).collect();
+    Some((substitute(x, &mut inside, "gated loads"), gate.clone()))
+}
+
 /// A REDUCE: its accumulator (DEFINE_REG, reset inside every loop the result depends on), the
 /// update inside its loops (ASSIGN) and the read after them (AFTER).
 fn to_accumulator(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
@@ -240,10 +307,13 @@ fn to_accumulator(red: &UOp, ctx: &mut LowerCtx) -> Option<UOp> {
     acc_src.extend(outer.into_values());
     let acc = UOp::new(Ops::DefineReg, red.dtype(), acc_src, Arg::Int(ctx.accs));
     ctx.accs += 1;
-    let loops = &red.src()[1..];
-    let current = UOp::new(Ops::After, red.dtype(), [std::slice::from_ref(&acc), loops].concat(), Arg::None);
-    let updated = accumulate(&current, *op, &red.src()[0]);
-    let update = UOp::new(Ops::Assign, red.dtype(), [&[acc.clone(), updated], loops].concat(), Arg::None);
+    let (val, loops) = match gated_sum(red, ctx) {
+        Some((x, gate)) => (x, [&red.src()[1..], &[gate]].concat()),
+        None => (red.src()[0].clone(), red.src()[1..].to_vec()),
+    };
+    let current = UOp::new(Ops::After, red.dtype(), [std::slice::from_ref(&acc), &loops].concat(), Arg::None);
+    let updated = accumulate(&current, *op, &val);
+    let update = UOp::new(Ops::Assign, red.dtype(), [&[acc.clone(), updated], &loops[..]].concat(), Arg::None);
     Some(UOp::new(Ops::After, red.dtype(), vec![acc, update], Arg::None))
 }
 

@@ -182,7 +182,14 @@ pub fn hand_coded_optimizations(ast: &UOp, target: &Target) -> Vec<Opt> {
         let walked = walked_loop_innermost(ast, id, &opts);
         opts.extend(walked);
     }
-    if !reduce_ids.is_empty() {
+    if let Some(tile) = super::one_hot::one_hot_tile(ast, vl, max_accumulators) {
+        for opt in &tile {
+            if let Opt::Upcast { range, amount } = opt {
+                *upcast.entry(*range).or_insert(1) *= amount;
+            }
+        }
+        opts.extend(tile);
+    } else if !reduce_ids.is_empty() {
         // loads inside the reduce loop; upcasting an output axis a load does not depend on lets
         // all its lanes share that load
         let loads: Vec<HashSet<usize>> = load_ranges(ast).into_iter().filter(|l| !l.is_disjoint(&reduce_ids)).collect();

@@ -10,6 +10,7 @@
 //! INTERP emulates one), as in tinygrad, whose CPU backend rejects them too.
 
 pub mod heuristic;
+mod one_hot;
 pub mod search;
 pub mod tensor_core;
 
