@@ -7,6 +7,7 @@ pub mod fold;
 pub mod gpudims;
 pub mod linearize;
 pub mod lower;
+pub mod narrow;
 pub mod opt;
 pub mod replay;
 pub mod transcendental;
@@ -98,6 +99,7 @@ pub static LOWER: Pipeline<Lowering, KernelStage> = Pipeline {
     steps: &[
         Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),
         Step::analysis("plan launch", plan_launch),
+        Step::walk("narrow gated reduces", |ast, _| Ok(narrow::narrow_reduces(ast))),
         Step::rules("transcendental", |ast, c, pass| {
             graph_rewrite(ast, transcendental::pm_transcendental(), &mut c.supported, pass, false)
         }),
