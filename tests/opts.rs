@@ -1,6 +1,8 @@
 //! Kernel optimizations: the heuristics register-tile reduces, and every optimized kernel computes
 //! what the unoptimized one does (up to float reassociation), on CPU and INTERP.
 
+#[path = "opts/narrow.rs"]
+mod narrow;
 #[path = "opts/one_hot.rs"]
 mod one_hot;
 #[path = "opts/padded.rs"]

@@ -7,6 +7,7 @@ pub mod fold;
 pub mod gpudims;
 pub mod linearize;
 pub mod lower;
+pub mod narrow;
 pub mod opt;
 pub mod replay;
 pub mod transcendental;
@@ -98,6 +99,7 @@ pub static LOWER: Pipeline<Lowering, KernelStage> = Pipeline {
     steps: &[
         Step::walk("apply opts", |ast, c| Ok(opt::apply_opts(ast, &c.opts))),
         Step::analysis("plan launch", plan_launch),
+        Step::walk("narrow gated reduces", |ast, _| Ok(narrow::narrow_reduces(ast))),
         Step::rules("transcendental", |ast, c, pass| {
             graph_rewrite(ast, transcendental::pm_transcendental(), &mut c.supported, pass, false)
         }),
@@ -220,6 +222,17 @@ fn launch_size(uops: &[UOp], workgroups: bool) -> ([usize; 3], Option<[usize; 3]
     (global, workgroups.then_some(local))
 }
 
+/// How many times a loop of size `size` is counted to run: its constant size; for a loop whose
+/// size depends on the loops it runs in (one `narrow.rs` narrowed), the most it can, as though
+/// it were not narrowed; 1 for a loop of symbolic size.
+fn loop_trips(size: &UOp) -> u64 {
+    match size.const_int_value() {
+        Some(n) => n.max(0) as u64,
+        None if size.toposort().iter().any(|n| n.op() == Ops::DefineVar) => 1,
+        None => size.vmax().max(0) as u64,
+    }
+}
+
 /// ALU ops executed by one run: each ALU node weighted by its enclosing loops' trip counts. As
 /// tinygrad's estimate, what computes an address or a gate (anything an INDEX depends on) is
 /// indexing, not arithmetic, and does not count.
@@ -231,8 +244,7 @@ fn count_ops(uops: &[UOp]) -> u64 {
     for u in uops {
         match u.op() {
             Ops::Range | Ops::Special => {
-                let n = u.src()[0].const_int_value().unwrap_or(1).max(0) as u64;
-                trips.push(trips.last().unwrap() * n);
+                trips.push(trips.last().unwrap() * loop_trips(&u.src()[0]));
             }
             Ops::End => {
                 trips.pop();

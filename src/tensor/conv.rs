@@ -180,6 +180,18 @@ impl PoolOpts {
     }
 }
 
+/// How a conv's input is padded along its first spatial axis (its rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowPads {
+    /// Stored with the input, as every other axis's padding.
+    Stored,
+    /// A gate on the loads of the rows (with two or more spatial axes): the loop over a window's
+    /// rows is the output rows' loop plus the tap's, which codegen narrows to the rows with data
+    /// (`codegen/narrow.rs`), so a transposed conv (an input's gradient: its pads are the kernel's
+    /// size less one) does not multiply its padding's zero rows.
+    Gated,
+}
+
 /// Kernel, stride, dilation and `(before, after)` pads of a pooling call.
 type PoolParams = (Vec<usize>, Vec<usize>, Vec<usize>, Vec<(isize, isize)>);
 
@@ -319,20 +331,14 @@ impl Tensor {
         check_windows("conv2d", &xs, &ws[2..], &stride, &dilation, &pads)?;
         check_bias("conv2d", bias, ws[0])?;
         check_devices("conv2d", &[Some(self), Some(weight), bias].into_iter().flatten().collect::<Vec<_>>())?;
-        Ok(self.conv_pads(weight, bias, g, &stride, &dilation, &pads))
+        Ok(self.conv_pads(weight, bias, &ConvParams { groups: g, stride, dilation, pads }, RowPads::Stored))
     }
     /// `conv2d` with explicit `(before, after)` pads, negative ones cropping. The result is a
     /// `conv` CALL: its backward is two more convs (`conv_backward`), not the gather-shaped
     /// gradient of the window view.
-    fn conv_pads(
-        &self,
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        groups: usize,
-        stride: &[usize],
-        dilation: &[usize],
-        pads: &[(isize, isize)],
-    ) -> Tensor {
+    fn conv_pads(&self, weight: &Tensor, bias: Option<&Tensor>, params: &ConvParams, rows: RowPads) -> Tensor {
+        let ConvParams { groups, stride, dilation, pads } = params;
+        let groups = *groups;
         let (xs, ws) = (self.shape(), weight.shape());
         let (bs, cin_, cout, cin) = (xs[0], xs[1], ws[0], ws[1]);
         let hw = &ws[2..];
@@ -341,15 +347,7 @@ impl Tensor {
             groups > 0 && groups * cin == cin_ && cout % groups == 0,
             "conv2d: input {xs:?} does not match weight {ws:?} with groups={groups}"
         );
-        let params =
-            ConvParams { groups, stride: stride.to_vec(), dilation: dilation.to_vec(), pads: pads.to_vec() }.encode();
-        // a padded input is stored padded, so the windows read it without gated loads; the pad
-        // kernel reads the input where it lies (a stored input or gradient is not copied first)
-        let padded = match pads.iter().any(|&(b, a)| b > 0 || a > 0) {
-            true => self.pad_value(&lead_pads(2, pads), Scalar::Int(0)).contiguous(),
-            false => self.pad_value(&lead_pads(2, pads), Scalar::Int(0)),
-        };
-        let x = padded.pool(hw, stride, dilation);
+        let x = self.padded_input(pads, rows).pool(hw, stride, dilation);
         let oyx: Vec<usize> = x.shape()[2..2 + nd].to_vec();
         let rcout = cout / groups;
         let cat = |a: &[usize], b: &[usize], c: &[usize]| [a, b, c].concat();
@@ -361,7 +359,28 @@ impl Tensor {
         let x = x.permute(&[&[0, 1, 3][..], &spatial(4), &[2], &spatial(4 + nd)].concat());
         let w = weight.reshape(&cat(&[1, groups, rcout], &vec![1; nd], &[&[cin][..], hw].concat()));
         let out = x.mul(&w).sum(reduce.as_slice(), true).reshape(&cat(&[bs, cout], &oyx, &[]));
-        out.call(crate::uop::Call::Conv, params, &[self, weight]).add_bias(bias)
+        out.call(crate::uop::Call::Conv, params.encode(), &[self, weight]).add_bias(bias)
+    }
+    /// A conv's input (`(batch, channels, spatial...)`) padded by `pads`. Padding is stored, so
+    /// the windows read it without gated loads (the pad kernel reads the input where it lies: a
+    /// stored input or gradient is not copied first), except the rows' with `RowPads::Gated`.
+    fn padded_input(&self, pads: &[(isize, isize)], rows: RowPads) -> Tensor {
+        let gated_rows = rows == RowPads::Gated && pads.len() >= 2;
+        let (mut stored, mut gated) = (pads.to_vec(), vec![(0, 0); pads.len()]);
+        if gated_rows {
+            let (before, after) = pads[0];
+            stored[0] = (before.min(0), after.min(0));
+            gated[0] = (before.max(0), after.max(0));
+        }
+        let x = self.pad_value(&lead_pads(2, &stored), Scalar::Int(0));
+        let x = match stored.iter().any(|&(b, a)| b > 0 || a > 0) {
+            true => x.contiguous(),
+            false => x,
+        };
+        match gated_rows {
+            true => x.pad_value(&lead_pads(2, &gated), Scalar::Int(0)),
+            false => x,
+        }
     }
     /// `self + bias`, the bias broadcast over axis 1 (channels); `self` without one.
     fn add_bias(&self, bias: Option<&Tensor>) -> Tensor {
@@ -401,7 +420,8 @@ impl Tensor {
             .permute(&[&[1, 2, 0][..], &spatial(3)].concat());
         let x = x.reshape(&[&[cin, groups * bs][..], &padded].concat());
         let g = g.reshape(&[&[cout, bs][..], o].concat());
-        let dw = x.conv_pads(&g, None, groups, &dilation, &stride, &vec![(0, 0); nd]);
+        let traded = ConvParams { groups, stride: dilation, dilation: stride, pads: vec![(0, 0); nd] };
+        let dw = x.conv_pads(&g, None, &traded, RowPads::Stored);
         let keep: Vec<(usize, usize)> = [(0, cin), (0, cout)].into_iter().chain(k.iter().map(|&k| (0, k))).collect();
         (dx, dw.shrink(&keep).transpose(0, 1))
     }
@@ -491,7 +511,8 @@ impl Tensor {
                 .collect();
             x = x.reshape(&spread).pad(&grow).reshape(&merged).shrink(&keep);
         }
-        x.conv_pads(&w, bias, groups, &vec![1; nd], dilation, pads)
+        let params = ConvParams { groups, stride: vec![1; nd], dilation: dilation.to_vec(), pads: pads.to_vec() };
+        x.conv_pads(&w, bias, &params, RowPads::Gated)
     }
 
     /// `(kernel, stride, dilation, pads)` of a pooling call, with ceil-mode pads applied.

@@ -17,7 +17,7 @@ use crate::rule;
 type Bound = (UOp, i128, i128);
 
 /// The clauses of an AND tree.
-pub(super) fn clauses(valid: &UOp) -> Vec<UOp> {
+pub(crate) fn clauses(valid: &UOp) -> Vec<UOp> {
     let (mut out, mut stack) = (vec![], vec![valid.clone()]);
     while let Some(c) = stack.pop() {
         match c.op() == Ops::And && c.dtype().is_bool() {

@@ -220,7 +220,8 @@ fn a_padded_copy_of_channels_last_data_stays_channels_last() {
     Tensor::manual_seed(11);
     // an input gradient is a transposed conv of the output gradient, which is channels last (the
     // conv's output is): its padded copy is stored channels last too, whole channel vectors
-    // copied pixel by pixel, where storing it NCHW gathered a channel of 16 pixels per vector
+    // copied pixel by pixel, where storing it NCHW gathered a channel of 16 pixels per vector;
+    // only its columns are padded (the conv's loop over rows skips the rows of zeros)
     let x = Tensor::randn(&[2, 16, 12, 12]).realize();
     let w = Tensor::randn(&[16, 16, 3, 3]).realize();
     let input_gradient = |dev: &str| {
@@ -230,7 +231,7 @@ fn a_padded_copy_of_channels_last_data_stays_channels_last() {
     };
     let dx = input_gradient("CPU");
     let names: Vec<String> = kernel_asts(&dx).iter().map(|a| KernelName::of(a).to_string()).collect();
-    assert!(names.contains(&"E_2_14_14_16".to_string()), "the padded gradient, channels last: {names:?}");
+    assert!(names.contains(&"E_2_10_14_16".to_string()), "the padded gradient, channels last: {names:?}");
     let (got, want) = (dx.to_vec::<f32>(), input_gradient("INTERP").to_vec::<f32>());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "dx[{i}] = {g}, INTERP {w}");
