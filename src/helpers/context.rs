@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use super::hasher::FastHasher;
@@ -13,9 +14,11 @@ use super::hasher::FastHasher;
 type Settings<V> = HashMap<String, V, BuildHasherDefault<FastHasher>>;
 
 thread_local! {
-    // const-initialized: asked for on every setting read, with no lazy initialization to check
-    static OVERRIDES: RefCell<Settings<i64>> = const { RefCell::new(HashMap::with_hasher(BuildHasherDefault::new())) };
+    static OVERRIDES: RefCell<Settings<i64>> = RefCell::new(Settings::default());
 }
+
+/// How many `Context`s are alive, on all threads.
+static CONTEXTS: AtomicUsize = AtomicUsize::new(0);
 
 /// An environment variable's value: parsed as an integer, else kept as text, to warn when a
 /// setting asked for as an integer is not one.
@@ -46,13 +49,11 @@ static ENVIRONMENT: LazyLock<Environment> = LazyLock::new(|| {
 /// process started with it), else `default`. An env value that is not an integer counts as the
 /// default, with a warning the first time it is asked for.
 pub fn getenv(key: &str, default: i64) -> i64 {
-    let overridden = OVERRIDES.with(|o| {
-        let o = o.borrow();
-        // most reads happen with no Context alive: no key to hash
-        (!o.is_empty()).then(|| o.get(key).copied()).flatten()
-    });
-    if let Some(v) = overridden {
-        return v;
+    // most reads happen with no Context alive on any thread: then the thread's own are not read
+    if CONTEXTS.load(Ordering::Relaxed) > 0 {
+        if let Some(v) = OVERRIDES.with(|o| o.borrow().get(key).copied()) {
+            return v;
+        }
     }
     match ENVIRONMENT.values.get(key) {
         Some(EnvValue::Integer(v)) => *v,
@@ -89,6 +90,7 @@ impl Context {
             let mut o = o.borrow_mut();
             settings.iter().map(|(k, v)| (k.to_string(), o.insert(k.to_string(), *v))).collect()
         });
+        CONTEXTS.fetch_add(1, Ordering::Relaxed);
         Context { saved }
     }
     /// The settings every `Context` alive on this thread sets, for a thread that works on its
@@ -113,6 +115,7 @@ impl Drop for Context {
                 };
             }
         });
+        CONTEXTS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
