@@ -677,7 +677,9 @@ impl Drop for Node {
         }
         // the sources move into the queue (a clone there and a drop here were two more atomic
         // operations per edge); the first node dropped lends its sources' vector as the queue
-        let draining = DROP_QUEUE.with(|q| {
+        // a node dropped while its thread exits (held by another thread-local) may find the
+        // queue gone: its sources then drop here, recursively
+        let draining = DROP_QUEUE.try_with(|q| {
             let mut q = q.borrow_mut();
             match q.as_mut() {
                 Some(queue) => {
@@ -690,17 +692,13 @@ impl Drop for Node {
                 }
             }
         });
-        if draining {
+        if draining != Ok(false) {
             return;
         }
-        loop {
-            let next = DROP_QUEUE.with(|q| q.borrow_mut().as_mut().and_then(|v| v.pop()));
-            match next {
-                Some(u) => drop(u),
-                None => break,
-            }
+        while let Some(u) = DROP_QUEUE.try_with(|q| q.borrow_mut().as_mut().and_then(|v| v.pop())).ok().flatten() {
+            drop(u);
         }
-        DROP_QUEUE.with(|q| *q.borrow_mut() = None);
+        let _ = DROP_QUEUE.try_with(|q| *q.borrow_mut() = None);
     }
 }
 
@@ -734,24 +732,30 @@ mod tests {
         assert_eq!(x.key(), y.key());
     }
 
+    /// Nodes are freed with their last handle, a root directly and its sources through the drop
+    /// queue, and a thread's locals holding nodes drop them as it exits.
     #[test]
     fn nodes_are_freed_with_their_last_handle() {
-        let v = UOp::const_int(DType::INT64, 987_654_321_123);
-        let k = v.key();
-        drop(v);
-        let m = shard(k).lock().unwrap();
-        assert!(m.get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none())));
-    }
-
-    #[test]
-    fn sources_dropped_through_the_queue_are_freed() {
-        let leaf = UOp::const_int(DType::INT64, 123_456_789_987);
-        let k = leaf.key();
+        thread_local! {
+            static HELD: RefCell<Option<UOp>> = const { RefCell::new(None) };
+        }
+        let gone =
+            |k: u64| shard(k).lock().unwrap().get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none()));
+        let (root, leaf) =
+            (UOp::const_int(DType::INT64, 987_654_321_123), UOp::const_int(DType::INT64, 123_456_789_987));
+        let (root_key, leaf_key) = (root.key(), leaf.key());
         let top = leaf.alu(Ops::Neg, &[]).alu(Ops::Add, &[&leaf]);
-        drop(leaf);
-        drop(top);
-        let m = shard(k).lock().unwrap();
-        assert!(m.get(&k).is_none_or(|b| b.nodes().iter().all(|w| w.upgrade().is_none())));
+        drop((root, leaf, top));
+        assert!(gone(root_key) && gone(leaf_key));
+        let held = std::thread::spawn(|| {
+            let chain = UOp::const_int(DType::INT64, 555_555_555).alu(Ops::Neg, &[]).alu(Ops::Neg, &[]);
+            let key = chain.src()[0].src()[0].key();
+            HELD.with(|h| *h.borrow_mut() = Some(chain));
+            // the drop queue made after HELD: a thread's locals go in the reverse order
+            drop(UOp::const_int(DType::INT64, 666_666_666).alu(Ops::Neg, &[]));
+            key
+        });
+        assert!(gone(held.join().expect("the thread exits, its nodes dropped")));
     }
 
     #[test]
