@@ -285,13 +285,16 @@ fn gated_sum(red: &UOp, ctx: &mut LowerCtx) -> Option<(UOp, UOp)> {
         *next += 1;
         UOp::new(Ops::Range, DType::INDEX, vec![holds.cast(DType::INDEX)], Arg::Range(*next - 1, AxisKind::Reduce))
     });
+    // a read the condition makes too (a scatter's index) stays before the gate, which needs it
+    let tested = lane.toposort();
     let reads = x.toposort().into_iter().filter(|u| u.op() == Ops::Index && u.src()[0].op() == Ops::Param);
+    let reads: Vec<UOp> = reads.filter(|u| !tested.contains(u)).collect();
     let inside_gate = |index: UOp| {
         let mut src = index.src().to_vec();
         src[0] = UOp::new(Ops::After, src[0].dtype(), vec![src[0].clone(), gate.clone()], Arg::None);
         (index.clone(), index.replace_src(src))
     };
-    let mut inside: UOpMap<UOp> = reads.map(inside_gate).collect();
+    let mut inside: UOpMap<UOp> = reads.into_iter().map(inside_gate).collect();
     Some((substitute(x, &mut inside, "gated loads"), gate.clone()))
 }
 
