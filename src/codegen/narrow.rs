@@ -95,10 +95,7 @@ fn bound(clause: &UOp, r: &UOp, red: &UOp) -> Option<Bound> {
 fn ceil_div(b: &UOp, g: i64) -> UOp {
     match g {
         1 => b.clone(),
-        g => b
-            .alu(Ops::Add, &[&UOp::index_const(g - 1)])
-            .alu(Ops::Max, &[&UOp::index_const(0)])
-            .alu(Ops::IDiv, &[&UOp::index_const(g)]),
+        g => (b + (g - 1)).alu(Ops::Max, &[&UOp::index_const(0)]).idiv(g),
     }
 }
 
@@ -136,9 +133,9 @@ fn narrowed(red: &UOp) -> Option<UOp> {
         if used.is_empty() {
             continue;
         }
-        let count = end.alu(Ops::Add, &[&neg(&start)]).alu(Ops::Max, &[&UOp::index_const(0)]);
+        let count = (&end + &neg(&start)).alu(Ops::Max, &[&UOp::index_const(0)]);
         let narrow = r.replace_src(vec![count]);
-        map.insert(r.clone(), narrow.alu(Ops::Add, &[&start]));
+        map.insert(r.clone(), &narrow + &start);
         map.extend(used.into_iter().map(|g| (g, UOp::constant(DType::BOOL, ConstValue::Bool(true)))));
         *r = narrow;
     }
@@ -176,7 +173,7 @@ fn min(a: &UOp, b: &UOp) -> UOp {
     neg(&neg(a).alu(Ops::Max, &[&neg(b)]))
 }
 
-/// `-u` as the ops have it.
+/// `-u` of an index, as a product by -1 (as tinygrad negates an index).
 fn neg(u: &UOp) -> UOp {
-    u.alu(Ops::Mul, &[&UOp::index_const(-1)])
+    u * -1
 }
