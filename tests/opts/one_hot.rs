@@ -119,3 +119,25 @@ fn embedding_gradients_add_each_token_into_its_row_at_any_width() {
         }
     }
 }
+
+/// A one-hot sum whose selected value reads the ids its condition reads (a scatter's) adds each
+/// into its row, with and without opts. (The gated sum's looping substitution of such a read
+/// showed on WebGPU's scalar kernels: DEV=WEBGPU torch_ref's scatter and setitem cases.)
+#[test]
+fn a_one_hot_sum_of_values_read_with_the_ids_adds_them_into_their_rows() {
+    let _serial = serial();
+    Tensor::manual_seed(23);
+    let vocab = 12;
+    let (ids, x) = tokens(40, 10, 1);
+    let scaled = (ids.cast(lazygrad::DType::FLOAT32) * x.reshape(&[40])).reshape(&[40, 1]).realize();
+    for noopt in [0, 1] {
+        let _noopt = Context::new(&[("NOOPT", noopt)]);
+        for device in ["CPU", "CL", "INTERP"] {
+            let _dev = DefaultDevice::scoped(device);
+            let (ids_here, x_here) = (ids.to(device), x.to(device));
+            let value = (ids_here.cast(lazygrad::DType::FLOAT32) * x_here.reshape(&[40])).reshape(&[40, 1]);
+            let got = one_hot_sum(&ids_here, &value, vocab, Select::Equal).to_vec::<f32>();
+            assert_index_add(&format!("{device}, NOOPT={noopt}"), &got, &ids, &scaled, vocab, false);
+        }
+    }
+}
